@@ -1,0 +1,10 @@
+"""Registers the fake (Meta) implementation of every native op, domain by domain.
+
+The pattern for every op: schema in C++ (`csrc/<domain>/<domain>_ops.cpp`), CPU reference and
+CUDA kernel registered in C++, fake implementation in `mslk/<domain>/_fake.py`.
+"""
+
+from mslk import _native
+
+if _native.load():
+    from mslk.quantize import _fake as _quantize_fake  # noqa: F401

@@ -1,0 +1,74 @@
+// Device helpers shared by the kernels: conversions, 16-byte vectors, FP8 codecs, reductions.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace mslk::cuda {
+
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// Elements of T in one 16-byte vector.
+template <typename T>
+constexpr int kVec16 = 16 / sizeof(T);
+
+// Unpack a 16-byte vector of T into floats.
+template <typename T>
+__device__ __forceinline__ void unpack16(const uint4& u, float (&f)[kVec16<T>]) {
+  const T* e = reinterpret_cast<const T*>(&u);
+#pragma unroll
+  for (int i = 0; i < kVec16<T>; ++i) f[i] = to_f32(e[i]);
+}
+
+template <typename T>
+__device__ __forceinline__ float absmax16(const uint4& u) {
+  float f[kVec16<T>];
+  unpack16<T>(u, f);
+  float m = 0.f;
+#pragma unroll
+  for (int i = 0; i < kVec16<T>; ++i) m = fmaxf(m, fabsf(f[i]));  // fmaxf drops NaN
+  return m;
+}
+
+// E4M3FN with round-to-nearest-even and saturation to +-448; NaN stays NaN.
+__device__ __forceinline__ uint8_t f32_to_e4m3(float x) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
+}
+__device__ __forceinline__ uint16_t f32x2_to_e4m3x2(float a, float b) {
+  return static_cast<uint16_t>(__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3));
+}
+__device__ __forceinline__ float e4m3_to_f32(uint8_t b) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(b), __NV_E4M3)));
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Max over the block; every thread gets the result. blockDim.x must be a multiple of 32.
+__device__ __forceinline__ float block_max(float v) {
+  __shared__ float warp_part[32];
+  __shared__ float result;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_max(v);
+  if (lane == 0) warp_part[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < (blockDim.x >> 5) ? warp_part[lane] : 0.f;
+    v = warp_max(v);
+    if (lane == 0) result = v;
+  }
+  __syncthreads();
+  return result;
+}
+
+inline unsigned ceil_div(int64_t a, int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
+
+}  // namespace mslk::cuda

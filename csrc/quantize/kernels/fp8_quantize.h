@@ -1,0 +1,21 @@
+// Launchers of the FP8 quantize/dequantize kernels. Raw pointers and sizes only: this header
+// is shared by the torch glue (fp8_quantize_cuda.cpp) and the kernel TUs, which never see torch.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "quantize/fp8_params.h"
+
+namespace mslk::quantize {
+
+cudaError_t fp8_quantize_rows(const Fp8TileParams& p, cudaStream_t stream);   // tile = 1 x K
+cudaError_t fp8_quantize_tiles(const Fp8TileParams& p, cudaStream_t stream);  // any tile (block)
+cudaError_t fp8_quantize_groups(const Fp8TileParams& p, cudaStream_t stream); // tile = 1 x group
+// One scale for the whole tensor; amax_scratch is one float of device memory.
+cudaError_t fp8_quantize_tensor(const Rows& in, uint8_t* out, float* scale, float* amax_scratch,
+                                cudaStream_t stream);
+
+cudaError_t fp8_dequantize(const Fp8DequantParams& p, cudaStream_t stream);
+
+}  // namespace mslk::quantize

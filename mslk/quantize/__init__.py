@@ -1,0 +1,1 @@
+"""Quantization: FP8 (row, block, group, tensor) quantizers and their dequantizers."""

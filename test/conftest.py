@@ -1,0 +1,27 @@
+import os
+
+import pytest
+import torch
+
+import mslk  # noqa: F401  (loads the native library: registers every op)
+
+HAS_CUDA = torch.cuda.is_available()
+DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
+
+# On the GPU machine the round script sets MSLK_REQUIRE_GPU=1: a GPU test that would skip
+# there is a failure, not a pass.
+if os.environ.get("MSLK_REQUIRE_GPU") == "1" and not HAS_CUDA:
+    raise RuntimeError("MSLK_REQUIRE_GPU=1 but torch sees no CUDA device")
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return request.param
+
+
+requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)

@@ -1,0 +1,110 @@
+"""quantize_fp8_block and quantize_fp8_group against the tile reference (exact bits)."""
+
+import pytest
+import torch
+
+from mslk.quantize.triton.fp8_quantize import (
+    quantize_fp8_block,
+    quantize_fp8_group,
+    triton_quantize_fp8_block,
+    triton_quantize_fp8_group,
+)
+from test.conftest import requires_cuda
+from test.quantize.fp8_reference import FP8_MAX, check_dequant_error, quantize_tiles, rand
+
+DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+EPS = 1e-12
+
+
+def same_bits(a, b):
+    return torch.equal(a.cpu().view(torch.uint8), b.cpu().view(torch.uint8))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M,K,bm,bk", [(300, 520, 256, 256), (256, 512, 128, 128), (1, 1, 256, 256),
+                                       (129, 70, 100, 60), (7, 1000, 1, 128), (513, 264, 64, 8)])
+def test_block(device, dtype, M, K, bm, bk):
+    x = rand((M, K), dtype, device)
+    xq, scale = quantize_fp8_block(x, bm, bk)
+    exq, escale = quantize_tiles(x, bm, bk, EPS)
+    assert scale.shape == (-(-M // bm), -(-K // bk))
+    assert same_bits(xq, exq)
+    torch.testing.assert_close(scale.cpu(), escale, rtol=0, atol=0)
+    full = escale.repeat_interleave(bm, 0)[:M].repeat_interleave(bk, 1)[:, :K]
+    check_dequant_error(xq, full, x)
+    xq_t, scale_t = triton_quantize_fp8_block(x, bm, bk, k_major=False)
+    assert same_bits(xq_t, exq) and torch.equal(scale_t.cpu(), escale.t())
+
+
+def test_block_scale_ub_and_strided(device):
+    base = rand((260, 300), torch.bfloat16, device, scale=40.0)
+    x = base[:, 8:264]
+    ub = torch.tensor([1.5], device=device)
+    xq, scale = quantize_fp8_block(x, 128, 128, scale_ub=ub)
+    exq, escale = quantize_tiles(x, 128, 128, EPS, ub=1.5)
+    assert same_bits(xq, exq) and torch.equal(scale.cpu(), escale)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,gs", [((30, 512), 128), ((4, 1024), 64), ((9, 96), 32), ((3, 48), 16),
+                                      ((5, 40), 8), ((2, 3, 256), 256), ((6, 1024), 512), ((4, 72), 24),
+                                      ((1, 128), 128), ((17, 4), 1)])
+def test_group(device, dtype, shape, gs):
+    x = rand(shape, dtype, device)
+    xq, scale = quantize_fp8_group(x, gs)
+    x2 = x.reshape(-1, shape[-1])
+    exq, escale = quantize_tiles(x2, 1, gs, EPS)
+    assert scale.shape == (*shape[:-1], shape[-1] // gs)
+    assert same_bits(xq.reshape(x2.shape), exq)
+    torch.testing.assert_close(scale.reshape(escale.shape).cpu(), escale, rtol=0, atol=0)
+    if len(shape) == 2:
+        _, scale_mn = triton_quantize_fp8_group(x, gs, k_major=False)
+        assert torch.equal(scale_mn.cpu(), escale.t())
+
+
+@pytest.mark.parametrize("m_sizes", [[3, 0, 5, 1], [0, 0, 9], [4, 4], [2, 1]])
+def test_group_m_sizes_layout(device, m_sizes):
+    """With m_sizes and k_major=False each segment's scales are [K/g, m] (M-major) inside it."""
+    M, K, gs = 9, 512, 128
+    x = rand((M, K), torch.bfloat16, device)
+    ms = torch.tensor(m_sizes, dtype=torch.int64, device=device)
+    xq, scale = quantize_fp8_group(x, gs, m_sizes=ms, k_major=False)
+    exq, escale = quantize_tiles(x, 1, gs, EPS)
+    assert scale.shape == (M, K // gs) and same_bits(xq, exq)
+    flat = scale.reshape(-1).cpu()
+    segs, start = list(m_sizes), 0
+    if sum(segs) < M:
+        segs.append(M - sum(segs))  # rows past the last segment form one trailing segment
+    for m in segs:
+        got = flat[start * (K // gs):(start + m) * (K // gs)].reshape(K // gs, m)
+        assert torch.equal(got, escale[start:start + m].t())
+        start += m
+    _, scale_k = quantize_fp8_group(x, gs, m_sizes=ms.int(), k_major=True)
+    assert torch.equal(scale_k.cpu(), escale)
+
+
+def test_group_strided_and_ub(device):
+    base = rand((10, 640), torch.float16, device, scale=30.0)
+    x = base[:, 128:640]
+    ub = torch.tensor([0.5], device=device)
+    xq, scale = quantize_fp8_group(x, 128, scale_ub=ub)
+    exq, escale = quantize_tiles(x, 1, 128, EPS, ub=0.5)
+    assert same_bits(xq, exq) and torch.equal(scale.cpu(), escale)
+    assert torch.all(scale <= 0.5 / FP8_MAX + 1e-9)
+
+
+def test_group_block_empty(device):
+    xq, s = quantize_fp8_group(torch.empty(0, 256, device=device), 128)
+    assert xq.shape == (0, 256) and s.shape == (0, 2)
+    xq, s = quantize_fp8_block(torch.empty(0, 300, device=device))
+    assert xq.shape == (0, 300) and s.shape == (0, 2)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_block_group_cuda_equals_cpu(dtype):
+    x = rand((4096, 7168), dtype, "cuda")
+    for fn in (lambda t: quantize_fp8_block(t, 128, 128), lambda t: quantize_fp8_block(t),
+               lambda t: quantize_fp8_group(t, 128), lambda t: quantize_fp8_group(t, 128, k_major=False)):
+        g, c = fn(x), fn(x.cpu())
+        assert same_bits(g[0], c[0]) and torch.equal(g[1].cpu(), c[1])

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One full round on a GPU machine (no network needed): build with every core, C++ tests, the
+# whole pytest suite with GPU tests required, the benchmarks, the demo; a short summary last.
+# Logs and benchmark tables go to $OUT (default ./out). Args: optional pytest selection.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+[ -d .deps/cutlass/include ] && export MSLK_CUTLASS_DIR="$PWD/.deps/cutlass"
+status=()
+
+t0=$(date +%s)
+MSLK_CUDA=ON bash tools/build.sh >"$OUT/build.log" 2>&1 && b=ok || b=FAILED
+status+=("build: $b in $(( $(date +%s) - t0 )) s ($(nproc) cores)")
+[ "$b" = ok ] || { tail -40 "$OUT/build.log"; printf '%s\n' "${status[@]}"; exit 1; }
+
+if [ -d build/test/cpp ]; then
+  ctest --test-dir build --output-on-failure >"$OUT/ctest.log" 2>&1
+  status+=("ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)")
+fi
+MSLK_REQUIRE_GPU=1 python3 -m pytest -q -p no:cacheprovider ${@:-test} >"$OUT/pytest.log" 2>&1
+status+=("pytest: $(tail -1 "$OUT/pytest.log")")
+grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20
+
+for b in bench/*/bench_*.py; do
+  n=$(basename "$b" .py)
+  python3 -m "bench.$(basename "$(dirname "$b")").$n" --out "$OUT/${n#bench_}.md" >"$OUT/$n.log" 2>&1 \
+    && status+=("$n: ok") || { status+=("$n: FAILED"); tail -20 "$OUT/$n.log"; }
+done
+python3 tools/demo.py >"$OUT/demo.log" 2>&1 && status+=("demo: ok") || status+=("demo: FAILED")
+
+echo "================ summary ================"
+for f in "$OUT"/*.md; do [ -f "$f" ] && { echo "--- $(basename "$f")"; grep '^|' "$f"; }; done
+tail -3 "$OUT/demo.log"
+printf '%s\n' "${status[@]}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import json
 import os
@@ -42,11 +43,24 @@ def load() -> bool:
             f"mslk: native library not found at {LIB_PATH}. Build it with `bash tools/build.sh` "
             "(or `pip install .`), or set MSLK_PYTHON_ONLY=1 to import the Python layer only."
         )
+    _promote_libstdcxx()
     # torch.ops.load_library dlopens the file: the binary links libtorch, not libpython,
     # so one build serves every Python version.
     torch.ops.load_library(str(LIB_PATH))
     _loaded = True
     return True
+
+
+def _promote_libstdcxx() -> None:
+    """Put libstdc++ in the global symbol scope before dlopen-ing libmslk.so.
+
+    A toolchain that emits private copies of libstdc++ template statics (see CMakeLists.txt)
+    would otherwise have them shadow libstdc++'s own inside our RTLD_LOCAL library.
+    """
+    try:
+        ctypes.CDLL("libstdc++.so.6", mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        pass
 
 
 def has_cuda_kernels() -> bool:

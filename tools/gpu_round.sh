@@ -19,7 +19,8 @@ if [ -d build/test/cpp ]; then
   ctest --test-dir build --output-on-failure >"$OUT/ctest.log" 2>&1
   status+=("ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)")
 fi
-MSLK_REQUIRE_GPU=1 python3 -m pytest -q -p no:cacheprovider ${@:-test} >"$OUT/pytest.log" 2>&1
+[ $# -gt 0 ] || set -- test
+MSLK_REQUIRE_GPU=1 python3 -m pytest -q -p no:cacheprovider "$@" >"$OUT/pytest.log" 2>&1
 status+=("pytest: $(tail -1 "$OUT/pytest.log")")
 grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20
 

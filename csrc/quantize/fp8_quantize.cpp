@@ -148,7 +148,7 @@ TensorPair quantize_fp8_block(const Fp8Backend& b, const Tensor& x, int64_t bloc
   Tensor scale = at::empty(k_major ? std::vector<int64_t>{gm, gk} : std::vector<int64_t>{gk, gm},
                            x.options().dtype(at::kFloat));
   const Fp8TileParams p = tile_params(rows, xq, scale, K, block_m, block_k, k_major ? gk : 1, k_major ? 1 : gm, ub, kFp8Eps);
-  if (gm * gk > 0) b.tiles(p);
+  if (gm * gk > 0) b.blocks(p);
   return to_output_device(std::move(xq), std::move(scale), output_device);
 }
 

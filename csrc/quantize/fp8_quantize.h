@@ -17,7 +17,7 @@ using TensorPair = std::tuple<Tensor, Tensor>;
 // The same contracts (fp8_params.h), implemented by each device.
 struct Fp8Backend {
   void (*rows)(const Fp8TileParams&);
-  void (*tiles)(const Fp8TileParams&);
+  void (*blocks)(const Fp8TileParams&);
   void (*groups)(const Fp8TileParams&);
   void (*tensor)(const Rows& in, uint8_t* out, float* scale, float* amax_scratch);
   void (*dequant)(const Fp8DequantParams&);

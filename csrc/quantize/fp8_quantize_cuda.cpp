@@ -12,14 +12,14 @@ namespace {
 cudaStream_t stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
 
 void cuda_rows(const Fp8TileParams& p) { C10_CUDA_CHECK(fp8_quantize_rows(p, stream())); }
-void cuda_tiles(const Fp8TileParams& p) { C10_CUDA_CHECK(fp8_quantize_tiles(p, stream())); }
+void cuda_blocks(const Fp8TileParams& p) { C10_CUDA_CHECK(fp8_quantize_blocks(p, stream())); }
 void cuda_groups(const Fp8TileParams& p) { C10_CUDA_CHECK(fp8_quantize_groups(p, stream())); }
 void cuda_tensor(const Rows& in, uint8_t* out, float* scale, float* scratch) {
   C10_CUDA_CHECK(fp8_quantize_tensor(in, out, scale, scratch, stream()));
 }
 void cuda_dequant(const Fp8DequantParams& p) { C10_CUDA_CHECK(fp8_dequantize(p, stream())); }
 
-constexpr Fp8Backend kCudaBackend{cuda_rows, cuda_tiles, cuda_groups, cuda_tensor, cuda_dequant};
+constexpr Fp8Backend kCudaBackend{cuda_rows, cuda_blocks, cuda_groups, cuda_tensor, cuda_dequant};
 using CudaOps = Fp8Ops<&kCudaBackend>;
 
 }  // namespace

@@ -25,21 +25,17 @@ __device__ __forceinline__ void quant_store16(const uint4& u, float inv, uint8_t
   constexpr int W = kVec16<T>;
   float f[W];
   unpack16<T>(u, f);
-  uint16_t b[W / 2];
+  uint32_t w[W / 4];  // four E4M3 bytes a word
 #pragma unroll
-  for (int i = 0; i < W / 2; ++i) b[i] = f32x2_to_e4m3x2(f[2 * i] * inv, f[2 * i + 1] * inv);
+  for (int i = 0; i < W / 4; ++i)
+    w[i] = f32x2_to_e4m3x2(f[4 * i] * inv, f[4 * i + 1] * inv) |
+           (uint32_t(f32x2_to_e4m3x2(f[4 * i + 2] * inv, f[4 * i + 3] * inv)) << 16);
   if (vec_store) {
-    if constexpr (W == 8) {
-      *reinterpret_cast<uint2*>(out) = make_uint2(b[0] | (uint32_t(b[1]) << 16), b[2] | (uint32_t(b[3]) << 16));
-    } else {
-      *reinterpret_cast<uint32_t*>(out) = b[0] | (uint32_t(b[1]) << 16);
-    }
+    if constexpr (W == 8) *reinterpret_cast<uint2*>(out) = make_uint2(w[0], w[1]);
+    else *reinterpret_cast<uint32_t*>(out) = w[0];
   } else {
 #pragma unroll
-    for (int i = 0; i < W / 2; ++i) {
-      out[2 * i] = b[i] & 0xff;
-      out[2 * i + 1] = b[i] >> 8;
-    }
+    for (int i = 0; i < W; ++i) out[i] = (w[i / 4] >> (8 * (i % 4))) & 0xff;
   }
 }
 

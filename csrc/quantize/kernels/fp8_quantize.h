@@ -10,7 +10,9 @@
 namespace mslk::quantize {
 
 cudaError_t fp8_quantize_rows(const Fp8TileParams& p, cudaStream_t stream);   // tile = 1 x K
-cudaError_t fp8_quantize_tiles(const Fp8TileParams& p, cudaStream_t stream);  // any tile (block)
+cudaError_t fp8_quantize_blocks(const Fp8TileParams& p, cudaStream_t stream); // tile = block_m x block_k
+// Two-pass fallback for any tiling (tiles too large for registers or not 16-byte aligned).
+cudaError_t fp8_quantize_tiles(const Fp8TileParams& p, cudaStream_t stream);
 cudaError_t fp8_quantize_groups(const Fp8TileParams& p, cudaStream_t stream); // tile = 1 x group
 // One scale for the whole tensor; amax_scratch is one float of device memory.
 cudaError_t fp8_quantize_tensor(const Rows& in, uint8_t* out, float* scale, float* amax_scratch,

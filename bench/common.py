@@ -1,0 +1,67 @@
+"""Timing helpers shared by the benchmarks: CUDA events, warm-up, median, rotating inputs."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import statistics
+from pathlib import Path
+
+import torch
+
+L2_BYTES = 60 * 2**20
+
+
+def copies_to_exceed_l2(nbytes: int, factor: int = 3) -> int:
+    """How many input sets to rotate through so the working set is >= factor x L2."""
+    return max(2, -(-factor * L2_BYTES // max(nbytes, 1)))
+
+
+def time_ms(fn, arg_sets, reps: int = 15, calls: int = 10, warmup: int = 3) -> float:
+    """Median over reps of (time of `calls` back-to-back calls, rotating arg_sets) / calls.
+
+    Calls are queued back to back so host overhead overlaps device work, as in a model.
+    """
+    for i in range(warmup):
+        fn(*arg_sets[i % len(arg_sets)])
+    torch.cuda.synchronize()
+    times = []
+    k = 0
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn(*arg_sets[k % len(arg_sets)])
+            k += 1
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    return statistics.median(times)
+
+
+def copy_bandwidth_tbs(nbytes: int = 2 * 2**30) -> float:
+    """Device copy bandwidth, bytes read + written per second (TB/s), the memory ceiling."""
+    x = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()
+    y = torch.empty_like(x)
+    ms = time_ms(lambda a, b: b.copy_(a), [(x, y)], reps=10, calls=5)
+    del x, y
+    return 2 * nbytes / (ms * 1e-3) / 1e12
+
+
+def device_label() -> str:
+    p = torch.cuda.get_device_properties(0)
+    return f"{p.name} ({p.multi_processor_count} SMs), torch {torch.__version__}, CUDA {torch.version.cuda}"
+
+
+def write_results(path: Path, title: str, header: list[str], rows: list[list], notes: str = "") -> None:
+    """Markdown table + JSON twin, stamped with date and device."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"# {title}", "", f"Measured {stamp} on {device_label()}.", ""]
+    if notes:
+        lines += [notes, ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "---|" * len(header))
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    path.write_text("\n".join(lines) + "\n")
+    path.with_suffix(".json").write_text(json.dumps(
+        {"title": title, "date": stamp, "device": device_label(), "header": header, "rows": rows}, indent=1))

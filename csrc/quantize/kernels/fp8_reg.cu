@@ -1,61 +1,86 @@
-// Register-resident FP8 quantizer for rows, blocks and K-groups. Each CTA loads one CTA tile
-// (cta_m rows x cta_k columns) into registers as 16-byte vectors, reduces |x| and writes the
-// FP8 bytes from registers: every input byte is read from memory exactly once.
-//   rows:   CTA tile = 1 x K, one scale per CTA (block reduction)
-//   blocks: CTA tile = block_m x block_k, one scale per CTA
-//   groups: CTA tile = 1 x (whole groups, ~512 vectors), one scale per L consecutive vectors
-//           (warp-segment reduction)
-// Tiles too large for registers, or not 16-byte aligned, go to the two-pass tile kernel.
+// Register-resident FP8 quantizer for rows, blocks and K-groups. A CTA tile (cta_m rows x cta_k
+// columns, <= 8192 16-byte vectors) is held in registers, so every input byte is read once.
+//   rows:   CTA tile = 1 x K, one scale per tile (block reduction)
+//   blocks: CTA tile = block_m x block_k, one scale per tile
+//   groups: CTA tile = 1 x (whole groups), one scale per L consecutive lanes (shuffles)
+// Two schedules of the same tile code:
+//   one-shot: one CTA per tile;
+//   staged:   persistent CTAs; while a tile is processed from registers, the next one streams
+//             into shared memory with cp.async (each thread owns its slots: no extra barriers).
+// Larger tiles, or inputs that are not 16-byte aligned, go to the two-pass tile kernel.
+#include <cstdlib>
+#include <cstring>
+
 #include "quantize/kernels/fp8_device.cuh"
 
 namespace mslk::quantize {
 namespace {
 
+constexpr int kMaxVecs = 8192;
+
 struct CtaTiling {
   int64_t cta_m, cta_k;  // CTA tile
   int n_cta_k;           // CTA tiles along K
+  int n_tiles;
   int vpr;               // vectors per CTA-tile row
 };
 
-// Position of vector idx inside the CTA tile (row tiles need no division).
+struct TileGeom {
+  int bi, bj, rows, vcols;
+  int64_t r0, c0;
+};
+
+__device__ __forceinline__ TileGeom geom(const Fp8TileParams& p, const CtaTiling& t, int tile, int W) {
+  TileGeom g;
+  g.bi = tile / t.n_cta_k;
+  g.bj = tile - g.bi * t.n_cta_k;
+  g.r0 = int64_t(g.bi) * t.cta_m;
+  g.c0 = int64_t(g.bj) * t.cta_k;
+  g.rows = static_cast<int>(t.cta_m < p.in.M - g.r0 ? t.cta_m : p.in.M - g.r0);
+  g.vcols = static_cast<int>((t.cta_k < p.in.K - g.c0 ? t.cta_k : p.in.K - g.c0) / W);
+  return g;
+}
+
+// Position of vector idx inside the CTA tile (single-row tiles need no division).
 template <bool ONE_ROW>
 __device__ __forceinline__ void tile_pos(int idx, int vpr, int& r, int& c) {
   r = ONE_ROW ? 0 : idx / vpr;
   c = ONE_ROW ? idx : idx - r * vpr;
 }
 
-// L == 0: one scale per CTA tile; L > 0: one scale per group of L lanes (a K-group).
-template <typename T, int NV, int L, bool ONE_ROW>
-__global__ void __launch_bounds__(NV == 8 ? 1024 : 256) fp8_reg_kernel(Fp8TileParams p, CtaTiling t, bool vec_store) {
+// Visit the NV vectors this thread owns in `tile`: f(i, pointer or nullptr when outside).
+template <typename T, int NV, bool ONE_ROW, typename F>
+__device__ __forceinline__ void for_each_vec(const Fp8TileParams& p, const CtaTiling& t, int tile, F&& f) {
   constexpr int W = kVec16<T>;
-  const int bi = blockIdx.x / t.n_cta_k, bj = blockIdx.x % t.n_cta_k;
-  const int64_t r0 = int64_t(bi) * t.cta_m, c0 = int64_t(bj) * t.cta_k;
-  const int rows = static_cast<int>(t.cta_m < p.in.M - r0 ? t.cta_m : p.in.M - r0);
-  const int vcols = static_cast<int>((t.cta_k < p.in.K - c0 ? t.cta_k : p.in.K - c0) / W);
-  const bool valid = !ONE_ROW || row_is_valid(p, r0);
-  const T* in = static_cast<const T*>(p.in.ptr) + r0 * p.in.stride + c0;
-  uint8_t* out = p.out + r0 * p.out_stride + c0;
-
-  uint4 v[NV];
+  const TileGeom g = geom(p, t, tile, W);
+  const bool valid = !ONE_ROW || row_is_valid(p, g.r0);
+  const T* in = static_cast<const T*>(p.in.ptr) + g.r0 * p.in.stride + g.c0;
 #pragma unroll
-  for (int i = 0; i < NV; ++i) {  // every load issued before the first use
+  for (int i = 0; i < NV; ++i) {
     int r, c;
     tile_pos<ONE_ROW>(threadIdx.x + i * blockDim.x, t.vpr, r, c);
-    v[i] = valid && r < rows && c < vcols ? *reinterpret_cast<const uint4*>(in + r * p.in.stride + c * W)
-                                          : make_uint4(0, 0, 0, 0);
+    f(i, valid && r < g.rows && c < g.vcols ? in + r * p.in.stride + c * W : nullptr);
   }
+}
 
+// L == 0: one scale per CTA tile; L > 0: one scale per group of L lanes (a K-group).
+template <typename T, int NV, int L, bool ONE_ROW>
+__device__ __forceinline__ void quantize_tile(const Fp8TileParams& p, const CtaTiling& t, int tile,
+                                              const uint4 (&v)[NV], bool vec_store) {
+  constexpr int W = kVec16<T>;
+  const TileGeom g = geom(p, t, tile, W);
+  uint8_t* out = p.out + g.r0 * p.out_stride + g.c0;
   if constexpr (L == 0) {
     float m = 0.f;
 #pragma unroll
     for (int i = 0; i < NV; ++i) m = fmaxf(m, absmax16<T>(v[i]));
     const TileScale s = tile_scale(p, block_max(m));
-    if (threadIdx.x == 0) p.scale[scale_index(p, bi, bj)] = s.scale;
+    if (threadIdx.x == 0) p.scale[scale_index(p, g.bi, g.bj)] = s.scale;
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
       int r, c;
       tile_pos<ONE_ROW>(threadIdx.x + i * blockDim.x, t.vpr, r, c);
-      if (r < rows && c < vcols) quant_store16<T>(v[i], s.inv, out + r * p.out_stride + c * W, vec_store);
+      if (r < g.rows && c < g.vcols) quant_store16<T>(v[i], s.inv, out + r * p.out_stride + c * W, vec_store);
     }
   } else {
 #pragma unroll
@@ -63,36 +88,90 @@ __global__ void __launch_bounds__(NV == 8 ? 1024 : 256) fp8_reg_kernel(Fp8TilePa
       float a = absmax16<T>(v[i]);
 #pragma unroll
       for (int o = L / 2; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
-      const int c = threadIdx.x + i * blockDim.x;  // groups live in one row
-      if (c >= vcols) continue;  // after the shuffles: every lane took part
+      const int c = threadIdx.x + i * blockDim.x;  // group tiles are one row
+      if (c >= g.vcols) continue;                  // after the shuffles: every lane took part
       const TileScale s = tile_scale(p, a);
       // lanes of a group are consecutive and start at a multiple of L (blockDim % 32 == 0)
-      if (threadIdx.x % L == 0) p.scale[scale_index(p, r0, (c0 + int64_t(c) * W) / p.tile_k)] = s.scale;
+      if (threadIdx.x % L == 0) p.scale[scale_index(p, g.r0, (g.c0 + int64_t(c) * W) / p.tile_k)] = s.scale;
       quant_store16<T>(v[i], s.inv, out + c * W, vec_store);
     }
   }
-  if (ONE_ROW && c0 + t.cta_k >= p.in.K) zero_padding(p, r0, r0 + 1);
+  if (ONE_ROW && g.c0 + t.cta_k >= p.in.K) zero_padding(p, g.r0, g.r0 + 1);
+}
+
+template <typename T, int NV, int L, bool ONE_ROW>
+__global__ void __launch_bounds__(NV == 8 ? 1024 : 256) fp8_oneshot_kernel(Fp8TileParams p, CtaTiling t, bool vec_store) {
+  uint4 v[NV];
+  for_each_vec<T, NV, ONE_ROW>(p, t, blockIdx.x, [&](int i, const T* src) {
+    v[i] = src ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+  });
+  quantize_tile<T, NV, L, ONE_ROW>(p, t, blockIdx.x, v, vec_store);
+}
+
+__device__ __forceinline__ void cp_async16(uint4* dst, const void* src) {
+  // src == nullptr: zero-fill (src-size 0 reads nothing; a valid address is still passed)
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src ? src : dst),
+               "r"(src ? 16 : 0));
+}
+
+template <typename T, int NV, int L, bool ONE_ROW>
+__global__ void __launch_bounds__(NV == 8 ? 1024 : 256) fp8_staged_kernel(Fp8TileParams p, CtaTiling t, bool vec_store) {
+  extern __shared__ uint4 stage[];  // slot (i, thread) belongs to that thread alone
+  auto issue = [&](int tile) {
+    for_each_vec<T, NV, ONE_ROW>(p, t, tile, [&](int i, const T* src) { cp_async16(&stage[i * blockDim.x + threadIdx.x], src); });
+  };
+  int tile = blockIdx.x;
+  if (tile < t.n_tiles) issue(tile);
+  asm volatile("cp.async.commit_group;\n");
+  for (; tile < t.n_tiles; tile += gridDim.x) {
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    uint4 v[NV];
+#pragma unroll
+    for (int i = 0; i < NV; ++i) v[i] = stage[i * blockDim.x + threadIdx.x];
+    if (tile + gridDim.x < t.n_tiles) issue(tile + gridDim.x);
+    asm volatile("cp.async.commit_group;\n");
+    quantize_tile<T, NV, L, ONE_ROW>(p, t, tile, v, vec_store);
+  }
+}
+
+// Staged unless MSLK_FP8_SCHEDULE=oneshot (a benchmarking switch).
+bool use_staged() {
+  const char* s = std::getenv("MSLK_FP8_SCHEDULE");
+  return !(s && std::strcmp(s, "oneshot") == 0);
 }
 
 // Vectors per thread: the fewest that keep the CTA at <= 256 threads, up to 8 (1024 threads).
 template <typename T, int NV, int L, bool ONE_ROW>
-bool try_launch(const Fp8TileParams& p, const CtaTiling& t, int64_t vecs, int64_t ctas, cudaStream_t s) {
+bool try_launch(const Fp8TileParams& p, const CtaTiling& t, cudaStream_t s) {
+  const int vecs = static_cast<int>(t.cta_m * t.vpr);
   if (vecs > (NV == 8 ? 1024 : 256) * NV) return false;
-  const int threads = static_cast<int>(((vecs + NV - 1) / NV + 31) / 32 * 32);
-  fp8_reg_kernel<T, NV, L, ONE_ROW><<<unsigned(ctas), threads, 0, s>>>(p, t, p.out_stride % kVec16<T> == 0);
+  const int threads = ((vecs + NV - 1) / NV + 31) / 32 * 32;
+  const bool vec_store = p.out_stride % kVec16<T> == 0;
+  if (!use_staged()) {
+    fp8_oneshot_kernel<T, NV, L, ONE_ROW><<<unsigned(t.n_tiles), threads, 0, s>>>(p, t, vec_store);
+    return true;
+  }
+  auto kernel = fp8_staged_kernel<T, NV, L, ONE_ROW>;
+  const int smem = threads * NV * 16;
+  int dev = 0, sms = 132, per_sm = 1;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (smem > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
+  const int grid = std::max(1, std::min(t.n_tiles, sms * std::max(per_sm, 1)));
+  kernel<<<grid, threads, smem, s>>>(p, t, vec_store);
   return true;
 }
 
 template <typename T, int L, bool ONE_ROW>
 bool launch_nv(const Fp8TileParams& p, const CtaTiling& t, cudaStream_t s) {
-  const int64_t vecs = t.cta_m * t.vpr;
-  const int64_t ctas = int64_t(ceil_div(p.in.M, t.cta_m)) * t.n_cta_k;
-  if (ctas > 0x7fffffff) return false;
-  if constexpr (L > 0) {  // group CTAs hold <= 512 vectors
-    return try_launch<T, 1, L, true>(p, t, vecs, ctas, s) || try_launch<T, 2, L, true>(p, t, vecs, ctas, s);
+  if constexpr (L > 0) {  // group CTAs hold <= 1024 vectors
+    return try_launch<T, 1, L, true>(p, t, s) || try_launch<T, 2, L, true>(p, t, s) ||
+           try_launch<T, 4, L, true>(p, t, s);
   } else {
-    return try_launch<T, 1, L, ONE_ROW>(p, t, vecs, ctas, s) || try_launch<T, 2, L, ONE_ROW>(p, t, vecs, ctas, s) ||
-           try_launch<T, 4, L, ONE_ROW>(p, t, vecs, ctas, s) || try_launch<T, 8, L, ONE_ROW>(p, t, vecs, ctas, s);
+    return try_launch<T, 1, L, ONE_ROW>(p, t, s) || try_launch<T, 2, L, ONE_ROW>(p, t, s) ||
+           try_launch<T, 4, L, ONE_ROW>(p, t, s) || try_launch<T, 8, L, ONE_ROW>(p, t, s);
   }
 }
 
@@ -109,13 +188,14 @@ cudaError_t launch(const Fp8TileParams& p, cudaStream_t s) {
     CtaTiling t{};
     t.cta_m = mode == Mode::kBlocks ? p.tile_m : 1;
     t.cta_k = mode == Mode::kBlocks ? p.tile_k : p.in.K;
-    if (mode == Mode::kGroups) {  // groups are independent: ~512 vectors a CTA keeps registers low
-      const int64_t per_cta = std::max<int64_t>(1, 512 / (p.tile_k / W));
-      t.cta_k = std::min<int64_t>(p.in.K, per_cta * p.tile_k);
-    }
-    t.n_cta_k = static_cast<int>(ceil_div(p.in.K, t.cta_k));
+    if (mode == Mode::kGroups)  // groups are independent: ~1024 vectors a CTA
+      t.cta_k = std::min<int64_t>(p.in.K, std::max<int64_t>(1, 1024 / (p.tile_k / W)) * p.tile_k);
+    if (t.cta_m * (t.cta_k / W) > kMaxVecs) return;
     t.vpr = static_cast<int>(t.cta_k / W);
-    if (t.cta_m * t.vpr > 8192) return;
+    t.n_cta_k = static_cast<int>(ceil_div(p.in.K, t.cta_k));
+    const int64_t n_tiles = int64_t(ceil_div(p.in.M, t.cta_m)) * t.n_cta_k;
+    if (n_tiles > 0x7fffffff) return;
+    t.n_tiles = static_cast<int>(n_tiles);
     if constexpr (mode != Mode::kGroups) {
       launched = t.cta_m == 1 ? launch_nv<T, 0, true>(p, t, s) : launch_nv<T, 0, false>(p, t, s);
     } else {

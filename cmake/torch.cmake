@@ -2,6 +2,9 @@
 # that path drags in Caffe2's CUDA detection and fails on machines without a toolkit.
 # Produces the interface target mslk::torch (headers, libs, ABI define) and, when
 # torch was built with CUDA, mslk::torch_cuda.
+if(NOT MSLK_PYTHON AND Python_EXECUTABLE)  # scikit-build-core: the interpreter doing the build
+  set(MSLK_PYTHON "${Python_EXECUTABLE}")
+endif()
 if(NOT MSLK_PYTHON)
   find_program(MSLK_PYTHON NAMES python3 python REQUIRED)
 endif()

@@ -54,8 +54,10 @@ def load() -> bool:
 def _promote_libstdcxx() -> None:
     """Put libstdc++ in the global symbol scope before dlopen-ing libmslk.so.
 
-    A toolchain that emits private copies of libstdc++ template statics (see CMakeLists.txt)
-    would otherwise have them shadow libstdc++'s own inside our RTLD_LOCAL library.
+    Some toolchains (seen: Ubuntu 24.04's g++ 13) give the library private weak copies of
+    libstdc++ template code and statics (locale facets). In an RTLD_LOCAL library they shadow
+    libstdc++'s own, and the first number formatted into an error message crashed. With
+    libstdc++ in the global scope its definitions win.
     """
     try:
         ctypes.CDLL("libstdc++.so.6", mode=ctypes.RTLD_GLOBAL)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks to build and test mslk (only the missing pieces), then
 # builds the native library in place (mslk/lib/libmslk.so). Safe to run again: incremental.
+# --deps-only: install the missing packages, do not build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -15,4 +16,4 @@ if ((${#need[@]})); then
   echo "== installing: ${need[*]}"
   $PY -m pip install -q "${need[@]}"
 fi
-bash tools/build.sh
+[ "${1:-}" = --deps-only ] || bash tools/build.sh

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from mslk.quantize.triton.fp8_quantize import quantize_fp8_row, triton_quantize_fp8_row
-from test.conftest import HAS_CUDA, requires_cuda
+from test.conftest import requires_cuda
 from test.quantize.fp8_reference import FP8_MAX, check_dequant_error, quantize_tiles, rand
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
@@ -135,9 +135,8 @@ def test_row_output_device_and_poison():
     assert torch.equal(scale2.cpu(), scale)
 
 
-@pytest.mark.skipif(HAS_CUDA, reason="CPU-only behaviour")
-def test_row_use_triton_false_same_result():
-    a = rand((9, 300), torch.bfloat16, "cpu")
+def test_row_use_triton_false_same_result(device):
+    a = rand((9, 300), torch.bfloat16, device)
     x1, s1 = quantize_fp8_row(a, use_triton=True)
     x2, s2 = quantize_fp8_row(a, use_triton=False)
     assert torch.equal(x1.view(torch.uint8), x2.view(torch.uint8)) and torch.equal(s1, s2)

@@ -18,20 +18,8 @@
 #include <vector>
 
 #include "check.h"
+#include "temp_files.h"
 
-// POSIX, not std::filesystem: libtorch.so exports broken std::filesystem symbols.
-static std::string make_temp_dir(const char* tag) {
-  std::string templ = std::string("/tmp/") + tag + "_XXXXXX";
-  char* d = ::mkdtemp(templ.data());
-  return d ? std::string(d) : std::string();
-}
-static void remove_dir(const std::string& dir) {
-  std::system(("rm -rf '" + dir + "'").c_str());
-}
-static std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 using Acc1 = pta::PackedTensorAccessor64<float, 1, at::RestrictPtrTraits>;
 

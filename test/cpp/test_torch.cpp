@@ -15,22 +15,10 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "temp_files.h"
 
 using namespace mslk::utils;
 
-// POSIX, not std::filesystem: libtorch.so exports broken std::filesystem symbols.
-static std::string make_temp_dir(const char* tag) {
-  std::string templ = std::string("/tmp/") + tag + "_XXXXXX";
-  char* d = ::mkdtemp(templ.data());
-  return d ? std::string(d) : std::string();
-}
-static void remove_dir(const std::string& dir) {
-  std::system(("rm -rf '" + dir + "'").c_str());
-}
-static std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 static void test_accessors() {
   at::Tensor x = at::arange(24, at::kFloat).reshape({2, 3, 4});

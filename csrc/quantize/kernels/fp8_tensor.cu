@@ -31,23 +31,17 @@ __device__ __forceinline__ float absmax_vec(const uint4& u) {
   return fabsf(to_f32(*reinterpret_cast<const T*>(&u)));
 }
 
-// The kUnroll vectors of one grid-stride step, all loads issued before any is used.
-template <typename T, int W, bool CONTIG>
-__device__ __forceinline__ void load_step(const Rows& in, int64_t base, int64_t total, uint4 (&v)[kUnroll]) {
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int64_t i = base + u * kThreads;
-    v[u] = i < total ? load_vec<T, W>(elem<T, W, CONTIG>(in, i)) : make_uint4(0, 0, 0, 0);
-  }
-}
-
 template <typename T, int W, bool CONTIG>
 __global__ void __launch_bounds__(kThreads) amax_kernel(Rows in, float* amax_out) {
   const int64_t total = in.M * (in.K / W), step = int64_t(gridDim.x) * kThreads * kUnroll;
   float amax = 0.f;
   for (int64_t base = int64_t(blockIdx.x) * kThreads * kUnroll + threadIdx.x; base < total; base += step) {
     uint4 v[kUnroll];
-    load_step<T, W, CONTIG>(in, base, total, v);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + u * kThreads;
+      v[u] = i < total ? load_vec<T, W>(elem<T, W, CONTIG>(in, i)) : make_uint4(0, 0, 0, 0);
+    }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) amax = fmaxf(amax, absmax_vec<T, W>(v[u]));
   }
@@ -63,7 +57,11 @@ __global__ void __launch_bounds__(kThreads) quant_kernel(Rows in, uint8_t* out, 
   const int64_t total = in.M * (in.K / W), step = int64_t(gridDim.x) * kThreads * kUnroll;
   for (int64_t base = int64_t(blockIdx.x) * kThreads * kUnroll + threadIdx.x; base < total; base += step) {
     uint4 v[kUnroll];
-    load_step<T, W, CONTIG>(in, base, total, v);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + u * kThreads;
+      v[u] = i < total ? load_vec<T, W>(elem<T, W, CONTIG>(in, i)) : make_uint4(0, 0, 0, 0);
+    }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t i = base + u * kThreads;

@@ -205,7 +205,7 @@ def merge_attentions(attn_split, lse_split, write_lse: bool = True, output_dtype
     out = torch.where((denom == 0).unsqueeze(-1), torch.zeros_like(out), out).to(out_dtype)
     if not write_lse:
         return out, None
-    lse_out = (torch.log(denom) + lse_max).movedim(2, -1).to(lse.dtype)  # log 0 = -inf
+    lse_out = (torch.log(denom) + lse_max).movedim(1, -1).to(lse.dtype)  # log 0 = -inf
     return out, lse_out
 
 

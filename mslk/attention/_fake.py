@@ -1,0 +1,11 @@
+"""Fake (Meta) implementations of the attention ops, for torch.compile and export."""
+
+import torch
+
+
+@torch.library.register_fake("mslk::fmha_reference_fwd")
+def _fmha_reference_fwd(q, k, v, bias=None, scale=1.0, output_dtype=None):
+    B, Mq, H, _ = q.shape
+    out = q.new_empty((B, Mq, H, v.shape[-1]), dtype=output_dtype if output_dtype is not None else q.dtype)
+    lse = q.new_empty((B, H, Mq), dtype=torch.float64 if q.dtype == torch.float64 else torch.float32)
+    return out, lse

@@ -1,0 +1,223 @@
+"""Fused multi-head attention frontends (spec group "Attention - Core fMHA").
+
+q/k/v: BMK [B, M, K], BMHK [B, M, H, K] or BMGHK [B, M, G, H, K]; the output is in the query layout
+with the last dim replaced by V's head dim; LSE is the natural log, [B, H, M] or [B, G, H, M]
+(packed [1, H, total_Mq] for variable-length biases). Default scale: q.shape[-1] ** -0.5.
+
+This build's only available forward operator is `reference.FwOp` (exact, unfused; CPU, and CUDA
+in CUDA builds); the fused Hopper kernels land behind the same dispatch later. Backward is not
+implemented yet: calls that need gradients raise NotImplementedError.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple, Type, Union
+
+import torch
+
+from mslk.attention.fmha import (  # noqa: F401
+    attn_bias, ck, ck_decoder, ck_splitk, common, cute_blackwell, cute_hopper, cutlass, cutlass_blackwell, flash,
+    flash3, flash_mtia, reference, triton_splitk,
+)
+from mslk.attention.fmha.attn_bias import (  # noqa: F401
+    VARLEN_BIASES, AttentionBias, BlockDiagonalCausalFromBottomRightMask,
+    BlockDiagonalCausalLocalAttentionFromBottomRightMask, BlockDiagonalCausalLocalAttentionMask,
+    BlockDiagonalCausalLocalAttentionPaddedKeysMask, BlockDiagonalCausalMask,
+    BlockDiagonalCausalWithOffsetGappyKeysMask, BlockDiagonalCausalWithOffsetPaddedKeysMask,
+    BlockDiagonalGappyKeysMask, BlockDiagonalLocalAttentionFromBottomRightGappyKeysMask,
+    BlockDiagonalLocalAttentionPaddedKeysMask, BlockDiagonalMask, BlockDiagonalPaddedKeysMask,
+    LocalAttentionFromBottomRightMask, LowerTriangularFromBottomRightLocalAttentionMask,
+    LowerTriangularFromBottomRightMask, LowerTriangularMask, LowerTriangularMaskWithTensorBias,
+    PagedBlockDiagonalCausalLocalPaddedKeysMask, PagedBlockDiagonalCausalWithOffsetGappyKeysMask,
+    PagedBlockDiagonalCausalWithOffsetPaddedKeysMask, PagedBlockDiagonalGappyKeysMask,
+    PagedBlockDiagonalPaddedKeysMask,
+)
+from mslk.attention.fmha.common import (  # noqa: F401
+    AttentionBwOpBase, AttentionFwOpBase, AttentionOp, AttentionOpBase, Context, Gradients, Inputs,
+)
+from mslk.attention.fmha.dispatch import _dispatch_fw, _get_use_fa3, _set_use_fa3, fa3_available  # noqa: F401
+from mslk.attention.fmha.torch_attention_compat import ensure_pt_flash_ok, is_pt_cutlass_compatible  # noqa: F401
+
+MemoryEfficientAttentionCutlassOp = (cutlass.FwOp, cutlass.BwOp)
+MemoryEfficientAttentionCutlassBlackwellOp = (cutlass_blackwell.FwOp, cutlass_blackwell.BwOp)
+MemoryEfficientAttentionCutlassFwdFlashBwOp = (cutlass.FwOp, flash.BwOp)
+MemoryEfficientAttentionFlashAttentionOp = (flash.FwOp, flash.BwOp)
+MemoryEfficientAttentionFlashMtiaAttentionOp = (flash_mtia.FwOp, flash_mtia.BwOp)
+MemoryEfficientAttentionCkOp = (ck.FwOp, ck.BwOp)
+MemoryEfficientAttentionCkDecoderOp = (ck_decoder.FwOp, ck.BwOp)
+MemoryEfficientAttentionSplitKCkOp = (ck_splitk.FwOp, ck.BwOp)
+MemoryEfficientAttentionCuteFlashAttentionOp = (cute_blackwell.FwOp, cute_blackwell.BwOp)
+
+# Explicit enumerations (not the dispatch priority). reference.FwOp is this build's addition.
+ALL_FW_OPS: List[Type[AttentionFwOpBase]] = [
+    cutlass.FwOp, flash.FwOp, flash3.FwOp, ck.FwOp, ck_decoder.FwOp, ck_splitk.FwOp, triton_splitk.FwOp,
+    cutlass_blackwell.FwOp, cute_hopper.FwOp, cute_blackwell.FwOp, flash_mtia.FwOp, reference.FwOp,
+]
+ALL_BW_OPS: List[Type[AttentionBwOpBase]] = [
+    cutlass.BwOp, flash.BwOp, flash3.BwOp, ck.BwOp, cutlass_blackwell.BwOp, cute_hopper.BwOp, cute_blackwell.BwOp,
+    flash_mtia.BwOp,
+]
+
+_NO_BACKWARD = ("memory_efficient_attention: backward is not implemented in this build yet (forward only); "
+                "call under torch.no_grad() or detach the inputs")
+
+
+def _fw_op_of(op, api: str) -> Optional[Type[AttentionFwOpBase]]:
+    if op is None:
+        return None
+    if isinstance(op, tuple):
+        if len(op) != 2:
+            raise ValueError(f"{api}: op must be a forward operator class or an (FwOp, BwOp) pair; got {op!r}")
+        return op[0]
+    if isinstance(op, type) and issubclass(op, AttentionFwOpBase):
+        return op
+    raise ValueError(f"{api}: op must be a forward operator class; got {op!r}")
+
+
+def _run_forward(inp: Inputs, op: Optional[Type[AttentionFwOpBase]], needs_gradient: bool
+                 ) -> Tuple[torch.Tensor, Context]:
+    inp.validate_inputs()
+    output_shape = inp.normalize_bmhk()
+    if op is None:
+        op = _dispatch_fw(inp, needs_gradient)
+    else:
+        reasons = op.not_supported_reasons(inp)
+        if reasons:
+            raise ValueError(f"Operator `{op.NAME}` ({op.__module__}.{op.__qualname__}) does not support these "
+                             "inputs:\n" + "\n".join(f"    {r}" for r in reasons))
+    out, ctx = op.apply(inp, needs_gradient=needs_gradient)
+    if ctx is None:
+        raise RuntimeError(f"{op.NAME} returned no LSE context")
+    return out.reshape(output_shape), ctx
+
+
+def _requires_grad(*xs) -> bool:
+    return torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in xs)
+
+
+def memory_efficient_attention(query, key, value, attn_bias=None, p: float = 0.0, scale: Optional[float] = None,
+                               *, op: Optional[AttentionOp] = None, output_dtype: Optional[torch.dtype] = None
+                               ) -> torch.Tensor:
+    """softmax(scale * q k^T + bias) v, dispatched to a backend (or the pinned `op=(FwOp, BwOp)`)."""
+    bias_t = attn_bias if isinstance(attn_bias, torch.Tensor) else None
+    if _requires_grad(query, key, value, bias_t):
+        raise NotImplementedError(_NO_BACKWARD)
+    fw = _fw_op_of(op, "memory_efficient_attention")
+    inp = Inputs(query=query, key=key, value=value, attn_bias=attn_bias, p=p, scale=scale, output_dtype=output_dtype)
+    return _run_forward(inp, fw, needs_gradient=False)[0]
+
+
+def memory_efficient_attention_forward(query, key, value, attn_bias=None, p: float = 0.0,
+                                       scale: Optional[float] = None, *, op=None,
+                                       output_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """Forward only (no backward context). `op` is a forward operator class, not a pair."""
+    if isinstance(op, tuple):
+        raise ValueError("memory_efficient_attention_forward: pass a forward operator class, not an (FwOp, BwOp) pair")
+    fw = _fw_op_of(op, "memory_efficient_attention_forward")
+    inp = Inputs(query=query, key=key, value=value, attn_bias=attn_bias, p=p, scale=scale, output_dtype=output_dtype)
+    return _run_forward(inp, fw, needs_gradient=False)[0]
+
+
+def memory_efficient_attention_forward_requires_grad(query, key, value, attn_bias=None, p: float = 0.0,
+                                                     scale: Optional[float] = None, *, op=None,
+                                                     output_dtype: Optional[torch.dtype] = None
+                                                     ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Manual-backward forward: returns (out, lse). Dropout is rejected."""
+    if p != 0.0:
+        raise NotImplementedError("memory_efficient_attention_forward_requires_grad: dropout (p != 0) is not "
+                                  "supported by the manual forward/backward API")
+    fw = _fw_op_of(op, "memory_efficient_attention_forward_requires_grad")
+    inp = Inputs(query=query, key=key, value=value, attn_bias=attn_bias, p=p, scale=scale, output_dtype=output_dtype)
+    out, ctx = _run_forward(inp, fw, needs_gradient=True)
+    return out, ctx.lse
+
+
+def memory_efficient_attention_backward(grad, output, lse, query, key, value, attn_bias=None, p: float = 0.0,
+                                        scale: Optional[float] = None, *, op=None):
+    """Explicit backward. Not implemented in this build yet."""
+    if p != 0.0:
+        raise NotImplementedError("memory_efficient_attention_backward: dropout is not supported")
+    raise NotImplementedError("memory_efficient_attention_backward: no backward operator in this build yet")
+
+
+def memory_efficient_attention_partial(query, key, value, attn_bias=None, p: float = 0.0,
+                                       scale: Optional[float] = None, *, op=None,
+                                       output_dtype: Optional[torch.dtype] = None, _allow_backward: bool = False
+                                       ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(out, lse) over one K/V shard; combine shards with merge_attentions. Output dtype defaults
+    to float32 (float64 for float64 inputs)."""
+    if p != 0.0:
+        raise NotImplementedError("memory_efficient_attention_partial: dropout is not supported")
+    bias_t = attn_bias if isinstance(attn_bias, torch.Tensor) else None
+    if _requires_grad(query, key, value, bias_t):
+        if not _allow_backward:
+            raise ValueError("memory_efficient_attention_partial is forward-only; use "
+                             "merge_training.memory_efficient_attention_partial_autograd for training")
+        raise NotImplementedError(_NO_BACKWARD)
+    fw = _fw_op_of(op, "memory_efficient_attention_partial")
+    inp = Inputs(query=query, key=key, value=value, attn_bias=attn_bias, p=p, scale=scale, output_dtype=output_dtype,
+                 is_partial=True)
+    out, ctx = _run_forward(inp, fw, needs_gradient=True)
+    return out, ctx.lse
+
+
+def _stack(x: Union[torch.Tensor, Sequence[torch.Tensor]], name: str) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        return x
+    x = list(x)
+    if len(x) == 0:
+        raise ValueError(f"merge_attentions: {name} is empty")
+    return torch.stack(x, dim=0)
+
+
+def merge_attentions(attn_split, lse_split, write_lse: bool = True, output_dtype: Optional[torch.dtype] = None
+                     ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """Exact merge of attention over disjoint K/V chunks:
+    out = sum_i O_i e^{LSE_i} / sum_i e^{LSE_i}, lse = log sum_i e^{LSE_i}.
+    attn_split [S, B, M, (G,) H, K] and lse_split [S, B, (G,) H, M], as tensors or lists. Where every
+    chunk has LSE = -inf the output is 0 and the LSE is -inf."""
+    lists = not isinstance(attn_split, torch.Tensor)
+    if not lists and any(isinstance(x, torch.Tensor) and x.requires_grad for x in (attn_split, lse_split)) \
+            and not write_lse:
+        raise ValueError("merge_attentions: inputs requiring gradients require write_lse=True")
+    attn = _stack(attn_split, "attn_split")
+    lse = _stack(lse_split, "lse_split")
+    if lists and (attn.requires_grad or lse.requires_grad) and not write_lse:
+        raise ValueError("merge_attentions: inputs requiring gradients require write_lse=True")
+    if attn.ndim not in (5, 6):
+        raise ValueError(f"merge_attentions: attn_split must be [S, B, M, (G,) H, K]; got {tuple(attn.shape)}")
+    if lse.ndim != attn.ndim - 1:
+        raise ValueError(f"merge_attentions: lse_split must be [S, B, (G,) H, M] for attn_split "
+                         f"{tuple(attn.shape)}; got {tuple(lse.shape)}")
+    S, B, M = attn.shape[:3]
+    heads = attn.shape[3:-1]
+    if tuple(lse.shape) != (S, B, *heads, M):
+        raise ValueError(f"merge_attentions: lse_split shape {tuple(lse.shape)} != expected {(S, B, *heads, M)}")
+    out_dtype = output_dtype if output_dtype is not None else attn.dtype
+    acc = torch.float64 if torch.float64 in (attn.dtype, lse.dtype) else torch.float32
+    lse_f = lse.to(acc).movedim(-1, 2)  # [S, B, M, (G,) H]
+    lse_max = lse_f.amax(dim=0)
+    lse_max = torch.where(torch.isneginf(lse_max), torch.zeros_like(lse_max), lse_max)
+    w = torch.exp(lse_f - lse_max)  # 0 for -inf chunks
+    denom = w.sum(dim=0)
+    safe = torch.where(denom == 0, torch.ones_like(denom), denom)
+    out = (w.unsqueeze(-1) * attn.to(acc)).sum(dim=0) / safe.unsqueeze(-1)
+    out = torch.where((denom == 0).unsqueeze(-1), torch.zeros_like(out), out).to(out_dtype)
+    if not write_lse:
+        return out, None
+    lse_out = (torch.log(denom) + lse_max).movedim(1, -1).to(lse.dtype)  # log 0 = -inf
+    return out, lse_out
+
+
+__all__ = [
+    "memory_efficient_attention", "memory_efficient_attention_forward",
+    "memory_efficient_attention_forward_requires_grad", "memory_efficient_attention_backward",
+    "memory_efficient_attention_partial", "merge_attentions", "AttentionBias", "AttentionOp", "AttentionOpBase",
+    "AttentionFwOpBase", "AttentionBwOpBase", "Inputs", "Context", "Gradients", "ALL_FW_OPS", "ALL_BW_OPS",
+    "MemoryEfficientAttentionCutlassOp", "MemoryEfficientAttentionCutlassBlackwellOp",
+    "MemoryEfficientAttentionCutlassFwdFlashBwOp", "MemoryEfficientAttentionFlashAttentionOp",
+    "MemoryEfficientAttentionFlashMtiaAttentionOp", "MemoryEfficientAttentionCkOp",
+    "MemoryEfficientAttentionCkDecoderOp", "MemoryEfficientAttentionSplitKCkOp",
+    "MemoryEfficientAttentionCuteFlashAttentionOp", "_get_use_fa3", "_set_use_fa3", "fa3_available",
+    "is_pt_cutlass_compatible", "ensure_pt_flash_ok", "VARLEN_BIASES",
+]

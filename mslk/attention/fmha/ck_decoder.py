@@ -1,0 +1,16 @@
+"""ROCm CK decoder attention (inference only): not part of this build."""
+
+import torch
+
+from mslk.attention.fmha import _backends as _b
+from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase
+
+
+class FwOp(AttentionFwOpBase):
+    NAME = "ck_decoderF"
+    SUPPORTED_DEVICES = {"cuda"}
+    SUPPORTED_DTYPES = set(_b.FP)
+    SUPPORTED_MAX_K = 256
+    SUPPORTED_ATTN_BIAS_TYPES = (*_b.BASIC_MASKS, *_b.LOCAL_MASKS, *_b.VARLEN_MASKS, *_b.PADDED_MASKS)
+    UNAVAILABLE_REASON = _b.NO_ROCM
+    SUPPORTS_BMGHK = True

@@ -1,0 +1,60 @@
+"""Automatic backend selection.
+
+Priority lists are data: the first available operator whose `not_supported_reasons` is empty
+wins. The reference operator is last (the CPU/general fallback). Backends without a kernel in
+this build (all but the reference today) report unavailable and are never picked.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import List, Sequence, Type
+
+from mslk.attention.fmha import cutlass, cute_hopper, flash, flash3, reference, triton_splitk
+from mslk.attention.fmha.common import AttentionFwOpBase, Inputs
+
+_USE_FLASH_ATTENTION_3 = True
+
+
+def _set_use_fa3(use_flash_attention3: bool) -> None:
+    """Allow (True) or forbid automatic CUDA dispatch from selecting FlashAttention 3 (process-global)."""
+    global _USE_FLASH_ATTENTION_3
+    _USE_FLASH_ATTENTION_3 = bool(use_flash_attention3)
+
+
+def _get_use_fa3() -> bool:
+    return _USE_FLASH_ATTENTION_3
+
+
+def fa3_available() -> bool:
+    return flash3.FwOp.is_available()
+
+
+def _fw_priority(inp: Inputs) -> List[Type[AttentionFwOpBase]]:
+    ops: List[Type[AttentionFwOpBase]] = []
+    if _get_use_fa3():
+        ops.append(flash3.FwOp)
+    ops += [flash.FwOp, cutlass.FwOp, cute_hopper.FwOp, triton_splitk.FwOp, reference.FwOp]
+    return ops
+
+
+def _format_not_supported(op_name: str, tried: Sequence[Type[AttentionFwOpBase]], inp: Inputs) -> str:
+    lines = [f"No operator found for `{op_name}` with inputs:",
+             f"     query       : shape={tuple(inp.query.shape)} ({inp.query.dtype})",
+             f"     key         : shape={tuple(inp.key.shape)} ({inp.key.dtype})",
+             f"     value       : shape={tuple(inp.value.shape)} ({inp.value.dtype})",
+             f"     attn_bias   : {type(inp.attn_bias)}",
+             f"     p           : {inp.p}"]
+    for op in tried:
+        reasons = op.not_supported_reasons(inp)
+        lines.append(f"`{op.NAME}` is not supported because:")
+        lines += [textwrap.indent(r, "    ") for r in reasons]
+    return "\n".join(lines)
+
+
+def _dispatch_fw(inp: Inputs, needs_gradient: bool) -> Type[AttentionFwOpBase]:
+    ops = _fw_priority(inp)
+    for op in ops:
+        if op.is_available() and not op.not_supported_reasons(inp):
+            return op
+    raise NotImplementedError(_format_not_supported("memory_efficient_attention_forward", ops, inp))

@@ -17,3 +17,4 @@ __target__: str = _native.build_info().get("target", "default")
 from mslk import _ops  # noqa: E402,F401
 from mslk import quantize  # noqa: E402,F401
 from mslk import attention  # noqa: E402,F401
+from mslk import moe  # noqa: E402,F401

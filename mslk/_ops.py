@@ -9,3 +9,4 @@ from mslk import _native
 if _native.load():
     from mslk.quantize import _fake as _quantize_fake  # noqa: F401
     from mslk.attention import _fake as _attention_fake  # noqa: F401
+    from mslk.moe import _fake as _moe_fake  # noqa: F401

@@ -1,0 +1,396 @@
+// Argument checks, output allocation and parameter setup of the MoE ops, shared by the CPU
+// reference and the CUDA backend (both therefore see identical, validated inputs).
+// Value checks that need the data (ids in range, counts consistent) are done by the CPU
+// reference only: on the GPU they would cost a host sync. The CUDA kernels skip rows whose ids
+// are out of range instead of writing out of bounds.
+#include "moe/moe.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/zeros_like.h>
+#include <ATen/ops/scatter_add.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "common/checks.h"
+
+namespace mslk::moe {
+namespace {
+
+Dtype dtype_of(const Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return Dtype::kFloat32;
+    case at::kHalf: return Dtype::kFloat16;
+    default: return Dtype::kBFloat16;
+  }
+}
+
+void check_float(const Tensor& t, const char* op, const char* arg) {
+  check_dtype(t, op, arg, {at::kBFloat16, at::kHalf, at::kFloat});
+}
+
+void check_contiguous(const Tensor& t, const char* op, const char* arg) {
+  TORCH_CHECK_VALUE(t.is_contiguous(), op, ": argument '", arg, "' must be contiguous, got shape ", t.sizes(),
+                    " with strides ", t.strides());
+}
+
+void check_index(const Tensor& t, const char* op, const char* arg, const Tensor& ref, const char* ref_arg) {
+  check_dtype(t, op, arg, {at::kInt, at::kLong});
+  check_dim(t, op, arg, 1, 1);
+  check_contiguous(t, op, arg);
+  check_same_device(t, ref, op, arg, ref_arg);
+}
+
+Count count_of(const OptTensor& v, const Tensor& ref, const char* op, const char* arg, const char* ref_arg) {
+  if (!v) return {};
+  check_dtype(*v, op, arg, {at::kInt, at::kLong});
+  TORCH_CHECK_VALUE(v->numel() == 1, op, ": argument '", arg, "' must hold one value, got shape ", v->sizes());
+  check_same_device(*v, ref, op, arg, ref_arg);
+  return {v->data_ptr(), v->scalar_type() == at::kLong};
+}
+
+// scale_ub as one float32 on ref's device; the kernels read it there.
+std::optional<Tensor> prepare_ub(const OptTensor& ub, const Tensor& ref, const char* op) {
+  if (!ub) return std::nullopt;
+  TORCH_CHECK_VALUE(ub->numel() == 1, op, ": argument 'scale_ub' must hold one value, got shape ", ub->sizes());
+  check_dtype(*ub, op, "scale_ub", {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf});
+  return ub->to(ref.device(), at::kFloat).reshape({1}).contiguous();
+}
+
+void check_expert_range(int64_t start, int64_t end, int64_t E, const char* op, const char* s_arg,
+                        const char* e_arg) {
+  TORCH_CHECK_VALUE(0 <= start && start <= end && end <= E, op, ": need 0 <= ", s_arg, " <= ", e_arg,
+                    " <= E (", E, "), got ", s_arg, "=", start, ", ", e_arg, "=", end);
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> index_shuffling(const MoeBackend& b, const Tensor& scores, OptInt start,
+                                                   OptInt end, const OptTensor& valid, int64_t top_k) {
+  constexpr const char* op = "index_shuffling";
+  check_dtype(scores, op, "routing_scores", {at::kBFloat16, at::kFloat});
+  check_dim(scores, op, "routing_scores", 2, 2);
+  const int64_t T = scores.size(0), E = scores.size(1);
+  TORCH_CHECK_VALUE(E >= 1 && E <= kMaxExperts, op, ": the number of experts (routing_scores.size(1)) must be in [1, ",
+                    kMaxExperts, "], got ", E);
+  TORCH_CHECK_VALUE(top_k >= 1 && top_k <= kMaxTopK && top_k <= E, op, ": 'top_k' must be in [1, min(", kMaxTopK,
+                    ", E=", E, ")], got ", top_k);
+  TORCH_CHECK_VALUE(T * top_k < (int64_t(1) << 31), op, ": T * top_k must fit in int32, got T=", T,
+                    ", top_k=", top_k);
+  const int64_t s = start.value_or(0), e = end.value_or(E);
+  check_expert_range(s, e, E, op, "expert_index_start", "expert_index_end");
+  c10::OptionalDeviceGuard guard(scores.device());
+  auto iopt = scores.options().dtype(at::kInt);
+  Tensor counts = at::empty({E + 2}, iopt);
+  Tensor ei = at::empty({T * top_k}, iopt), ti = at::empty({T * top_k}, iopt);
+  Tensor ws;
+  IndexShufflingParams p{};
+  p.scores = scores.data_ptr();
+  p.dtype = dtype_of(scores);
+  p.T = T;
+  p.E = E;
+  p.stride_t = scores.stride(0);
+  p.stride_e = scores.stride(1);
+  p.expert_start = static_cast<int>(s);
+  p.expert_end = static_cast<int>(e);
+  p.top_k = static_cast<int>(top_k);
+  p.valid = count_of(valid, scores, op, "valid_token_count", "routing_scores");
+  p.counts = counts.data_ptr<int32_t>();
+  p.expert_indices = ei.data_ptr<int32_t>();
+  p.token_indices = ti.data_ptr<int32_t>();
+  if (b.needs_workspace) {
+    ws = at::empty({index_shuffling_workspace_ints(T, top_k)}, iopt);
+    p.workspace = ws.data_ptr<int32_t>();
+  }
+  b.index_shuffling(p);
+  return {counts, ei, ti};
+}
+
+namespace {
+GatherParams gather_params(const char* op, const Tensor& x, const Tensor& tok, const Tensor& exp, const Tensor& scores,
+                           const OptTensor& valid) {
+  check_float(x, op, "x");
+  check_dim(x, op, "x", 2, 2);
+  check_contiguous(x, op, "x");
+  check_index(tok, op, "token_indices", x, "x");
+  check_index(exp, op, "expert_indices", x, "x");
+  TORCH_CHECK_TYPE(tok.scalar_type() == exp.scalar_type(), op,
+                   ": 'token_indices' and 'expert_indices' must have the same dtype, got ", tok.scalar_type(),
+                   " and ", exp.scalar_type());
+  TORCH_CHECK_VALUE(tok.numel() == exp.numel(), op, ": 'token_indices' and 'expert_indices' must have the same ",
+                    "length, got ", tok.numel(), " and ", exp.numel());
+  check_float(scores, op, "scores");
+  check_dim(scores, op, "scores", 2, 2);
+  check_same_device(scores, x, op, "scores", "x");
+  TORCH_CHECK_VALUE(scores.size(0) == x.size(0), op, ": 'scores' must be [T, E] with T = x.size(0) = ", x.size(0),
+                    ", got shape ", scores.sizes());
+  GatherParams p{};
+  p.x = x.data_ptr();
+  p.dtype = dtype_of(x);
+  p.T = x.size(0);
+  p.D = x.size(1);
+  p.A = tok.numel();
+  p.tok = tok.data_ptr();
+  p.exp = exp.data_ptr();
+  p.idx64 = tok.scalar_type() == at::kLong;
+  p.scores = scores.data_ptr();
+  p.score_dtype = dtype_of(scores);
+  p.E = scores.size(1);
+  p.stride_t = scores.stride(0);
+  p.stride_e = scores.stride(1);
+  p.valid = count_of(valid, x, op, "valid_token_count", "x");
+  return p;
+}
+}  // namespace
+
+Tensor gather_scale_dense_tokens(const MoeBackend& b, const Tensor& x, const Tensor& tok, const Tensor& exp,
+                                 const Tensor& scores, const OptTensor& valid) {
+  c10::OptionalDeviceGuard guard(x.device());
+  GatherParams p = gather_params("gather_scale_dense_tokens", x, tok, exp, scores, valid);
+  Tensor out = at::empty({p.A, p.D}, x.options());
+  p.out = out.data_ptr();
+  if (p.A > 0 && p.D > 0) b.gather(p);
+  return out;
+}
+
+std::tuple<Tensor, Tensor> gather_scale_quant_dense_tokens(const MoeBackend& b, const Tensor& x, const Tensor& tok,
+                                                           const Tensor& exp, const Tensor& scores,
+                                                           const OptTensor& scale_ub, const OptTensor& valid) {
+  constexpr const char* op = "gather_scale_quant_dense_tokens";
+  c10::OptionalDeviceGuard guard(x.device());
+  GatherParams p = gather_params(op, x, tok, exp, scores, valid);
+  const auto ub = prepare_ub(scale_ub, x, op);
+  Tensor out = at::empty({p.A, p.D}, x.options().dtype(at::kFloat8_e4m3fn));
+  Tensor scale = at::empty({p.A}, x.options().dtype(at::kFloat));
+  p.out = out.data_ptr();
+  p.out_scale = scale.data_ptr<float>();
+  p.scale_ub = ub ? ub->data_ptr<float>() : nullptr;
+  if (p.A > 0) b.gather_quant(p);
+  return {out, scale};
+}
+
+void scatter_add_dense_tokens(const MoeBackend& b, const Tensor& out, const Tensor& in, const Tensor& tok,
+                              const OptTensor& valid) {
+  constexpr const char* op = "scatter_add_dense_tokens";
+  check_float(out, op, "out_tokens");
+  check_dim(out, op, "out_tokens", 2, 2);
+  check_contiguous(out, op, "out_tokens");
+  check_dim(in, op, "in_tokens", 2, 2);
+  check_contiguous(in, op, "in_tokens");
+  check_same_device(in, out, op, "in_tokens", "out_tokens");
+  TORCH_CHECK_TYPE(in.scalar_type() == out.scalar_type(), op, ": 'in_tokens' must have the dtype of 'out_tokens' (",
+                   out.scalar_type(), "), got ", in.scalar_type());
+  TORCH_CHECK_VALUE(in.size(1) == out.size(1), op, ": 'in_tokens' [A, D] and 'out_tokens' [T, D] must have the same D, ",
+                    "got shapes ", in.sizes(), " and ", out.sizes());
+  check_index(tok, op, "token_indices", out, "out_tokens");
+  TORCH_CHECK_VALUE(tok.numel() == in.size(0), op, ": 'token_indices' must have one entry per row of 'in_tokens' (",
+                    in.size(0), "), got ", tok.numel());
+  c10::OptionalDeviceGuard guard(out.device());
+  ScatterAddParams p{};
+  p.out = out.data_ptr();
+  p.in = in.data_ptr();
+  p.dtype = dtype_of(out);
+  p.N = out.size(0);
+  p.D = out.size(1);
+  p.A = in.size(0);
+  p.tok = tok.data_ptr();
+  p.idx64 = tok.scalar_type() == at::kLong;
+  p.valid = count_of(valid, out, op, "valid_token_count", "out_tokens");
+  if (p.A > 0 && p.D > 0) b.scatter_add(p);
+}
+
+void scatter_add_padded_tokens(const MoeBackend& b, const Tensor& in, const Tensor& counts, const Tensor& tok,
+                               const Tensor& out) {
+  constexpr const char* op = "scatter_add_padded_tokens";
+  check_float(in, op, "in_tokens");
+  check_dim(in, op, "in_tokens", 3, 3);
+  check_contiguous(in, op, "in_tokens");
+  check_dim(out, op, "out_tokens", 2, 2);
+  check_contiguous(out, op, "out_tokens");
+  check_same_device(out, in, op, "out_tokens", "in_tokens");
+  TORCH_CHECK_TYPE(in.scalar_type() == out.scalar_type(), op, ": 'out_tokens' must have the dtype of 'in_tokens' (",
+                   in.scalar_type(), "), got ", out.scalar_type());
+  const int64_t EP = in.size(0), T = in.size(1), D = in.size(2);
+  TORCH_CHECK_VALUE(out.size(1) == D, op, ": 'out_tokens' must be [N, D] with D = in_tokens.size(2) = ", D,
+                    ", got shape ", out.sizes());
+  check_index(counts, op, "token_counts", in, "in_tokens");
+  check_index(tok, op, "token_indices", in, "in_tokens");
+  const int64_t E = counts.numel();
+  TORCH_CHECK_VALUE(EP >= 1 && E % EP == 0, op, ": the number of experts (token_counts.numel() = ", E,
+                    ") must be divisible by the number of ranks (in_tokens.size(0) = ", EP, ")");
+  TORCH_CHECK_VALUE(tok.numel() == T, op, ": 'token_indices' must have in_tokens.size(1) = ", T,
+                    " entries, got ", tok.numel());
+  c10::OptionalDeviceGuard guard(in.device());
+  ScatterPaddedParams p{};
+  p.in = in.data_ptr();
+  p.dtype = dtype_of(in);
+  p.EP = EP;
+  p.T = T;
+  p.D = D;
+  p.E = E;
+  p.N = out.size(0);
+  p.counts = counts.data_ptr();
+  p.counts64 = counts.scalar_type() == at::kLong;
+  p.tok = tok.data_ptr();
+  p.idx64 = tok.scalar_type() == at::kLong;
+  p.out = out.data_ptr();
+  Tensor ws;
+  if (b.needs_workspace) {
+    ws = at::empty({E + 1}, in.options().dtype(at::kLong));
+    p.workspace = ws.data_ptr<int64_t>();
+  }
+  if (T > 0 && D > 0 && E > 0) b.scatter_padded(p);
+}
+
+namespace {
+struct ShuffleSetup {
+  ShufflingParams p;
+  Tensor ws;
+};
+
+ShuffleSetup shuffle_params(const MoeBackend& b, const char* op, const Tensor& tokens, const Tensor& counts,
+                            OptInt start, OptInt end, bool padded, bool combine) {
+  check_dim(tokens, op, "tokens", 2, 2);
+  check_contiguous(tokens, op, "tokens");
+  check_dtype(counts, op, "token_counts", {at::kInt, at::kLong});
+  check_dim(counts, op, "token_counts", 2, 2);
+  check_contiguous(counts, op, "token_counts");
+  check_same_device(counts, tokens, op, "token_counts", "tokens");
+  const int64_t T = tokens.size(0), EP = counts.size(0), E = counts.size(1);
+  const int64_t s = start.value_or(0), e = end.value_or(E);
+  check_expert_range(s, e, E, op, "expert_start", "expert_end");
+  if (padded)
+    TORCH_CHECK_VALUE(EP >= 1 && T % EP == 0, op, ": is_padded=True needs tokens.size(0) (", T,
+                      ") divisible by the number of ranks (token_counts.size(0) = ", EP, ")");
+  if (b.needs_workspace)
+    TORCH_CHECK_VALUE(EP * E <= kMaxShufflingCounts, op, ": token_counts [EP, E] may hold at most ",
+                      kMaxShufflingCounts, " entries on CUDA, got shape ", counts.sizes());
+  ShuffleSetup r{};
+  ShufflingParams& p = r.p;
+  p.in = tokens.data_ptr();
+  p.T = T;
+  p.row_bytes = tokens.size(1) * static_cast<int64_t>(tokens.element_size());
+  p.counts = counts.data_ptr();
+  p.counts64 = counts.scalar_type() == at::kLong;
+  p.EP = EP;
+  p.E = E;
+  p.expert_start = s;
+  p.EG = e - s;
+  p.padded = padded;
+  p.combine = combine;
+  if (b.needs_workspace) {
+    r.ws = at::empty({3 * std::max<int64_t>(EP * p.EG, 1)}, tokens.options().dtype(at::kLong));
+    p.workspace = r.ws.data_ptr<int64_t>();
+  }
+  return r;
+}
+}  // namespace
+
+std::tuple<Tensor, Tensor> combine_shuffling(const MoeBackend& b, const Tensor& tokens, const Tensor& counts,
+                                             OptInt start, OptInt end, bool padded) {
+  c10::OptionalDeviceGuard guard(tokens.device());
+  ShuffleSetup r = shuffle_params(b, "combine_shuffling", tokens, counts, start, end, padded, true);
+  Tensor out = b.needs_workspace ? at::empty_like(tokens) : at::zeros_like(tokens);
+  Tensor out_counts = at::empty({r.p.EG + 1}, counts.options());
+  r.p.out = out.data_ptr();
+  r.p.out_counts = out_counts.data_ptr();
+  b.shuffling(r.p);
+  return {out, out_counts};
+}
+
+Tensor split_shuffling(const MoeBackend& b, const Tensor& tokens, const Tensor& counts, OptInt start, OptInt end,
+                       bool padded, bool init_with_zeros) {
+  c10::OptionalDeviceGuard guard(tokens.device());
+  ShuffleSetup r = shuffle_params(b, "split_shuffling", tokens, counts, start, end, padded, false);
+  // The CPU reference always zero-fills the rows it does not write (deterministic results).
+  Tensor out = (init_with_zeros || !b.needs_workspace) ? at::zeros_like(tokens) : at::empty_like(tokens);
+  r.p.out = out.data_ptr();
+  b.shuffling(r.p);
+  return out;
+}
+
+namespace {
+SiluMulParams silu_params(const char* op, const Tensor& x0, const Tensor& x1, const OptTensor& valid) {
+  check_float(x0, op, "x0");
+  check_dim(x0, op, "x0", 2, 2);
+  check_last_dim_contiguous(x0, op, "x0");
+  check_last_dim_contiguous(x1, op, "x1");
+  check_same_device(x1, x0, op, "x1", "x0");
+  TORCH_CHECK_TYPE(x1.scalar_type() == x0.scalar_type(), op, ": 'x1' must have the dtype of 'x0' (", x0.scalar_type(),
+                   "), got ", x1.scalar_type());
+  TORCH_CHECK_VALUE(x1.sizes() == x0.sizes(), op, ": 'x0' and 'x1' must have the same shape, got ", x0.sizes(),
+                    " and ", x1.sizes());
+  SiluMulParams p{};
+  p.x0 = x0.data_ptr();
+  p.x1 = x1.data_ptr();
+  p.dtype = dtype_of(x0);
+  p.T = x0.size(0);
+  p.D = x0.size(1);
+  p.stride0 = p.T <= 1 ? p.D : x0.stride(0);
+  p.stride1 = p.T <= 1 ? p.D : x1.stride(0);
+  p.valid = count_of(valid, x0, op, "valid_token_count", "x0");
+  return p;
+}
+}  // namespace
+
+Tensor silu_mul(const MoeBackend& b, const Tensor& x0, const Tensor& x1, const OptTensor& valid) {
+  c10::OptionalDeviceGuard guard(x0.device());
+  SiluMulParams p = silu_params("silu_mul", x0, x1, valid);
+  Tensor out = at::empty({p.T, p.D}, x0.options());
+  p.out = out.data_ptr();
+  if (p.T > 0 && p.D > 0) b.silu_mul(p);
+  return out;
+}
+
+std::tuple<Tensor, Tensor> silu_mul_quant(const MoeBackend& b, const Tensor& x0, const Tensor& x1,
+                                          const OptTensor& scale_ub, const OptTensor& valid) {
+  constexpr const char* op = "silu_mul_quant";
+  c10::OptionalDeviceGuard guard(x0.device());
+  SiluMulParams p = silu_params(op, x0, x1, valid);
+  const auto ub = prepare_ub(scale_ub, x0, op);
+  Tensor out = at::empty({p.T, p.D}, x0.options().dtype(at::kFloat8_e4m3fn));
+  Tensor scale = at::empty({p.T}, x0.options().dtype(at::kFloat));
+  p.out = out.data_ptr();
+  p.out_scale = scale.data_ptr<float>();
+  p.scale_ub = ub ? ub->data_ptr<float>() : nullptr;
+  if (p.T > 0) b.silu_mul_quant(p);
+  return {out, scale};
+}
+
+void scatter_add_along_first_dim(const MoeBackend& b, const Tensor& dst, const Tensor& src, const Tensor& index) {
+  constexpr const char* op = "scatter_add_along_first_dim";
+  check_dim(dst, op, "Dst", 2, 2);
+  check_dim(src, op, "Src", 2, 2);
+  check_same_device(src, dst, op, "Src", "Dst");
+  check_same_device(index, dst, op, "Index", "Dst");
+  check_dtype(index, op, "Index", {at::kInt, at::kLong});
+  check_dim(index, op, "Index", 1, 1);
+  TORCH_CHECK_TYPE(src.scalar_type() == dst.scalar_type(), op, ": 'Src' must have the dtype of 'Dst' (",
+                   dst.scalar_type(), "), got ", src.scalar_type());
+  TORCH_CHECK_VALUE(src.size(1) == dst.size(1), op, ": 'Src' [M, K] and 'Dst' [N, K] must have the same K, got shapes ",
+                    src.sizes(), " and ", dst.sizes());
+  TORCH_CHECK_VALUE(index.numel() == src.size(0), op, ": 'Index' must have one entry per row of 'Src' (", src.size(0),
+                    "), got ", index.numel());
+  c10::OptionalDeviceGuard guard(dst.device());
+  const bool fast = dst.is_contiguous() && src.is_contiguous() && index.is_contiguous() &&
+                    (dst.scalar_type() == at::kBFloat16 || dst.scalar_type() == at::kHalf ||
+                     dst.scalar_type() == at::kFloat);
+  if (fast) {
+    ScatterFirstDimParams p{};
+    p.dst = dst.data_ptr();
+    p.src = src.data_ptr();
+    p.dtype = dtype_of(dst);
+    p.N = dst.size(0);
+    p.M = src.size(0);
+    p.K = dst.size(1);
+    p.index = index.data_ptr();
+    p.idx64 = index.scalar_type() == at::kLong;
+    if (p.M == 0 || p.K == 0) return;
+    if (b.scatter_first_dim(p)) return;
+  }
+  // Any other layout or dtype: ATen's scatter_add_ (the definition of this op).
+  Tensor d = dst;
+  d.scatter_add_(0, index.to(at::kLong).unsqueeze(1).expand({-1, src.size(1)}), src);
+}
+
+}  // namespace mslk::moe

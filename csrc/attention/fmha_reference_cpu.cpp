@@ -22,7 +22,7 @@ std::tuple<at::Tensor, at::Tensor> fmha_reference_fwd(
   TORCH_CHECK(at::isFloatingType(q.scalar_type()) && q.element_size() >= 2,
               "fmha_reference_fwd: q must be float16, bfloat16, float32 or float64; got ", q.scalar_type());
   TORCH_CHECK(q.device() == k.device() && q.device() == v.device(), "fmha_reference_fwd: q, k, v on different devices");
-  const int64_t B = q.size(0), Mq = q.size(1), H = q.size(2), K = q.size(3);
+  const int64_t B = q.size(0), H = q.size(2), K = q.size(3);
   const int64_t Mkv = k.size(1), Kv = v.size(3);
   TORCH_CHECK(k.size(0) == B && v.size(0) == B, "fmha_reference_fwd: batch sizes differ: q ", B, ", k ", k.size(0),
               ", v ", v.size(0));

@@ -15,7 +15,7 @@ so the alias is always set.
 
 import torch
 
-from mslk import _ops  # noqa: F401  (registers the ops)
+from mslk import _native, _ops  # noqa: F401  (registers the ops)
 from mslk.moe.activation import silu_mul, silu_mul_quant  # noqa: F401
 from mslk.moe.gather_scatter import (  # noqa: F401
     gather_scale_dense_tokens,
@@ -25,5 +25,6 @@ from mslk.moe.gather_scatter import (  # noqa: F401
 )
 from mslk.moe.shuffling import combine_shuffling, split_shuffling  # noqa: F401
 
-index_shuffling = torch.ops.mslk.index_shuffling
-scatter_add_along_first_dim = torch.ops.mslk.scatter_add_along_first_dim
+# Raw ops; None in Python-only mode (MSLK_PYTHON_ONLY=1), where no native op exists.
+index_shuffling = torch.ops.mslk.index_shuffling if _native.load() else None
+scatter_add_along_first_dim = torch.ops.mslk.scatter_add_along_first_dim if _native.load() else None

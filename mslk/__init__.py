@@ -16,3 +16,4 @@ __target__: str = _native.build_info().get("target", "default")
 # Fake (Meta) implementations and the Python wrappers of each domain.
 from mslk import _ops  # noqa: E402,F401
 from mslk import quantize  # noqa: E402,F401
+from mslk import gemm  # noqa: E402,F401

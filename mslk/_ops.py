@@ -8,3 +8,4 @@ from mslk import _native
 
 if _native.load():
     from mslk.quantize import _fake as _quantize_fake  # noqa: F401
+    from mslk.gemm import _fake as _gemm_fake  # noqa: F401

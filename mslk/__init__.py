@@ -18,3 +18,4 @@ from mslk import _ops  # noqa: E402,F401
 from mslk import quantize  # noqa: E402,F401
 from mslk import attention  # noqa: E402,F401
 from mslk import moe  # noqa: E402,F401
+from mslk import gemm  # noqa: E402,F401

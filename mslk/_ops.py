@@ -10,3 +10,4 @@ if _native.load():
     from mslk.quantize import _fake as _quantize_fake  # noqa: F401
     from mslk.attention import _fake as _attention_fake  # noqa: F401
     from mslk.moe import _fake as _moe_fake  # noqa: F401
+    from mslk.gemm import _fake as _gemm_fake  # noqa: F401

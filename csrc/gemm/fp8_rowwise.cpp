@@ -1,0 +1,438 @@
+// Argument checks, output allocation and shape logic of the rowwise FP8 GEMM ops; every op
+// reduces to one or more calls of the backend's single contract (fp8_rowwise_params.h), so
+// the CPU reference and the CUDA kernels see identical inputs.
+//
+// Grouped forms whose group sizes live in a tensor (M_sizes, offsets) read them to the host
+// and launch one GEMM per group. This is a stopgap (a host sync, not CUDA-graph safe) until a
+// device-side grouped kernel lands; f8f8bf16_rowwise_grouped_dynamic needs no sync (it runs
+// the full batch and zeroes the rows past zero_start_index_M on the device).
+#include "gemm/fp8_rowwise.h"
+
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/ge.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/accumulate.h>
+
+#include "common/checks.h"
+
+namespace mslk::gemm {
+namespace {
+
+constexpr auto kFp8 = at::kFloat8_e4m3fn;
+
+void check_fp8(const Tensor& t, const char* op, const char* arg) {
+  check_dtype(t, op, arg, {kFp8});
+  check_last_dim_contiguous(t, op, arg);
+}
+
+// A float32 scale/bias vector of n values with unit stride (copies only when it must).
+Tensor as_vec(const Tensor& s, int64_t n, const Tensor& ref, const char* op, const char* arg, const char* what) {
+  check_same_device(s, ref, op, arg, "XQ");
+  TORCH_CHECK_VALUE(s.numel() == n, op, ": argument '", arg, "' must hold ", n, " values (", what,
+                    "), got shape ", s.sizes());
+  return s.reshape({n}).contiguous();
+}
+
+Tensor scale_vec(const Tensor& s, int64_t n, const Tensor& ref, const char* op, const char* arg, const char* what) {
+  check_dtype(s, op, arg, {at::kFloat});
+  return as_vec(s, n, ref, op, arg, what);
+}
+
+// Bias: bf16 or fp32, n values (or n_alt, e.g. one row per batch); applied in float32.
+std::optional<Tensor> bias_vec(const std::optional<Tensor>& bias, int64_t n, int64_t n_alt, const Tensor& ref,
+                               const char* op) {
+  if (!bias) return std::nullopt;
+  check_dtype(*bias, op, "bias", {at::kBFloat16, at::kFloat});
+  check_same_device(*bias, ref, op, "bias", "XQ");
+  const int64_t len = bias->numel();
+  TORCH_CHECK_VALUE(len == n || len == n_alt, op, ": argument 'bias' must hold ", n,
+                    n_alt != n ? " or " + std::to_string(n_alt) : std::string(), " values, got shape ", bias->sizes());
+  return bias->reshape({len}).to(at::kFloat).contiguous();
+}
+
+// One backend call: A [L, M, K], B [1 or L, N, K], xs [L*M], ws [N or L*N], bias [N or L*N],
+// out [L, M, N] (bf16/fp16, unit stride over n).
+void gemm(const RowwiseBackend& be, const Tensor& A, const Tensor& B, const Tensor& xs, const Tensor& ws,
+          const std::optional<Tensor>& bias, const Tensor& out, bool fast) {
+  const int64_t L = A.size(0), M = A.size(1), K = A.size(2), N = B.size(1);
+  if (L == 0 || M == 0 || N == 0) return;
+  if (K == 0) {  // empty sum: the accumulator is 0, the result is the bias (or 0)
+    if (bias)
+      out.copy_(bias->view({bias->numel() / N, 1, N}).expand({L, M, N}));
+    else
+      out.zero_();
+    return;
+  }
+  RowwiseGemmParams p;
+  p.a = static_cast<const uint8_t*>(A.const_data_ptr());
+  p.b = static_cast<const uint8_t*>(B.const_data_ptr());
+  p.x_scale = xs.const_data_ptr<float>();
+  p.w_scale = ws.const_data_ptr<float>();
+  p.bias = bias ? bias->const_data_ptr<float>() : nullptr;
+  p.out = out.data_ptr();
+  p.out_dtype = out.scalar_type() == at::kHalf ? OutDtype::kFloat16 : OutDtype::kBFloat16;
+  p.M = M, p.N = N, p.K = K, p.L = L;
+  p.lda = M > 1 ? A.stride(1) : K;
+  p.ldb = N > 1 ? B.stride(1) : K;
+  p.ldd = M > 1 ? out.stride(1) : N;
+  p.batch_a = L > 1 ? A.stride(0) : 0;
+  p.batch_b = B.size(0) > 1 ? B.stride(0) : 0;
+  p.batch_d = L > 1 ? out.stride(0) : 0;
+  p.batch_xs = M;
+  p.batch_ws = ws.numel() == N ? 0 : N;
+  p.batch_bias = bias && bias->numel() != N ? N : 0;
+  p.fast_accum = fast;
+  be.run(p);
+}
+
+std::vector<int64_t> out_shape(const Tensor& XQ, int64_t N) {
+  std::vector<int64_t> s(XQ.sizes().begin(), XQ.sizes().end() - 1);
+  s.push_back(N);
+  return s;
+}
+
+// Group sizes / offsets to the host (see the note at the top of the file).
+std::vector<int64_t> host_ints(const Tensor& t, const char* op, const char* arg, const Tensor& ref) {
+  check_dtype(t, op, arg, {at::kInt, at::kLong});
+  check_dim(t, op, arg, 1, 1);
+  check_same_device(t, ref, op, arg, "XQ");
+  Tensor c = t.to(at::kCPU, at::kLong).contiguous();
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+void check_out(const Tensor& out, at::IntArrayRef shape, const Tensor& ref, const char* op) {
+  check_dtype(out, op, "output", {at::kBFloat16});
+  check_same_device(out, ref, op, "output", "XQ");
+  TORCH_CHECK_VALUE(out.sizes() == shape, op, ": argument 'output' must have shape ", shape, ", got ", out.sizes());
+  check_last_dim_contiguous(out, op, "output");
+}
+
+// [..., M, N] output with unit last stride as [1, R, N] (a view when the leading dims collapse).
+Tensor rows_view(const Tensor& out, const char* op) {
+  const int64_t N = out.size(-1), R = N == 0 ? c10::multiply_integers(out.sizes().begin(), out.sizes().end() - 1)
+                                             : out.numel() / N;
+  if (out.dim() == 2) return out.unsqueeze(0);
+  TORCH_CHECK_VALUE(out.is_contiguous(), op, ": argument 'output' with more than 2 dimensions must be contiguous, ",
+                    "got strides ", out.strides());
+  return out.view({1, R, N});
+}
+
+}  // namespace
+
+Tensor rowwise(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,
+               const Tensor& w_scale, const std::optional<Tensor>& bias, bool use_fast_accum, OutDtype out_dtype,
+               const char* op) {
+  check_fp8(XQ, op, "XQ");
+  check_fp8(WQ, op, "WQ");
+  check_dim(XQ, op, "XQ", 2, 64);
+  check_dim(WQ, op, "WQ", 2, 2);
+  check_same_device(WQ, XQ, op, "WQ", "XQ");
+  const int64_t K = XQ.size(-1), N = WQ.size(0);
+  TORCH_CHECK_VALUE(WQ.size(1) == K, op, ": 'XQ' and 'WQ' must have the same K (last dim), got shapes ",
+                    XQ.sizes(), " and ", WQ.sizes());
+  c10::OptionalDeviceGuard guard(XQ.device());
+  const int64_t R = c10::multiply_integers(XQ.sizes().begin(), XQ.sizes().end() - 1);
+  const Tensor xs = scale_vec(x_scale, R, XQ, op, "x_scale", "one per row of XQ");
+  const Tensor ws = scale_vec(w_scale, N, XQ, op, "w_scale", "one per row of WQ");
+  const auto bv = bias_vec(bias, N, N, XQ, op);
+  Tensor out = at::empty(out_shape(XQ, N), XQ.options().dtype(out_dtype == OutDtype::kFloat16 ? at::kHalf
+                                                                                               : at::kBFloat16));
+  gemm(b, XQ.reshape({1, R, K}), WQ.unsqueeze(0), xs, ws, bv, out.view({1, R, N}), use_fast_accum);
+  return out;
+}
+
+void rowwise_out(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,
+                 const Tensor& w_scale, const Tensor& output, const std::optional<Tensor>& bias,
+                 bool use_fast_accum) {
+  constexpr const char* op = "f8f8bf16_rowwise_out";
+  check_fp8(XQ, op, "XQ");
+  check_fp8(WQ, op, "WQ");
+  check_dim(XQ, op, "XQ", 2, 64);
+  check_dim(WQ, op, "WQ", 2, 2);
+  check_same_device(WQ, XQ, op, "WQ", "XQ");
+  const int64_t K = XQ.size(-1), N = WQ.size(0);
+  TORCH_CHECK_VALUE(WQ.size(1) == K, op, ": 'XQ' and 'WQ' must have the same K (last dim), got shapes ",
+                    XQ.sizes(), " and ", WQ.sizes());
+  check_out(output, out_shape(XQ, N), XQ, op);
+  c10::OptionalDeviceGuard guard(XQ.device());
+  const int64_t R = c10::multiply_integers(XQ.sizes().begin(), XQ.sizes().end() - 1);
+  const Tensor xs = scale_vec(x_scale, R, XQ, op, "x_scale", "one per row of XQ");
+  const Tensor ws = scale_vec(w_scale, N, XQ, op, "w_scale", "one per row of WQ");
+  gemm(b, XQ.reshape({1, R, K}), WQ.unsqueeze(0), xs, ws, bias_vec(bias, N, N, XQ, op), rows_view(output, op),
+       use_fast_accum);
+}
+
+Tensor rowwise_batched(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,
+                       const Tensor& w_scale, const std::optional<Tensor>& bias, bool use_fast_accum,
+                       const std::optional<Tensor>& output) {
+  constexpr const char* op = "f8f8bf16_rowwise_batched";
+  check_fp8(XQ, op, "XQ");
+  check_fp8(WQ, op, "WQ");
+  check_dim(XQ, op, "XQ", 3, 3);
+  check_dim(WQ, op, "WQ", 2, 3);
+  check_same_device(WQ, XQ, op, "WQ", "XQ");
+  const int64_t B = XQ.size(0), M = XQ.size(1), K = XQ.size(2);
+  const Tensor W3 = WQ.dim() == 2 ? WQ.unsqueeze(0) : WQ;
+  const int64_t N = W3.size(1);
+  TORCH_CHECK_VALUE(W3.size(2) == K && (WQ.dim() == 2 || W3.size(0) == B), op,
+                    ": 'WQ' must be [B, N, K] (or [N, K]) for 'XQ' [B, M, K], got shapes ", XQ.sizes(), " and ",
+                    WQ.sizes());
+  c10::OptionalDeviceGuard guard(XQ.device());
+  const Tensor xs = scale_vec(x_scale, B * M, XQ, op, "x_scale", "one per row of XQ");
+  const Tensor ws = scale_vec(w_scale, W3.size(0) * N, XQ, op, "w_scale", "one per row of WQ");
+  const auto bv = bias_vec(bias, N, B * N, XQ, op);
+  Tensor out;
+  if (output) {
+    check_out(*output, {B, M, N}, XQ, op);
+    out = *output;
+  } else {
+    out = at::empty({B, M, N}, XQ.options().dtype(at::kBFloat16));
+  }
+  gemm(b, XQ, W3, xs, ws, bv, out, use_fast_accum);
+  return out;
+}
+
+namespace {
+
+void check_lists(TensorList XQ, TensorList WQ, TensorList xs, TensorList ws, const char* op) {
+  const size_t G = XQ.size();
+  TORCH_CHECK_VALUE(WQ.size() == G && xs.size() == G && ws.size() == G, op,
+                    ": 'XQ', 'WQ', 'x_scale' and 'w_scale' must hold one tensor per group, got ", XQ.size(), ", ",
+                    WQ.size(), ", ", xs.size(), " and ", ws.size(), " tensors");
+  for (size_t g = 0; g < G; ++g) {
+    check_fp8(XQ[g], op, "XQ");
+    check_fp8(WQ[g], op, "WQ");
+    check_dim(XQ[g], op, "XQ", 2, 2);
+    check_dim(WQ[g], op, "WQ", 2, 2);
+    check_same_device(XQ[g], XQ[0], op, "XQ", "XQ[0]");
+    check_same_device(WQ[g], XQ[0], op, "WQ", "XQ");
+    TORCH_CHECK_VALUE(WQ[g].size(1) == XQ[g].size(1), op, ": group ", g,
+                      ": 'XQ' and 'WQ' must have the same K, got shapes ", XQ[g].sizes(), " and ", WQ[g].sizes());
+  }
+}
+
+void run_group(const RowwiseBackend& b, const Tensor& X, const Tensor& W, const Tensor& xs, const Tensor& ws,
+               const Tensor& out2d, const char* op) {
+  const Tensor xv = scale_vec(xs, X.size(0), X, op, "x_scale", "one per row of XQ");
+  const Tensor wv = scale_vec(ws, W.size(0), X, op, "w_scale", "one per row of WQ");
+  gemm(b, X.unsqueeze(0), W.unsqueeze(0), xv, wv, std::nullopt, out2d.unsqueeze(0), true);
+}
+
+}  // namespace
+
+std::vector<Tensor> rowwise_grouped(const RowwiseBackend& b, TensorList XQ, TensorList WQ, TensorList x_scale,
+                                    TensorList w_scale, const char* op) {
+  check_lists(XQ, WQ, x_scale, w_scale, op);
+  std::vector<Tensor> outs;
+  if (XQ.empty()) return outs;
+  c10::OptionalDeviceGuard guard(XQ[0].device());
+  for (size_t g = 0; g < XQ.size(); ++g) {
+    outs.push_back(at::empty({XQ[g].size(0), WQ[g].size(0)}, XQ[g].options().dtype(at::kBFloat16)));
+    run_group(b, XQ[g], WQ[g], x_scale[g], w_scale[g], outs.back(), op);
+  }
+  return outs;
+}
+
+Tensor rowwise_grouped_cat(const RowwiseBackend& b, TensorList XQ, TensorList WQ, TensorList x_scale,
+                           TensorList w_scale) {
+  constexpr const char* op = "f8f8bf16_rowwise_grouped_cat";
+  check_lists(XQ, WQ, x_scale, w_scale, op);
+  TORCH_CHECK_VALUE(!XQ.empty(), op, ": needs at least one group");
+  const int64_t N = WQ[0].size(0);
+  int64_t total = 0;
+  for (size_t g = 0; g < XQ.size(); ++g) {
+    TORCH_CHECK_VALUE(WQ[g].size(0) == N, op, ": every group must have the same N to concatenate, group 0 has ", N,
+                      ", group ", g, " has ", WQ[g].size(0));
+    total += XQ[g].size(0);
+  }
+  c10::OptionalDeviceGuard guard(XQ[0].device());
+  Tensor out = at::empty({total, N}, XQ[0].options().dtype(at::kBFloat16));
+  int64_t r0 = 0;
+  for (size_t g = 0; g < XQ.size(); ++g) {
+    run_group(b, XQ[g], WQ[g], x_scale[g], w_scale[g], out.narrow(0, r0, XQ[g].size(0)), op);
+    r0 += XQ[g].size(0);
+  }
+  return out;
+}
+
+Tensor rowwise_grouped_stacked(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,
+                               const Tensor& w_scale, const Tensor& M_sizes) {
+  constexpr const char* op = "f8f8bf16_rowwise_grouped_stacked";
+  check_fp8(XQ, op, "XQ");
+  check_fp8(WQ, op, "WQ");
+  check_dim(XQ, op, "XQ", 2, 2);
+  check_dim(WQ, op, "WQ", 3, 3);
+  check_same_device(WQ, XQ, op, "WQ", "XQ");
+  const int64_t total_M = XQ.size(0), K = XQ.size(1), G = WQ.size(0), N = WQ.size(1);
+  TORCH_CHECK_VALUE(WQ.size(2) == K, op, ": 'XQ' [total_M, K] and 'WQ' [G, N, K] must have the same K, got shapes ",
+                    XQ.sizes(), " and ", WQ.sizes());
+  c10::OptionalDeviceGuard guard(XQ.device());
+  const Tensor xs = scale_vec(x_scale, total_M, XQ, op, "x_scale", "one per row of XQ");
+  const Tensor ws = scale_vec(w_scale, G * N, XQ, op, "w_scale", "[G, N]");
+  const auto sizes = host_ints(M_sizes, op, "M_sizes", XQ);
+  TORCH_CHECK_VALUE(static_cast<int64_t>(sizes.size()) == G, op, ": argument 'M_sizes' must hold one size per group (",
+                    G, "), got shape ", M_sizes.sizes());
+  int64_t sum = 0;
+  for (int64_t m : sizes) {
+    TORCH_CHECK_VALUE(m >= 0, op, ": argument 'M_sizes' must be non-negative, got ", m);
+    sum += m;
+  }
+  TORCH_CHECK_VALUE(sum <= total_M, op, ": argument 'M_sizes' sums to ", sum, ", more than the ", total_M,
+                    " rows of 'XQ'");
+  Tensor out = at::empty({total_M, N}, XQ.options().dtype(at::kBFloat16));
+  if (sum < total_M) out.narrow(0, sum, total_M - sum).zero_();  // rows past every group
+  int64_t r0 = 0;
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t m = sizes[g];
+    if (m > 0)
+      gemm(b, XQ.narrow(0, r0, m).unsqueeze(0), WQ.narrow(0, g, 1), xs.narrow(0, r0, m), ws.narrow(0, g * N, N),
+           std::nullopt, out.narrow(0, r0, m).unsqueeze(0), true);
+    r0 += m;
+  }
+  return out;
+}
+
+Tensor rowwise_grouped_dynamic(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,
+                               const Tensor& w_scale, const Tensor& zero_start_index_M, bool zeroing_output_tensor) {
+  constexpr const char* op = "f8f8bf16_rowwise_grouped_dynamic";
+  check_fp8(XQ, op, "XQ");
+  check_fp8(WQ, op, "WQ");
+  check_dim(XQ, op, "XQ", 3, 3);
+  check_dim(WQ, op, "WQ", 3, 3);
+  check_same_device(WQ, XQ, op, "WQ", "XQ");
+  const int64_t G = XQ.size(0), M = XQ.size(1), K = XQ.size(2), N = WQ.size(1);
+  TORCH_CHECK_VALUE(WQ.size(0) == G && WQ.size(2) == K, op,
+                    ": 'WQ' must be [G, N, K] for 'XQ' [G, M, K], got shapes ", XQ.sizes(), " and ", WQ.sizes());
+  const Tensor& zs = zero_start_index_M;
+  check_dtype(zs, op, "zero_start_index_M", {at::kInt, at::kLong});
+  check_same_device(zs, XQ, op, "zero_start_index_M", "XQ");
+  TORCH_CHECK_VALUE(zs.numel() == G, op, ": argument 'zero_start_index_M' must hold one count per group (", G,
+                    "), got shape ", zs.sizes());
+  c10::OptionalDeviceGuard guard(XQ.device());
+  const Tensor xs = scale_vec(x_scale, G * M, XQ, op, "x_scale", "[G, M]");
+  const Tensor ws = scale_vec(w_scale, G * N, XQ, op, "w_scale", "[G, N]");
+  Tensor out = at::empty({G, M, N}, XQ.options().dtype(at::kBFloat16));
+  gemm(b, XQ, WQ, xs, ws, std::nullopt, out, true);
+  // Rows m >= zero_start_index_M[g] are zero (on the device: no host sync). With
+  // zeroing_output_tensor=False the reference leaves them unspecified; we zero them anyway.
+  (void)zeroing_output_tensor;
+  const Tensor rows = at::arange(M, zs.options().dtype(at::kLong)).view({1, M, 1});
+  out.masked_fill_(at::ge(rows, zs.reshape({G, 1, 1}).to(at::kLong)), 0);
+  return out;
+}
+
+Tensor rowwise_grouped_mm(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,
+                          const Tensor& w_scale, const std::optional<Tensor>& offsets,
+                          const std::optional<Tensor>& output) {
+  constexpr const char* op = "f8f8bf16_rowwise_grouped_mm";
+  check_fp8(XQ, op, "XQ");
+  check_fp8(WQ, op, "WQ");
+  check_dim(XQ, op, "XQ", 2, 3);
+  check_dim(WQ, op, "WQ", 2, 3);
+  check_same_device(WQ, XQ, op, "WQ", "XQ");
+  c10::OptionalDeviceGuard guard(XQ.device());
+  const bool x3 = XQ.dim() == 3, w3 = WQ.dim() == 3;
+  TORCH_CHECK_VALUE(x3 == w3 ? (x3 ? !offsets : offsets.has_value()) : offsets.has_value(), op,
+                    x3 && w3 ? ": 'offsets' must be omitted for 3D x 3D (batched) inputs"
+                             : ": 'offsets' is required unless 'XQ' and 'WQ' are both 3D");
+  auto make_out = [&](at::IntArrayRef shape) {
+    if (output) {
+      check_out(*output, shape, XQ, op);
+      return *output;
+    }
+    return at::empty(shape, XQ.options().dtype(at::kBFloat16));
+  };
+  auto ends = [&](int64_t limit, const char* what) {
+    auto v = host_ints(*offsets, op, "offsets", XQ);
+    int64_t prev = 0;
+    for (int64_t e : v) {
+      TORCH_CHECK_VALUE(e >= prev && e <= limit, op, ": argument 'offsets' must be non-decreasing cumulative ends ",
+                        "of the groups along ", what, ", within [0, ", limit, "], got ", offsets->cpu());
+      prev = e;
+    }
+    return v;
+  };
+  if (x3 && w3) {  // batched: [G, M, K] x [G, N, K] -> [G, M, N]
+    const int64_t G = XQ.size(0), M = XQ.size(1), K = XQ.size(2), N = WQ.size(1);
+    TORCH_CHECK_VALUE(WQ.size(0) == G && WQ.size(2) == K, op, ": 'WQ' must be [G, N, K] for 'XQ' [G, M, K], got ",
+                      XQ.sizes(), " and ", WQ.sizes());
+    Tensor out = make_out({G, M, N});
+    gemm(b, XQ, WQ, scale_vec(x_scale, G * M, XQ, op, "x_scale", "[G, M]"),
+         scale_vec(w_scale, G * N, XQ, op, "w_scale", "[G, N]"), std::nullopt, out, true);
+    return out;
+  }
+  if (!x3 && w3) {  // 2D x 3D, groups along M: [total_M, K] x [G, N, K] -> [total_M, N]
+    const int64_t TM = XQ.size(0), K = XQ.size(1), G = WQ.size(0), N = WQ.size(1);
+    TORCH_CHECK_VALUE(WQ.size(2) == K, op, ": 'XQ' and 'WQ' must have the same K, got ", XQ.sizes(), " and ",
+                      WQ.sizes());
+    const Tensor xs = scale_vec(x_scale, TM, XQ, op, "x_scale", "one per row of XQ");
+    const Tensor ws = scale_vec(w_scale, G * N, XQ, op, "w_scale", "[G, N]");
+    const auto e = ends(TM, "M");
+    TORCH_CHECK_VALUE(static_cast<int64_t>(e.size()) == G, op, ": 'offsets' must hold one end per group (", G,
+                      "), got ", e.size());
+    Tensor out = make_out({TM, N});
+    int64_t r0 = 0;
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t m = e[g] - r0;
+      if (m > 0)
+        gemm(b, XQ.narrow(0, r0, m).unsqueeze(0), WQ.narrow(0, g, 1), xs.narrow(0, r0, m), ws.narrow(0, g * N, N),
+             std::nullopt, out.narrow(0, r0, m).unsqueeze(0), true);
+      r0 = e[g];
+    }
+    if (r0 < TM) out.narrow(0, r0, TM - r0).zero_();
+    return out;
+  }
+  if (x3 && !w3) {  // 3D x 2D, groups along N: [G, M, K] x [total_N, K] -> [M, total_N]
+    const int64_t G = XQ.size(0), M = XQ.size(1), K = XQ.size(2), TN = WQ.size(0);
+    TORCH_CHECK_VALUE(WQ.size(1) == K, op, ": 'XQ' and 'WQ' must have the same K, got ", XQ.sizes(), " and ",
+                      WQ.sizes());
+    const Tensor xs = scale_vec(x_scale, G * M, XQ, op, "x_scale", "[G, M]");
+    const Tensor ws = scale_vec(w_scale, TN, XQ, op, "w_scale", "one per row of WQ");
+    const auto e = ends(TN, "N");
+    TORCH_CHECK_VALUE(static_cast<int64_t>(e.size()) == G, op, ": 'offsets' must hold one end per group (", G,
+                      "), got ", e.size());
+    Tensor out = make_out({M, TN});
+    int64_t n0 = 0;
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t n = e[g] - n0;
+      if (n > 0)
+        gemm(b, XQ.narrow(0, g, 1), WQ.narrow(0, n0, n).unsqueeze(0), xs.narrow(0, g * M, M), ws.narrow(0, n0, n),
+             std::nullopt, out.narrow(1, n0, n).unsqueeze(0), true);
+      n0 = e[g];
+    }
+    if (n0 < TN) out.narrow(1, n0, TN - n0).zero_();
+    return out;
+  }
+  // 2D x 2D, groups along K: [M, total_K] x [N, total_K] -> [G, M, N]
+  const int64_t M = XQ.size(0), TK = XQ.size(1), N = WQ.size(0);
+  TORCH_CHECK_VALUE(WQ.size(1) == TK, op, ": 'XQ' and 'WQ' must have the same total K, got ", XQ.sizes(), " and ",
+                    WQ.sizes());
+  const auto e = ends(TK, "K");
+  const int64_t G = static_cast<int64_t>(e.size());
+  const Tensor xs = scale_vec(x_scale, G * M, XQ, op, "x_scale", "[G, M]");
+  const Tensor ws = scale_vec(w_scale, G * N, XQ, op, "w_scale", "[G, N]");
+  Tensor out = make_out({G, M, N});
+  int64_t k0 = 0;
+  for (int64_t g = 0; g < G; ++g) {
+    gemm(b, XQ.narrow(1, k0, e[g] - k0).unsqueeze(0), WQ.narrow(1, k0, e[g] - k0).unsqueeze(0), xs.narrow(0, g * M, M),
+         ws.narrow(0, g * N, N), std::nullopt, out.narrow(0, g, 1), true);
+    k0 = e[g];
+  }
+  return out;
+}
+
+Tensor matmul_fp8_row(const RowwiseBackend& b, const Tensor& a, const Tensor& bmat, const Tensor& a_scale,
+                      const Tensor& b_scale, const std::optional<Tensor>& bias,
+                      std::optional<at::ScalarType> dot_out_dtype, bool /*allow_tf32*/, bool fp8_fast_accum,
+                      bool /*imprecise_acc*/, bool /*tma_persistent*/, std::optional<bool> /*no_use_persistent*/,
+                      bool /*use_warp_specialization*/) {
+  constexpr const char* op = "matmul_fp8_row";
+  TORCH_CHECK_VALUE(!dot_out_dtype || *dot_out_dtype == at::kFloat, op,
+                    ": argument 'dot_out_dtype' (the accumulator type) must be None or torch.float32, got ",
+                    *dot_out_dtype);
+  return rowwise(b, a, bmat, a_scale, b_scale, bias, fp8_fast_accum, OutDtype::kBFloat16, op);
+}
+
+}  // namespace mslk::gemm

@@ -1,0 +1,42 @@
+// THE table of CUTLASS sm90 instantiations of the rowwise FP8 GEMM, and the shape-bucket
+// heuristic over it. Data, not code: CMakeLists.txt generates one translation unit per row
+// (X(id, ...) lines, ids 0..n-1 in order), fp8_rowwise_dispatch.cu picks a row per call, and
+// a static_assert there checks every bucket names an existing tile in both accumulation modes.
+#pragma once
+
+// X(id, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative (else ping-pong), fast_accum)
+#define MSLK_FP8_ROWWISE_CONFIGS(X) \
+  X(0, 128, 128, 128, 2, 1, 1, 1)   \
+  X(1, 128, 128, 128, 2, 1, 1, 0)   \
+  X(2, 64, 128, 128, 1, 1, 0, 1)    \
+  X(3, 64, 128, 128, 1, 1, 0, 0)
+
+// B(max_m, tile_m, tile_n, tile_k, cluster_m, cluster_n): the first bucket with M <= max_m
+// wins (max_m < 0: no limit). Regenerate from bench/gemm/bench_fp8_rowwise.py runs.
+#define MSLK_FP8_ROWWISE_BUCKETS(B) \
+  B(64, 64, 128, 128, 1, 1)         \
+  B(-1, 128, 128, 128, 2, 1)
+
+namespace mslk::gemm {
+
+struct Fp8RowwiseConfig {
+  int tile_m, tile_n, tile_k, cluster_m, cluster_n;
+  bool cooperative, fast_accum;
+};
+
+#define MSLK_FP8_ROWWISE_CONFIG_ENTRY(id, tm, tn, tk, cm, cn, coop, fast) \
+  Fp8RowwiseConfig{tm, tn, tk, cm, cn, (coop) != 0, (fast) != 0},
+inline constexpr Fp8RowwiseConfig kFp8RowwiseConfigs[] = {MSLK_FP8_ROWWISE_CONFIGS(MSLK_FP8_ROWWISE_CONFIG_ENTRY)};
+#undef MSLK_FP8_ROWWISE_CONFIG_ENTRY
+inline constexpr int kNumFp8RowwiseConfigs = sizeof(kFp8RowwiseConfigs) / sizeof(kFp8RowwiseConfigs[0]);
+
+struct Fp8RowwiseBucket {
+  long long max_m;
+  int tile_m, tile_n, tile_k, cluster_m, cluster_n;
+};
+#define MSLK_FP8_ROWWISE_BUCKET_ENTRY(mm, tm, tn, tk, cm, cn) Fp8RowwiseBucket{mm, tm, tn, tk, cm, cn},
+inline constexpr Fp8RowwiseBucket kFp8RowwiseBuckets[] = {MSLK_FP8_ROWWISE_BUCKETS(MSLK_FP8_ROWWISE_BUCKET_ENTRY)};
+#undef MSLK_FP8_ROWWISE_BUCKET_ENTRY
+inline constexpr int kNumFp8RowwiseBuckets = sizeof(kFp8RowwiseBuckets) / sizeof(kFp8RowwiseBuckets[0]);
+
+}  // namespace mslk::gemm

@@ -1,0 +1,124 @@
+// CUTLASS 3.x sm90 rowwise FP8 GEMM, one instantiation per generated TU (see
+// fp8_rowwise_configs.h). Mainloop: the collective builder's warp-specialized TMA + wgmma
+// mainloop (cooperative or ping-pong); fast accumulation uses the FP8FastAccum schedules, the
+// default ones promote the wgmma accumulator into float32 registers every few k-blocks.
+// Epilogue: an EVT computing D = bf16(fma(x_scale[m], w_scale[n] * acc, bias[n])), where a
+// null bias pointer reads as 0 (the broadcast's null_default). No C operand is read.
+#pragma once
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+
+#include "gemm/kernels/fp8_rowwise.h"
+#include "gemm/kernels/fp8_rowwise_configs.h"
+
+namespace mslk::gemm::detail {
+
+template <int TM, int TN, int TK, int CM, int CN, bool kCooperative, bool kFast>
+struct CutlassRowwise {
+  using ElementA = cutlass::float_e4m3_t;
+  using ElementB = cutlass::float_e4m3_t;
+  using ElementD = cutlass::bfloat16_t;
+  using LayoutA = cutlass::layout::RowMajor;     // [M, K], K contiguous
+  using LayoutB = cutlass::layout::ColumnMajor;  // [N, K], K contiguous
+  using LayoutD = cutlass::layout::RowMajor;
+  static constexpr int kAlignAB = 16;  // elements: 16 bytes
+  static constexpr int kAlignD = 8;
+
+  using TileShape = cute::Shape<cute::Int<TM>, cute::Int<TN>, cute::Int<TK>>;
+  using ClusterShape = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
+  using MainloopSchedule = cute::conditional_t<
+      kCooperative,
+      cute::conditional_t<kFast, cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum,
+                          cutlass::gemm::KernelTmaWarpSpecializedCooperative>,
+      cute::conditional_t<kFast, cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8FastAccum,
+                          cutlass::gemm::KernelTmaWarpSpecializedPingpong>>;
+  using EpilogueSchedule = cute::conditional_t<kCooperative, cutlass::epilogue::TmaWarpSpecializedCooperative,
+                                               cutlass::epilogue::TmaWarpSpecialized>;
+
+  static constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
+  using StrideCol = cute::Stride<cute::_1, cute::_0, int64_t>;  // x_scale[l, m]
+  using StrideRow = cute::Stride<cute::_0, cute::_1, int64_t>;  // w_scale[l, n], bias[l, n]
+  // x_scale rows of a group may start anywhere (alignment 1); w_scale / bias are 16-byte aligned.
+  using XScale = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, float, float, StrideCol, 1>;
+  using WScale = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float, float, StrideRow, 4>;
+  using Bias = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float, float, StrideRow, 4>;
+  using Accum = cutlass::epilogue::fusion::Sm90AccFetch;
+  using Mul = cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float, kRound>;
+  using ScaledAcc = cutlass::epilogue::fusion::Sm90EVT<Mul, WScale, Accum>;
+  using Fma = cutlass::epilogue::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, ElementD, float, kRound>;
+  using Epilogue = cutlass::epilogue::fusion::Sm90EVT<Fma, XScale, ScaledAcc, Bias>;
+
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, kAlignD, ElementD, LayoutD,
+      kAlignD, EpilogueSchedule, Epilogue>::CollectiveOp;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA, kAlignAB, ElementB, LayoutB, kAlignAB,
+      float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      MainloopSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
+                                                      CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+  static cudaError_t run(const RowwiseGemmParams& p, cudaStream_t stream) {
+    using StrideA = typename Kernel::StrideA;
+    using StrideB = typename Kernel::StrideB;
+    using StrideC = typename Kernel::StrideC;
+    using StrideD = typename Kernel::StrideD;
+    StrideA sa = cute::make_stride(p.lda, cute::_1{}, p.batch_a);
+    StrideB sb = cute::make_stride(p.ldb, cute::_1{}, p.batch_b);
+    StrideD sd = cute::make_stride(p.ldd, cute::_1{}, p.batch_d);
+    StrideC sc = cute::make_stride(p.ldd, cute::_1{}, p.batch_d);
+
+    typename Gemm::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {static_cast<int>(p.M), static_cast<int>(p.N), static_cast<int>(p.K), static_cast<int>(p.L)},
+        {reinterpret_cast<const ElementA*>(p.a), sa, reinterpret_cast<const ElementB*>(p.b), sb},
+        {{}, nullptr, sc, static_cast<ElementD*>(p.out), sd}};
+    args.epilogue.thread = {
+        {p.x_scale, 0.f, StrideCol{cute::_1{}, cute::_0{}, p.batch_xs}},                 // x_scale
+        {{p.w_scale, 0.f, StrideRow{cute::_0{}, cute::_1{}, p.batch_ws}}, {}, {}},       // w_scale * acc
+        {p.bias, 0.f, StrideRow{cute::_0{}, cute::_1{}, p.bias ? p.batch_bias : 0}},     // bias (null: 0)
+        {}};                                                                             // fma
+    int device = 0;
+    cudaError_t e = cudaGetDevice(&device);
+    if (e != cudaSuccess) return e;
+    int sms = 0;
+    e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (e != cudaSuccess) return e;
+    args.hw_info.device_id = device;
+    args.hw_info.sm_count = sms;
+
+    Gemm gemm;
+    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorNotSupported;
+    const size_t ws_bytes = Gemm::get_workspace_size(args);
+    void* workspace = nullptr;
+    if (ws_bytes > 0 && (e = cudaMallocAsync(&workspace, ws_bytes, stream)) != cudaSuccess) return e;
+    const cutlass::Status st = gemm.run(args, workspace, stream);
+    e = cudaGetLastError();
+    if (workspace) cudaFreeAsync(workspace, stream);
+    if (st != cutlass::Status::kSuccess && e == cudaSuccess) e = cudaErrorLaunchFailure;
+    return e;
+  }
+};
+
+}  // namespace mslk::gemm::detail
+
+// Defines fp8_rowwise_cutlass<ID> for row ID of the config table.
+#define MSLK_FP8_ROWWISE_INSTANTIATE(ID)                                                               \
+  namespace mslk::gemm {                                                                               \
+  template <>                                                                                          \
+  cudaError_t fp8_rowwise_cutlass<ID>(const RowwiseGemmParams& p, cudaStream_t s) {                    \
+    constexpr Fp8RowwiseConfig c = kFp8RowwiseConfigs[ID];                                             \
+    return detail::CutlassRowwise<c.tile_m, c.tile_n, c.tile_k, c.cluster_m, c.cluster_n, c.cooperative, \
+                                  c.fast_accum>::run(p, s);                                            \
+  }                                                                                                    \
+  }

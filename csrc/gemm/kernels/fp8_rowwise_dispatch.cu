@@ -1,0 +1,100 @@
+// Picks the kernel of one rowwise FP8 GEMM: the CUTLASS row of fp8_rowwise_configs.h that the
+// shape-bucket table names, when the operands meet TMA's rules; else the SIMT kernel.
+#include <climits>
+#include <cstdint>
+
+#include "gemm/kernels/fp8_rowwise.h"
+#include "gemm/kernels/fp8_rowwise_configs.h"
+
+namespace mslk::gemm {
+
+#if MSLK_HAS_CUTLASS
+#define MSLK_DECLARE(id, ...) \
+  template <>                 \
+  cudaError_t fp8_rowwise_cutlass<id>(const RowwiseGemmParams&, cudaStream_t);
+MSLK_FP8_ROWWISE_CONFIGS(MSLK_DECLARE)
+#undef MSLK_DECLARE
+
+namespace {
+
+using RunFn = cudaError_t (*)(const RowwiseGemmParams&, cudaStream_t);
+#define MSLK_ENTRY(id, ...) &fp8_rowwise_cutlass<id>,
+constexpr RunFn kRun[] = {MSLK_FP8_ROWWISE_CONFIGS(MSLK_ENTRY)};
+#undef MSLK_ENTRY
+
+#define MSLK_ID(id, ...) id,
+constexpr int kIds[] = {MSLK_FP8_ROWWISE_CONFIGS(MSLK_ID)};
+#undef MSLK_ID
+
+constexpr int find_config(const Fp8RowwiseBucket& b, bool fast) {
+  for (int i = 0; i < kNumFp8RowwiseConfigs; ++i) {
+    const auto& c = kFp8RowwiseConfigs[i];
+    if (c.tile_m == b.tile_m && c.tile_n == b.tile_n && c.tile_k == b.tile_k && c.cluster_m == b.cluster_m &&
+        c.cluster_n == b.cluster_n && c.fast_accum == fast)
+      return i;
+  }
+  return -1;
+}
+
+constexpr bool table_is_consistent() {
+  for (int i = 0; i < kNumFp8RowwiseConfigs; ++i)
+    if (kIds[i] != i) return false;
+  for (int j = 0; j < kNumFp8RowwiseBuckets; ++j)
+    if (find_config(kFp8RowwiseBuckets[j], true) < 0 || find_config(kFp8RowwiseBuckets[j], false) < 0) return false;
+  return kNumFp8RowwiseBuckets > 0 && kFp8RowwiseBuckets[kNumFp8RowwiseBuckets - 1].max_m < 0;
+}
+static_assert(table_is_consistent(),
+              "fp8_rowwise_configs.h: ids must be 0..n-1 in order, every bucket must name a tile present with "
+              "fast_accum 0 and 1, and the last bucket must have no limit (max_m < 0)");
+
+int pick_config(int64_t M, bool fast) {
+  for (int j = 0; j < kNumFp8RowwiseBuckets; ++j)
+    if (kFp8RowwiseBuckets[j].max_m < 0 || M <= kFp8RowwiseBuckets[j].max_m)
+      return find_config(kFp8RowwiseBuckets[j], fast);
+  return -1;
+}
+
+bool aligned(const void* ptr, int bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
+
+// TMA: 16-byte aligned base addresses and row strides; int32 problem sizes.
+bool cutlass_applies(const RowwiseGemmParams& p) {
+  return p.out_dtype == OutDtype::kBFloat16 && p.K % 16 == 0 && p.lda % 16 == 0 && p.ldb % 16 == 0 &&
+         p.N % 8 == 0 && p.ldd % 8 == 0 && aligned(p.a, 16) && aligned(p.b, 16) && aligned(p.out, 16) &&
+         aligned(p.w_scale, 16) && p.batch_ws % 4 == 0 && (!p.bias || (aligned(p.bias, 16) && p.batch_bias % 4 == 0)) &&
+         p.M <= INT_MAX && p.N <= INT_MAX && p.K <= INT_MAX && p.L <= INT_MAX && p.batch_a % 16 == 0 &&
+         p.batch_b % 16 == 0 && p.batch_d % 8 == 0;
+}
+
+}  // namespace
+#endif  // MSLK_HAS_CUTLASS
+
+cudaError_t fp8_rowwise_run(const RowwiseGemmParams& p, cudaStream_t s) {
+  if (p.M <= 0 || p.N <= 0 || p.L <= 0) return cudaSuccess;
+#if MSLK_HAS_CUTLASS
+  const int cfg = pick_config(p.M, p.fast_accum);
+  if (cfg >= 0 && cutlass_applies(p)) {
+    // A broadcast operand (batch stride 0) cannot be a TMA batch mode: launch per batch.
+    const bool broadcast = p.L > 1 && (p.batch_a == 0 || p.batch_b == 0 || p.batch_d == 0);
+    cudaError_t e = cudaSuccess;
+    if (!broadcast) {
+      e = kRun[cfg](p, s);
+    } else {
+      for (int64_t l = 0; l < p.L && e == cudaSuccess; ++l) {
+        RowwiseGemmParams q = p;
+        q.L = 1;
+        q.a += l * p.batch_a;
+        q.b += l * p.batch_b;
+        q.out = static_cast<char*>(p.out) + l * p.batch_d * 2;
+        q.x_scale += l * p.batch_xs;
+        q.w_scale += l * p.batch_ws;
+        if (q.bias) q.bias += l * p.batch_bias;
+        e = kRun[cfg](q, s);
+      }
+    }
+    if (e != cudaErrorNotSupported) return e;
+  }
+#endif
+  return fp8_rowwise_simt(p, s);
+}
+
+}  // namespace mslk::gemm

@@ -1,0 +1,38 @@
+// Native entry points of mslk's rowwise FP8 GEMMs (spec: "C++ - Native GEMM declarations -
+// FP8 & BF16"), callable from C++ without Python. Each one calls the same-name
+// torch.ops.mslk op through the dispatcher, so the CPU reference or the CUDA kernel runs by the
+// inputs' device. Link against libmslk.so (which registers the ops when it is loaded).
+//
+// Contract: out[..., m, n] = x_scale[..., m] * w_scale[n] * sum_k XQ[..., m, k] * WQ[n, k]
+// (+ bias[n]), XQ / WQ float8_e4m3fn with unit stride along K, scales float32, bias bf16 or
+// float32, output bf16 (fp16 for f8f8f16_rowwise).
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <vector>
+
+namespace mslk::gemm {
+
+at::Tensor f8f8bf16_rowwise(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
+                            std::optional<at::Tensor> bias = std::nullopt, bool use_fast_accum = true);
+void f8f8bf16_rowwise_out(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale, at::Tensor output,
+                          std::optional<at::Tensor> bias = std::nullopt, bool use_fast_accum = true);
+at::Tensor f8f8f16_rowwise(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
+                           std::optional<at::Tensor> bias = std::nullopt, bool use_fast_accum = true);
+at::Tensor f8f8bf16_rowwise_batched(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
+                                    std::optional<at::Tensor> bias = std::nullopt, bool use_fast_accum = true,
+                                    std::optional<at::Tensor> output = std::nullopt);
+std::vector<at::Tensor> f8f8bf16_rowwise_grouped(at::TensorList XQ, at::TensorList WQ, at::TensorList x_scale,
+                                                 at::TensorList w_scale);
+at::Tensor f8f8bf16_rowwise_grouped_cat(at::TensorList XQ, at::TensorList WQ, at::TensorList x_scale,
+                                        at::TensorList w_scale);
+at::Tensor f8f8bf16_rowwise_grouped_stacked(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
+                                            at::Tensor M_sizes);
+at::Tensor f8f8bf16_rowwise_grouped_dynamic(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
+                                            at::Tensor zero_start_index_M, bool zeroing_output_tensor = true);
+// Spec: "C++ - Native offset-grouped GEMM declarations". Writes into and returns `output`.
+at::Tensor f8f8bf16_rowwise_grouped_mm(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
+                                       std::optional<at::Tensor> offsets, at::Tensor& output);
+
+}  // namespace mslk::gemm

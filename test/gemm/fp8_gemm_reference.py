@@ -1,0 +1,50 @@
+"""Independent references for the rowwise FP8 GEMMs, in plain torch (float64 for the math)."""
+
+import torch
+
+FP8 = torch.float8_e4m3fn
+
+
+def rand_fp8(shape, device, scale=8.0):
+    """Random E4M3 values with a spread of magnitudes (incl. subnormals and zeros)."""
+    x = torch.randn(shape, dtype=torch.float64) * scale * torch.exp2(torch.randint(-5, 3, shape, dtype=torch.float64))
+    return x.clamp(-448, 448).to(FP8).to(device)
+
+
+def rand_scale(n, device, lead=()):
+    return (torch.rand((*lead, n), dtype=torch.float64) * 0.02 + 1e-3).float().to(device)
+
+
+def ref(xq, wq, xs, ws, bias=None):
+    """float64: xs[..., m] * ws[n] * (xq @ wq.T) + bias[n] (wq [N, K] or batched [B, N, K])."""
+    x, w = xq.cpu().double(), wq.cpu().double()
+    acc = x @ w.transpose(-1, -2)
+    out = acc * xs.cpu().double().reshape(acc.shape[:-1])[..., None] * ws.cpu().double().reshape(
+        (*w.shape[:-2], 1, w.shape[-2]) if w.dim() == 3 else (w.shape[0],))
+    if bias is not None:
+        out = out + bias.cpu().double().reshape(
+            (-1, 1, w.shape[-2]) if bias.numel() != w.shape[-2] else (w.shape[-2],))
+    return out, (x.abs() @ w.abs().transpose(-1, -2))
+
+
+def check(out, xq, wq, xs, ws, bias=None, fast=True):
+    """|out - ref| <= bf16/fp16 rounding of ref + accumulation error of the GPU's float32 (or
+    fast-accum) sum, bounded by c * xs * ws * sum |xq * wq|."""
+    expected, mag = ref(xq, wq, xs, ws, bias)
+    xs64 = xs.cpu().double().reshape(mag.shape[:-1])[..., None]
+    ws64 = ws.cpu().double().reshape((*wq.shape[:-2], 1, wq.shape[-2]) if wq.dim() == 3 else (wq.shape[0],))
+    c = 2.0**-10 if fast else 2.0**-20
+    ulp = 2.0**-8 if out.dtype == torch.bfloat16 else 2.0**-11
+    bound = expected.abs() * ulp + (mag * xs64.abs() * ws64.abs()) * c + 1e-30
+    err = (out.cpu().double() - expected).abs()
+    assert out.shape == expected.shape, (out.shape, expected.shape)
+    assert torch.all(err <= bound), f"max err {err.max().item()} (bound there {bound.flatten()[err.argmax()].item()})"
+
+
+def exact_cpu(xq, wq, xs, ws, out_dtype=torch.bfloat16):
+    """The CPU reference's rule, emulated: exact sum -> float32, w_scale*acc in float32,
+    x_scale*(that) rounded once to float32, then RNE to the output type (no bias)."""
+    acc = (xq.double() @ wq.double().T).float()
+    t = (ws.float().reshape(1, -1) * acc)
+    v = (xs.double().reshape(-1, 1) * t.double()).float()  # exact product, one rounding
+    return v.to(out_dtype)

@@ -101,10 +101,14 @@ def test_group_block_empty(device):
 
 
 @requires_cuda
+@pytest.mark.parametrize("schedule", ["oneshot", "staged", "cluster"])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_block_group_cuda_equals_cpu(dtype):
-    x = rand((4096, 7168), dtype, "cuda")
+def test_block_group_cuda_equals_cpu(dtype, schedule, monkeypatch):
+    """Every kernel schedule (MSLK_FP8_SCHEDULE, read per call) computes the same bits."""
+    monkeypatch.setenv("MSLK_FP8_SCHEDULE", schedule)
+    x = rand((4100, 7176), dtype, "cuda")  # edge tiles in both dimensions
     for fn in (lambda t: quantize_fp8_block(t, 128, 128), lambda t: quantize_fp8_block(t),
+               lambda t: quantize_fp8_block(t, 512, 128), lambda t: quantize_fp8_block(t, 384, 256),
                lambda t: quantize_fp8_group(t, 128), lambda t: quantize_fp8_group(t, 128, k_major=False)):
         g, c = fn(x), fn(x.cpu())
         assert same_bits(g[0], c[0]) and torch.equal(g[1].cpu(), c[1])

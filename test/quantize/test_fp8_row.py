@@ -110,9 +110,11 @@ def test_row_inf_nan(device):
 
 
 @requires_cuda
+@pytest.mark.parametrize("schedule", ["oneshot", "staged"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(8192, 8192), (3, 131072), (1, 7), (257, 4100)])
-def test_row_cuda_equals_cpu(dtype, shape):
+def test_row_cuda_equals_cpu(dtype, shape, schedule, monkeypatch):
+    monkeypatch.setenv("MSLK_FP8_SCHEDULE", schedule)
     a = rand(shape, dtype, "cuda")
     a[0, 0] = float("nan")
     xq, scale = quantize_fp8_row(a)

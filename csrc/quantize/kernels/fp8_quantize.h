@@ -11,6 +11,9 @@ namespace mslk::quantize {
 
 cudaError_t fp8_quantize_rows(const Fp8TileParams& p, cudaStream_t stream);   // tile = 1 x K
 cudaError_t fp8_quantize_blocks(const Fp8TileParams& p, cudaStream_t stream); // tile = block_m x block_k
+// Blocks larger than one CTA's registers, split over a thread-block cluster; false when the
+// tiling does not suit it (the caller then takes another path).
+bool fp8_quantize_blocks_cluster(const Fp8TileParams& p, cudaStream_t stream);
 // Two-pass fallback for any tiling (tiles too large for registers or not 16-byte aligned).
 cudaError_t fp8_quantize_tiles(const Fp8TileParams& p, cudaStream_t stream);
 cudaError_t fp8_quantize_groups(const Fp8TileParams& p, cudaStream_t stream); // tile = 1 x group

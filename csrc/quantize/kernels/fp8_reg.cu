@@ -7,7 +7,8 @@
 //   one-shot (default): one CTA per tile;
 //   staged (MSLK_FP8_SCHEDULE=staged): persistent CTAs; while a tile is processed from registers,
 //             the next one streams into shared memory with cp.async (each thread owns its slots).
-// Larger tiles, or inputs that are not 16-byte aligned, go to the two-pass tile kernel.
+// Larger tiles, or inputs that are not 16-byte aligned, go to the two-pass tile kernel (or, with
+// MSLK_FP8_SCHEDULE=cluster, large blocks to the cluster kernel of fp8_cluster.cu).
 #include <cstdlib>
 #include <cstring>
 
@@ -219,7 +220,12 @@ cudaError_t launch(const Fp8TileParams& p, cudaStream_t s) {
 }  // namespace
 
 cudaError_t fp8_quantize_rows(const Fp8TileParams& p, cudaStream_t s) { return launch<Mode::kRows>(p, s); }
-cudaError_t fp8_quantize_blocks(const Fp8TileParams& p, cudaStream_t s) { return launch<Mode::kBlocks>(p, s); }
+cudaError_t fp8_quantize_blocks(const Fp8TileParams& p, cudaStream_t s) {
+  const char* sched = std::getenv("MSLK_FP8_SCHEDULE");
+  if (sched && std::strcmp(sched, "cluster") == 0 && p.in.M > 0 && p.in.K > 0 && fp8_quantize_blocks_cluster(p, s))
+    return cudaGetLastError();
+  return launch<Mode::kBlocks>(p, s);
+}
 cudaError_t fp8_quantize_groups(const Fp8TileParams& p, cudaStream_t s) { return launch<Mode::kGroups>(p, s); }
 
 }  // namespace mslk::quantize

@@ -2,8 +2,8 @@
 
 MoE shapes (E experts, tokens per expert, N, K); plus a skewed routing (half the tokens on one
 expert, the rest spread). Prints and writes (--out) time, TFLOP/s and the ratios; checks the
-mslk result against torch._grouped_mm once per shape (max relative difference). Also times
-the backward pair (grad, wgrad) vs torch._grouped_mm's equivalents where it accepts them.
+mslk result against torch._grouped_mm once per shape (max relative difference). Forward only
+(the grad / wgrad ops are not timed yet).
 """
 
 from __future__ import annotations

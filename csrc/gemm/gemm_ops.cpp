@@ -20,6 +20,17 @@ TORCH_LIBRARY_FRAGMENT(mslk, m) {
         "bool use_fast_accum=True) -> Tensor");
   m.def("f8f8bf16_rowwise_grouped_mm(Tensor XQ, Tensor WQ, Tensor x_scale, Tensor w_scale, Tensor? offsets=None, "
         "Tensor(a!)? output=None) -> Tensor");
+
+  // BF16 grouped (csrc/gemm/bf16_grouped.cpp): X [total_M, K], W [G, N, K], M_sizes [G].
+  m.def("bf16bf16bf16_grouped(Tensor[] X, Tensor[] W) -> Tensor[]");
+  m.def("bf16bf16bf16_grouped_cat(Tensor[] X, Tensor[] W) -> Tensor");
+  m.def("bf16bf16bf16_grouped_dynamic(Tensor X, Tensor W, Tensor zero_start_index_M) -> Tensor");
+  m.def("bf16bf16bf16_grouped_stacked(Tensor X, Tensor W, Tensor M_sizes, Tensor(a!)? out=None, "
+        "int? num_sms=None) -> Tensor");
+  m.def("bf16bf16bf16_grouped_grad(Tensor X, Tensor W, Tensor M_sizes, Tensor(a!)? out=None, "
+        "int? num_sms=None) -> Tensor");
+  m.def("bf16bf16bf16_grouped_wgrad(Tensor X, Tensor W, Tensor M_sizes, Tensor(a!)? output=None, "
+        "bool output_accum=False, int? num_sms=None) -> Tensor");
 }
 
 TORCH_LIBRARY_FRAGMENT(triton, m) {

@@ -1,0 +1,62 @@
+// BF16 grouped GEMM ops (torch.ops.mslk.bf16bf16bf16_grouped*), written once against a backend
+// (CPU reference or CUDA) that runs the single contract of bf16_grouped_params.h, and the
+// template that registers them.
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <vector>
+
+#include "gemm/bf16_grouped_params.h"
+
+namespace mslk::gemm {
+
+struct Bf16GroupedBackend {
+  void (*run)(const Bf16GroupedParams&);
+  bool sizes_on_host;  // group sizes readable without a sync: validate their values
+};
+
+using at::Tensor;
+using at::TensorList;
+
+std::vector<Tensor> bf16_grouped(const Bf16GroupedBackend& b, TensorList X, TensorList W);
+Tensor bf16_grouped_cat(const Bf16GroupedBackend& b, TensorList X, TensorList W);
+Tensor bf16_grouped_dynamic(const Bf16GroupedBackend& b, const Tensor& X, const Tensor& W, const Tensor& zs);
+Tensor bf16_grouped_stacked(const Bf16GroupedBackend& b, const Tensor& X, const Tensor& W, const Tensor& M_sizes,
+                            const std::optional<Tensor>& out, std::optional<int64_t> num_sms);
+Tensor bf16_grouped_grad(const Bf16GroupedBackend& b, const Tensor& X, const Tensor& W, const Tensor& M_sizes,
+                         const std::optional<Tensor>& out, std::optional<int64_t> num_sms);
+Tensor bf16_grouped_wgrad(const Bf16GroupedBackend& b, const Tensor& X, const Tensor& W, const Tensor& M_sizes,
+                          const std::optional<Tensor>& output, bool output_accum, std::optional<int64_t> num_sms);
+
+template <const Bf16GroupedBackend* B>
+struct Bf16GroupedOps {
+  static std::vector<Tensor> grouped(TensorList X, TensorList W) { return bf16_grouped(*B, X, W); }
+  static Tensor cat(TensorList X, TensorList W) { return bf16_grouped_cat(*B, X, W); }
+  static Tensor dynamic(const Tensor& X, const Tensor& W, const Tensor& zs) {
+    return bf16_grouped_dynamic(*B, X, W, zs);
+  }
+  static Tensor stacked(const Tensor& X, const Tensor& W, const Tensor& ms, const std::optional<Tensor>& out,
+                        std::optional<int64_t> num_sms) {
+    return bf16_grouped_stacked(*B, X, W, ms, out, num_sms);
+  }
+  static Tensor grad(const Tensor& X, const Tensor& W, const Tensor& ms, const std::optional<Tensor>& out,
+                     std::optional<int64_t> num_sms) {
+    return bf16_grouped_grad(*B, X, W, ms, out, num_sms);
+  }
+  static Tensor wgrad(const Tensor& X, const Tensor& W, const Tensor& ms, const std::optional<Tensor>& output,
+                      bool accum, std::optional<int64_t> num_sms) {
+    return bf16_grouped_wgrad(*B, X, W, ms, output, accum, num_sms);
+  }
+  static void register_mslk(torch::Library& m) {
+    m.impl("bf16bf16bf16_grouped", &grouped);
+    m.impl("bf16bf16bf16_grouped_cat", &cat);
+    m.impl("bf16bf16bf16_grouped_dynamic", &dynamic);
+    m.impl("bf16bf16bf16_grouped_stacked", &stacked);
+    m.impl("bf16bf16bf16_grouped_grad", &grad);
+    m.impl("bf16bf16bf16_grouped_wgrad", &wgrad);
+  }
+};
+
+}  // namespace mslk::gemm

@@ -132,7 +132,10 @@ __global__ void __launch_bounds__(BM / 16 * 32) fmha_fwd_kernel(const FmhaFwdPar
     k0 = 0;
     lk = p.seqlen_k != nullptr ? p.seqlen_k[s] : p.Mkv;
   }
-  lk = max(lk, 0);
+  // Memory safety against inconsistent descriptors (the glue cannot check device-side values).
+  lq = max(0, min(lq, p.Mq - max(q0, 0)));
+  lk = max(0, min(lk, p.Mkv - max(k0, 0)));
+  if (q0 < 0 || k0 < 0) return;
   const int r0 = tile * BM;
   if (r0 >= lq) return;
 

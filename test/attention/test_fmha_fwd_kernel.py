@@ -148,7 +148,7 @@ def test_operator_class_is_gated(monkeypatch):
     assert not cutlass.FwOp.is_available()
     assert any("MSLK_EXPERIMENTAL_ATTN" in r for r in cutlass.FwOp.not_supported_reasons(Inputs(q, q, q)))
     monkeypatch.setenv("MSLK_EXPERIMENTAL_ATTN", "1")
-    assert cutlass.FwOp.is_available() == HAS_CUDA_KERNEL
+    assert cutlass.FwOp.is_available() == (HAS_OP and _kernel_registered("mslk::fmha_fwd", "CUDA"))
     # honest limits
     reasons = cutlass.FwOp.not_supported_reasons(Inputs(q.float(), q.float(), q.float()))
     assert any("dtype" in r for r in reasons)

@@ -12,4 +12,25 @@ TORCH_LIBRARY_FRAGMENT(mslk, m) {
   m.def(
       "fmha_reference_fwd(Tensor q, Tensor k, Tensor v, Tensor? bias=None, float scale=1.0, "
       "ScalarType? output_dtype=None) -> (Tensor, Tensor)");
+
+  // Fused attention forward (mask from a descriptor, never materialized on CUDA).
+  //   q [B, Mq, H, K], k [B, Mkv, H, K], v [B, Mkv, H, Kv]: float16 / bfloat16 on CUDA (the CPU
+  //   implementation also takes float32 / float64 through the reference path); last dim stride 1,
+  //   other strides arbitrary (expand()ed K/V accepted); K, Kv <= 256.
+  //   bias: None or an additive tensor broadcastable to [B, H, Mq, Mkv] (float32 or q's dtype).
+  //   Sequences: seqstart_q (int32, num_seqs + 1) makes it variable-length (B == 1): query block s
+  //   is rows [seqstart_q[s], seqstart_q[s+1]), its key lane starts at seqstart_k[s] and holds
+  //   seqlen_k[s] keys if seqlen_k is given, else seqstart_k[s+1] - seqstart_k[s]. Without
+  //   seqstart_q, seqlen_k (int32, B entries) limits batch b to its first seqlen_k[b] keys.
+  //   max_seqlen_q: an upper bound of the query block lengths (-1: Mq).
+  //   mask_kind: 0 none, 1 causal top-left, 2 causal bottom-right, 3 local bottom-right (non-causal).
+  //   With d = j - i - shift (shift = lk - lq for kinds 2 and 3, else 0), key j is allowed for
+  //   query i iff (kinds 1, 2: d <= 0), (window_left >= 0: d >= -window_left) and
+  //   (window_right >= 0: d <= window_right).
+  //   Returns out [B, Mq, H, Kv] (q's dtype) and lse [B, H, Mq] (float32, natural log; float64 for
+  //   float64 on CPU). Rows with no allowed key: out 0, lse -inf.
+  m.def(
+      "fmha_fwd(Tensor q, Tensor k, Tensor v, Tensor? bias=None, Tensor? seqstart_q=None, "
+      "Tensor? seqstart_k=None, Tensor? seqlen_k=None, int max_seqlen_q=-1, int mask_kind=0, "
+      "int window_left=-1, int window_right=-1, float scale=1.0) -> (Tensor, Tensor)");
 }

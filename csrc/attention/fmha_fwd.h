@@ -1,0 +1,35 @@
+// Torch glue shared by the CPU and CUDA implementations of mslk::fmha_fwd (schema in
+// attention_ops.cpp): argument checks and the CPU path (dense mask + reference forward).
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <c10/util/Optional.h>
+
+#include <tuple>
+
+namespace mslk::attention {
+
+struct FmhaFwdArgs {
+  const at::Tensor& q;
+  const at::Tensor& k;
+  const at::Tensor& v;
+  const std::optional<at::Tensor>& bias;
+  const std::optional<at::Tensor>& seqstart_q;
+  const std::optional<at::Tensor>& seqstart_k;
+  const std::optional<at::Tensor>& seqlen_k;
+  int64_t max_seqlen_q;
+  int64_t mask_kind;
+  int64_t window_left;
+  int64_t window_right;
+  double scale;
+};
+
+// Shape, dtype, device and descriptor checks common to every backend (no device sync).
+void fmha_fwd_check(const FmhaFwdArgs& a);
+
+std::tuple<at::Tensor, at::Tensor> fmha_fwd_cpu(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& seqstart_q, const std::optional<at::Tensor>& seqstart_k,
+    const std::optional<at::Tensor>& seqlen_k, int64_t max_seqlen_q, int64_t mask_kind, int64_t window_left,
+    int64_t window_right, double scale);
+
+}  // namespace mslk::attention

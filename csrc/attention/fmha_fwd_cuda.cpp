@@ -1,0 +1,110 @@
+// CUDA backend of mslk::fmha_fwd: the fused kernel of kernels/fmha_fwd_kernel.cuh (fp16/bf16,
+// head dims <= 256). Pads head dims to a multiple of 8 and copies inputs whose strides or base
+// address are not 16-byte aligned (the kernel loads 16-byte chunks); everything else is passed as
+// strides, so expand()ed K/V are read in place.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <limits>
+
+#include "attention/fmha_fwd.h"
+#include "attention/kernels/fmha_fwd.h"
+#include "common/checks.h"
+
+namespace mslk::attention {
+namespace {
+constexpr const char* kOp = "mslk::fmha_fwd";
+
+bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
+
+// Zero-pads the last dim to a multiple of 8 and makes the tensor 16-byte loadable.
+at::Tensor prepare(const at::Tensor& x) {
+  at::Tensor y = x;
+  const int64_t d = x.size(3);
+  if (d % 8 != 0) y = at::constant_pad_nd(y, {0, 8 - d % 8}, 0);
+  bool ok = reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 == 0 && y.stride(3) == 1;
+  for (int i = 0; i < 3; ++i) ok = ok && (y.size(i) == 1 || y.stride(i) % 8 == 0);
+  return ok ? y : y.contiguous();
+}
+// Element stride of dim i, 0 when the dim has size 1 (its index is always 0).
+int64_t st(const at::Tensor& x, int i) { return x.size(i) == 1 ? 0 : x.stride(i); }
+
+std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
+    const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& seqstart_q, const std::optional<at::Tensor>& seqstart_k,
+    const std::optional<at::Tensor>& seqlen_k, int64_t max_seqlen_q, int64_t mask_kind, int64_t window_left,
+    int64_t window_right, double scale) {
+  fmha_fwd_check({q_in, k_in, v_in, bias, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q, mask_kind, window_left,
+                  window_right, scale});
+  check_dtype(q_in, kOp, "q", {at::kHalf, at::kBFloat16});
+  const int64_t B = q_in.size(0), Mq = q_in.size(1), H = q_in.size(2), Mkv = k_in.size(1);
+  const int64_t K = q_in.size(3), Kv = v_in.size(3);
+  TORCH_CHECK_VALUE(K >= 1 && K <= 256 && Kv >= 1 && Kv <= 256, kOp,
+                    ": the CUDA kernel supports head dims 1..256; got K=", K, ", Kv=", Kv);
+  TORCH_CHECK_VALUE(H <= 65535, kOp, ": at most 65535 heads; got ", H);
+  TORCH_CHECK_VALUE(Mq < (int64_t(1) << 31) && Mkv < (int64_t(1) << 31), kOp, ": sequence lengths must be < 2^31");
+  const c10::cuda::CUDAGuard guard(q_in.device());
+
+  const bool varlen = given(seqstart_q);
+  const int64_t num_seqs = varlen ? seqstart_q->numel() - 1 : B;
+  TORCH_CHECK_VALUE(num_seqs <= 65535, kOp, ": at most 65535 sequences; got ", num_seqs);
+  const at::Tensor q = prepare(q_in), k = prepare(k_in), v = prepare(v_in);
+  const int64_t Kp = q.size(3), Kvp = v.size(3);
+
+  // Varlen: rows outside every query block are never written by the kernel, so start from 0 / -inf.
+  auto out = varlen ? at::zeros({B, Mq, H, Kvp}, q.options()) : at::empty({B, Mq, H, Kvp}, q.options());
+  auto lse = varlen ? at::full({B, H, Mq}, -std::numeric_limits<float>::infinity(), q.options().dtype(at::kFloat))
+                    : at::empty({B, H, Mq}, q.options().dtype(at::kFloat));
+  if (B == 0 || Mq == 0 || H == 0) return {Kvp == Kv ? out : out.narrow(3, 0, Kv).contiguous(), lse};
+
+  FmhaFwdParams p{};
+  p.q = q.data_ptr();
+  p.k = k.data_ptr();
+  p.v = v.data_ptr();
+  p.out = out.data_ptr();
+  p.lse = lse.data_ptr<float>();
+  p.q_sb = st(q, 0), p.q_sm = st(q, 1), p.q_sh = st(q, 2);
+  p.k_sb = st(k, 0), p.k_sm = st(k, 1), p.k_sh = st(k, 2);
+  p.v_sb = st(v, 0), p.v_sm = st(v, 1), p.v_sh = st(v, 2);
+  p.o_sb = out.stride(0), p.o_sm = out.stride(1), p.o_sh = out.stride(2);
+  at::Tensor b;
+  if (given(bias)) {
+    b = *bias;
+    if (b.scalar_type() != at::kFloat && b.scalar_type() != q.scalar_type()) b = b.to(at::kFloat);
+    b = b.expand({B, H, Mq, Mkv});  // a view: broadcast dims get stride 0
+    p.bias = b.data_ptr();
+    p.bias_is_fp32 = b.scalar_type() == at::kFloat;
+    p.bias_sb = st(b, 0), p.bias_sh = st(b, 1), p.bias_sm = st(b, 2), p.bias_sn = st(b, 3);
+  }
+  p.B = int(B), p.H = int(H), p.Mq = int(Mq), p.Mkv = int(Mkv);
+  p.K = int(Kp), p.Kv = int(Kvp);
+  at::Tensor sq, sk, lk;
+  if (varlen) {
+    sq = seqstart_q->contiguous();
+    sk = seqstart_k->contiguous();
+    p.seqstart_q = sq.data_ptr<int>();
+    p.seqstart_k = sk.data_ptr<int>();
+  }
+  if (given(seqlen_k)) {
+    lk = seqlen_k->contiguous();
+    p.seqlen_k = lk.data_ptr<int>();
+  }
+  p.num_seqs = int(num_seqs);
+  p.max_seqlen_q = int(max_seqlen_q < 0 || max_seqlen_q > Mq ? Mq : max_seqlen_q);
+  p.mask_kind = int(mask_kind);
+  p.window_left = window_left;
+  p.window_right = window_right;
+  p.scale = float(scale);
+  p.is_bf16 = q.scalar_type() == at::kBFloat16;
+  C10_CUDA_CHECK(fmha_fwd(p, c10::cuda::getCurrentCUDAStream().stream()));
+  if (Kvp != Kv) out = out.narrow(3, 0, Kv).contiguous();
+  return {out, lse};
+}
+
+}  // namespace
+}  // namespace mslk::attention
+
+TORCH_LIBRARY_IMPL(mslk, CUDA, m) { m.impl("fmha_fwd", &mslk::attention::fmha_fwd_cuda); }

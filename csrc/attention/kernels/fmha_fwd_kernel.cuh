@@ -1,0 +1,345 @@
+// Fused attention forward, FlashAttention-2 style, for fp16/bf16 on SM80+ (mma.sync m16n8k16).
+//
+// One CTA per (query tile of BM rows, head, sequence); BM/16 warps, each owning 16 query rows.
+// The Q tile stays in shared memory; K and V tiles of BN keys are double-buffered through
+// cp.async (K[t+1] is fetched while S = Q K[t]^T and the softmax run, V[t+1] while O += P V[t]).
+// Scores live in registers as mma accumulators; the online softmax (running max m, running sum
+// l, in the log2 domain) rescales the O accumulators; P is repacked from the accumulator layout
+// to the A-operand layout without touching shared memory.
+//
+// Shared-memory tiles are [rows][D] with the 16-byte chunks of each row XOR-swizzled by
+// (row & 7), so ldmatrix over 8 consecutive rows is bank-conflict free (D/8 >= 8 chunks).
+// Masks are evaluated from the POD descriptor (no materialized mask); tiles that lie wholly
+// outside the allowed band are skipped, tiles wholly inside it skip the per-element test.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "attention/kernels/fmha_fwd.h"
+
+namespace mslk::attention::fwd_detail {
+
+template <typename T> struct Traits;
+template <> struct Traits<__half> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+};
+template <> struct Traits<__nv_bfloat16> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// 16-byte async copy; src_bytes == 0 zero-fills the destination without reading src.
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+
+// Element offset of (row, col) in a swizzled [rows][D] tile.
+template <int D> __device__ __forceinline__ int swz(int row, int col) {
+  return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+}
+
+// Async load of a [ROWS][D] tile: row r of the tile is base + off + r * row_stride; rows >= rows_valid
+// and columns >= cols_valid (a multiple of 8) are zero-filled.
+template <typename T, int D, int ROWS, int THREADS>
+__device__ __forceinline__ void load_tile(T* s, const T* base, int64_t off, int64_t row_stride, int rows_valid,
+                                          int cols_valid, int tid) {
+  constexpr int CPR = D / 8;  // 16-byte chunks per row
+  static_assert(ROWS * CPR % THREADS == 0, "tile chunks must divide evenly among the threads");
+#pragma unroll
+  for (int n = 0; n < ROWS * CPR / THREADS; ++n) {
+    const int i = tid + n * THREADS;
+    const int r = i / CPR, c = (i % CPR) * 8;
+    const bool ok = r < rows_valid && c < cols_valid;
+    const T* src = ok ? base + off + r * row_stride + c : base;
+    cp_async_16(smem_u32(s + swz<D>(r, c)), src, ok ? 16 : 0);
+  }
+}
+
+constexpr int64_t kUnbounded = int64_t(1) << 40;
+
+template <typename T, int D, int BM, int BN>
+__global__ void __launch_bounds__(BM / 16 * 32) fmha_fwd_kernel(const FmhaFwdParams p) {
+  constexpr int NWARPS = BM / 16;
+  constexpr int THREADS = NWARPS * 32;
+  constexpr int NB = BN / 8;  // score n-blocks per warp
+  constexpr int OB = D / 8;   // output n-blocks per warp
+  constexpr float kLog2e = 1.4426950408889634f;
+  constexpr float kLn2 = 0.6931471805599453f;
+  static_assert(D % 64 == 0 && BN % 16 == 0 && BM % 16 == 0, "tile shape");
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sK = sQ + BM * D;      // [2][BN][D]
+  T* sV = sK + 2 * BN * D;  // [2][BN][D]
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  const int h = blockIdx.y, s = blockIdx.z;
+  const int tile = gridDim.x - 1 - blockIdx.x;  // longest (causal) tiles first
+
+  // ---- the (query block, key lane) of this CTA
+  int bq, q0, lq, k0, lk;
+  if (p.seqstart_q != nullptr) {
+    bq = 0;
+    q0 = p.seqstart_q[s];
+    lq = p.seqstart_q[s + 1] - q0;
+    k0 = p.seqstart_k[s];
+    lk = p.seqlen_k != nullptr ? p.seqlen_k[s] : p.seqstart_k[s + 1] - k0;
+  } else {
+    bq = s;
+    q0 = 0;
+    lq = p.Mq;
+    k0 = 0;
+    lk = p.seqlen_k != nullptr ? p.seqlen_k[s] : p.Mkv;
+  }
+  // Memory safety against inconsistent descriptors (the glue cannot check device-side values).
+  lq = max(0, min(lq, p.Mq - max(q0, 0)));
+  lk = max(0, min(lk, p.Mkv - max(k0, 0)));
+  if (q0 < 0 || k0 < 0) return;
+  const int r0 = tile * BM;
+  if (r0 >= lq) return;
+
+  // ---- mask band: key j allowed for query i iff lo <= j - i - shift <= hi (and j < lk)
+  const bool causal = p.mask_kind == kMaskCausalTopLeft || p.mask_kind == kMaskCausalBottomRight;
+  const bool bottom_right = p.mask_kind == kMaskCausalBottomRight || p.mask_kind == kMaskLocalBottomRight;
+  const int64_t shift = bottom_right ? int64_t(lk) - lq : 0;
+  int64_t hi = causal ? 0 : kUnbounded;
+  if (p.window_right >= 0 && p.window_right < hi) hi = p.window_right;
+  const int64_t lo = p.window_left >= 0 ? -p.window_left : -kUnbounded;
+  const int64_t rlast = min(r0 + BM, lq) - 1;
+  int64_t jb = int64_t(r0) + shift + lo, je = rlast + shift + hi + 1;
+  jb = jb < 0 ? 0 : (jb > lk ? lk : jb);
+  je = je < 0 ? 0 : (je > lk ? lk : je);
+  const int n_begin = int(jb) / BN * BN;
+  const int n_tiles = je > jb ? int((je - n_begin + BN - 1) / BN) : 0;
+
+  const T* q = static_cast<const T*>(p.q);
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  const int64_t q_off = int64_t(bq) * p.q_sb + int64_t(q0 + r0) * p.q_sm + int64_t(h) * p.q_sh;
+  const int64_t k_off = int64_t(bq) * p.k_sb + int64_t(k0) * p.k_sm + int64_t(h) * p.k_sh;
+  const int64_t v_off = int64_t(bq) * p.v_sb + int64_t(k0) * p.v_sm + int64_t(h) * p.v_sh;
+
+  float o[OB][4];
+#pragma unroll
+  for (int i = 0; i < OB; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m_i[2] = {-INFINITY, -INFINITY};
+  float l_i[2] = {0.f, 0.f};
+
+  const int k_steps = (p.K + 15) / 16;  // 16-wide steps of the QK^T reduction that hold data
+  const int v_steps = (p.Kv + 15) / 16; // 16-wide column pairs of O that hold data
+  const int wrow = warp * 16;           // first tile row of this warp
+  const float scale = p.scale;
+
+  if (n_tiles > 0) {
+    load_tile<T, D, BM, THREADS>(sQ, q, q_off, p.q_sm, lq - r0, p.K, tid);
+    load_tile<T, D, BN, THREADS>(sK, k, k_off + int64_t(n_begin) * p.k_sm, p.k_sm, lk - n_begin, p.K, tid);
+    cp_async_commit();
+    load_tile<T, D, BN, THREADS>(sV, v, v_off + int64_t(n_begin) * p.v_sm, p.v_sm, lk - n_begin, p.Kv, tid);
+    cp_async_commit();
+  }
+
+  for (int it = 0; it < n_tiles; ++it) {
+    const int n0 = n_begin + it * BN;
+    const int cur = it & 1, nxt = cur ^ 1;
+    const T* sKc = sK + cur * BN * D;
+    const T* sVc = sV + cur * BN * D;
+
+    cp_async_wait<1>();  // Q and K[it] landed (V[it] may be in flight)
+    __syncthreads();     // ... for every thread; and every warp is done with tile it-1
+
+    if (it + 1 < n_tiles) {
+      const int n1 = n0 + BN;
+      load_tile<T, D, BN, THREADS>(sK + nxt * BN * D, k, k_off + int64_t(n1) * p.k_sm, p.k_sm, lk - n1, p.K, tid);
+    }
+    cp_async_commit();  // possibly empty: keeps the group count uniform
+
+    // ---- S = Q K^T for this warp's 16 rows x BN keys
+    float sc[NB][4];
+#pragma unroll
+    for (int i = 0; i < NB; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      if (kk < k_steps) {
+        uint32_t a[4];
+        ldsm_x4(a[0], a[1], a[2], a[3], smem_u32(sQ + swz<D>(wrow + (lane & 15), kk * 16 + (lane >> 4) * 8)));
+#pragma unroll
+        for (int nb2 = 0; nb2 < NB / 2; ++nb2) {
+          uint32_t b0, b1, b2, b3;
+          const int key = nb2 * 16 + (lane & 7) + ((lane >> 4) << 3);
+          ldsm_x4(b0, b1, b2, b3, smem_u32(sKc + swz<D>(key, kk * 16 + ((lane >> 3) & 1) * 8)));
+          Traits<T>::mma(sc[2 * nb2], a, b0, b1);
+          Traits<T>::mma(sc[2 * nb2 + 1], a, b2, b3);
+        }
+      }
+    }
+
+    // ---- scale, bias, mask (log2 domain)
+    const int64_t dmin = int64_t(n0) - (r0 + BM - 1) - shift, dmax = int64_t(n0) + BN - 1 - r0 - shift;
+    const bool need_mask = n0 + BN > lk || dmin < lo || dmax > hi;
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = r0 + wrow + g + (e >> 1) * 8;  // query index in the block
+        const int j = n0 + nb * 8 + 2 * t4 + (e & 1);  // key index in the lane
+        float x = sc[nb][e] * scale;
+        if (p.bias != nullptr && i < lq && j < lk) {
+          const int64_t bo = int64_t(bq) * p.bias_sb + int64_t(h) * p.bias_sh + int64_t(q0 + i) * p.bias_sm +
+                             int64_t(k0 + j) * p.bias_sn;
+          x += p.bias_is_fp32 ? __ldg(static_cast<const float*>(p.bias) + bo)
+                              : Traits<T>::to_float(static_cast<const T*>(p.bias)[bo]);
+        }
+        x *= kLog2e;
+        if (need_mask) {
+          const int64_t d = int64_t(j) - i - shift;
+          if (j >= lk || d < lo || d > hi) x = -INFINITY;
+        }
+        sc[nb][e] = x;
+      }
+    }
+
+    // ---- online softmax; rows g (rr = 0) and g + 8 (rr = 1) of the warp's 16
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb) mx = fmaxf(mx, fmaxf(sc[nb][2 * rr], sc[nb][2 * rr + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_i[rr], mx);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: keep exp2 finite
+      const float alpha = exp2f(m_i[rr] - m_use);
+      m_i[rr] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb) {
+        sc[nb][2 * rr] = exp2f(sc[nb][2 * rr] - m_use);
+        sc[nb][2 * rr + 1] = exp2f(sc[nb][2 * rr + 1] - m_use);
+        sum += sc[nb][2 * rr] + sc[nb][2 * rr + 1];
+      }
+      l_i[rr] = l_i[rr] * alpha + sum;
+#pragma unroll
+      for (int ob = 0; ob < OB; ++ob) {
+        o[ob][2 * rr] *= alpha;
+        o[ob][2 * rr + 1] *= alpha;
+      }
+    }
+
+    cp_async_wait<1>();  // V[it] landed (K[it+1] may be in flight)
+    __syncthreads();
+
+    // ---- O += P V
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      uint32_t a[4];
+      a[0] = Traits<T>::pack(sc[2 * kk][0], sc[2 * kk][1]);
+      a[1] = Traits<T>::pack(sc[2 * kk][2], sc[2 * kk][3]);
+      a[2] = Traits<T>::pack(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+      a[3] = Traits<T>::pack(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+      const int key = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+      for (int ob2 = 0; ob2 < OB / 2; ++ob2) {
+        if (ob2 < v_steps) {
+          uint32_t b0, b1, b2, b3;
+          ldsm_x4_t(b0, b1, b2, b3, smem_u32(sVc + swz<D>(key, ob2 * 16 + (lane >> 4) * 8)));
+          Traits<T>::mma(o[2 * ob2], a, b0, b1);
+          Traits<T>::mma(o[2 * ob2 + 1], a, b2, b3);
+        }
+      }
+    }
+
+    if (it + 1 < n_tiles) {
+      const int n1 = n0 + BN;
+      load_tile<T, D, BN, THREADS>(sV + nxt * BN * D, v, v_off + int64_t(n1) * p.v_sm, p.v_sm, lk - n1, p.Kv, tid);
+    }
+    cp_async_commit();
+  }
+  cp_async_wait<0>();
+
+  // ---- epilogue: O / l, LSE = ln(sum exp) ; fully masked rows: O = 0, LSE = -inf
+  T* out = static_cast<T*>(p.out);
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    float l = l_i[rr];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const int i = r0 + wrow + g + rr * 8;
+    if (i < lq) {
+      T* orow = out + int64_t(bq) * p.o_sb + int64_t(q0 + i) * p.o_sm + int64_t(h) * p.o_sh;
+#pragma unroll
+      for (int ob = 0; ob < OB; ++ob) {
+        const int col = ob * 8 + 2 * t4;
+        if (col < p.Kv) {
+          const uint32_t packed = Traits<T>::pack(o[ob][2 * rr] * inv, o[ob][2 * rr + 1] * inv);
+          *reinterpret_cast<uint32_t*>(orow + col) = packed;
+        }
+      }
+      if (t4 == 0) {
+        p.lse[(int64_t(bq) * p.H + h) * p.Mq + q0 + i] = l > 0.f ? (m_i[rr] + log2f(l)) * kLn2 : -INFINITY;
+      }
+    }
+  }
+}
+
+template <typename T, int D>
+cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
+  constexpr int BM = D >= 256 ? 64 : 128;
+  constexpr int BN = D >= 256 ? 32 : 64;
+  if (p.num_seqs <= 0 || p.H <= 0 || p.max_seqlen_q <= 0) return cudaSuccess;
+  const size_t smem = size_t(BM + 4 * BN) * D * sizeof(T);
+  auto kern = fmha_fwd_kernel<T, D, BM, BN>;
+  cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (err != cudaSuccess) return err;
+  const dim3 grid((p.max_seqlen_q + BM - 1) / BM, p.H, p.num_seqs);
+  kern<<<grid, BM / 16 * 32, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <int D>
+cudaError_t launch_dtype(const FmhaFwdParams& p, cudaStream_t stream) {
+  return p.is_bf16 ? launch<__nv_bfloat16, D>(p, stream) : launch<__half, D>(p, stream);
+}
+
+}  // namespace mslk::attention::fwd_detail

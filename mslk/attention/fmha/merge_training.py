@@ -24,9 +24,6 @@ from typing import Callable, Optional, Tuple
 
 import torch
 
-_ACC = {torch.float64: torch.float64}
-
-
 def _acc(*ts: torch.Tensor) -> torch.dtype:
     return torch.float64 if any(t.dtype == torch.float64 for t in ts) else torch.float32
 
@@ -51,7 +48,7 @@ class Partial:
         """A layout-preserving transform (slicing, indexing, ... of the leading dims) applied to both
         the output and the LSE. It must not touch the embedding (last) dimension."""
         attn, lse = fn(self.attn), fn(self.lse)
-        if lse.shape[-1] != 1 or attn.shape[:-1] != lse.shape[:-1]:
+        if attn.shape[-1] != self.attn.shape[-1] or lse.shape[-1] != 1 or attn.shape[:-1] != lse.shape[:-1]:
             raise ValueError("Partial.apply: fn must not manipulate the embedding dimension")
         return Partial(attn, lse, self.placeholder)
 

@@ -284,3 +284,17 @@ def test_cutlass_blackwell_facade_raises():
     q = torch.randn(1, 4, 2, 8)
     with pytest.raises(RuntimeError, match="needs SM100"):
         cutlass_blackwell_fmha_func(q, q, q)
+
+
+def test_unbind_stack_views():
+    from mslk.attention.fmha.unbind import get_stack_strides, stack_or_none, unbind
+
+    x = torch.randn(3, 4, 5)
+    for dim in (0, 1, 2, -1):
+        parts = unbind(x, dim)
+        assert get_stack_strides(parts, dim) is not None
+        s = stack_or_none(parts, dim)
+        assert s is not None and s.data_ptr() == x.data_ptr()
+        torch.testing.assert_close(s, torch.stack(parts, dim))
+    assert stack_or_none([torch.randn(2), torch.randn(2)], 0) is None
+    assert get_stack_strides([], 0) is None

@@ -1,6 +1,7 @@
 """FlashAttention 2. No kernel in this build yet."""
 
 from mslk.attention.fmha import _backends as _b
+from mslk.attention.fmha import _raw_ops  # noqa: F401  (registers the raw backend ops, spec "Raw backend ops")
 from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase
 
 

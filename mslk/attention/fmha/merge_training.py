@@ -1,0 +1,173 @@
+"""Trainable partial attention (spec group "Attention - Trainable partial attention").
+
+    p0 = memory_efficient_attention_partial_autograd(q, k0, v0)
+    p1 = memory_efficient_attention_partial_autograd(q, k1, v1)
+    out = merge_attentions_autograd(p0, p1)   # == attention over cat(k0, k1), with gradients
+
+Forward runs the existing partial path (`memory_efficient_attention_partial`, the exact reference
+operator in this build). Backward is explicit math in float32 (float64 for float64 inputs), by the
+chain rule through two autograd.Functions:
+
+  shard:  S = scale q k^T + bias, P = exp(S - lse), O = P v, lse = logsumexp(S)
+          dV = P^T dO, dP = dO v^T, dS = P * (dP - rowsum(dO * O) + dlse),
+          dq = scale dS k, dk = scale dS^T q
+  merge:  w_i = exp(lse_i - L), L = log sum_i exp(lse_i), out = sum_i w_i O_i
+          dO_i = w_i dout, dlse_i = w_i (<dout, O_i - out> + dL)
+
+Shards whose rows are fully masked (lse = -inf) get weight 0 and zero gradients. The attention
+bias is not differentiated (tensor biases are treated as constants). Dropout is unsupported.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Tuple
+
+import torch
+
+def _acc(*ts: torch.Tensor) -> torch.dtype:
+    return torch.float64 if any(t.dtype == torch.float64 for t in ts) else torch.float32
+
+
+class Partial:
+    """Autograd carrier of one shard: `attn` [B, M, (G,) H, Kv] and `lse` kept in the same layout as
+    [B, M, (G,) H, 1] (so `apply` can transform both), plus `placeholder`, a zero-element tensor kept
+    for signature compatibility (this implementation routes gradients by the chain rule instead)."""
+
+    def __init__(self, attn: torch.Tensor, lse: torch.Tensor, placeholder: Optional[torch.Tensor] = None):
+        if lse.ndim != attn.ndim or lse.shape[-1] != 1:
+            raise ValueError(f"Partial: lse must be in the attn layout [B, M, (G,) H, 1]; got attn "
+                             f"{tuple(attn.shape)}, lse {tuple(lse.shape)}")
+        self.attn = attn
+        self.lse = lse
+        self.placeholder = placeholder if placeholder is not None else attn.new_empty((0,))
+
+    def is_bmghk(self) -> bool:
+        return self.attn.ndim == 5
+
+    def apply(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> "Partial":
+        """A layout-preserving transform (slicing, indexing, ... of the leading dims) applied to both
+        the output and the LSE. It must not touch the embedding (last) dimension."""
+        attn, lse = fn(self.attn), fn(self.lse)
+        if attn.shape[-1] != self.attn.shape[-1] or lse.shape[-1] != 1 or attn.shape[:-1] != lse.shape[:-1]:
+            raise ValueError("Partial.apply: fn must not manipulate the embedding dimension")
+        return Partial(attn, lse, self.placeholder)
+
+
+def _to_bmhk(x: torch.Tensor) -> torch.Tensor:
+    if x.ndim == 3:
+        return x.unsqueeze(2)
+    if x.ndim == 5:
+        return x.reshape(*x.shape[:2], x.shape[2] * x.shape[3], x.shape[4])
+    return x
+
+
+class _PartialAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, attn_bias, scale, op, output_dtype):
+        from mslk.attention.fmha import memory_efficient_attention_partial
+
+        with torch.no_grad():
+            out, lse = memory_efficient_attention_partial(q.detach(), k.detach(), v.detach(), attn_bias, 0.0, scale,
+                                                          op=op, output_dtype=output_dtype)
+        ctx.attn_bias = attn_bias
+        ctx.scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+        ctx.save_for_backward(q, k, v, out, lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, d_out, d_lse):
+        from mslk.attention.fmha.reference import dense_bias
+
+        q, k, v, out, lse = ctx.saved_tensors
+        acc = _acc(q, out)
+        q4, k4, v4 = (_to_bmhk(x).to(acc) for x in (q, k, v))
+        o4 = _to_bmhk(out).to(acc)
+        do4 = _to_bmhk(d_out).to(acc) if d_out is not None else torch.zeros_like(o4)
+        B, Mq, H, _ = q4.shape
+        lse3 = lse.reshape(B, H, Mq).to(acc)  # [B, (G,) H, M] or packed [1, H, M]
+        dl3 = d_lse.reshape(B, H, Mq).to(acc) if d_lse is not None else torch.zeros_like(lse3)
+        bias = ctx.attn_bias
+        if isinstance(bias, torch.Tensor) and q.ndim == 3 and bias.ndim == 3:
+            bias = bias.unsqueeze(1)
+        if isinstance(bias, torch.Tensor) and q.ndim == 5 and bias.ndim >= 3:
+            bias = bias.expand(*q.shape[:1], q.shape[2], q.shape[3], Mq, k4.shape[1]).reshape(B, H, Mq, -1)
+        b = dense_bias(bias, q4, k4)
+        s = torch.einsum("bmhk,bnhk->bhmn", q4, k4) * ctx.scale
+        if b is not None:
+            s = s + b.to(acc)
+        finite = torch.isfinite(lse3).unsqueeze(-1)
+        p = torch.where(finite, torch.exp(s - torch.where(finite, lse3.unsqueeze(-1), 0.0)), 0.0)
+        dv = torch.einsum("bhmn,bmhk->bnhk", p, do4)
+        dp = torch.einsum("bmhk,bnhk->bhmn", do4, v4)
+        row = (do4 * o4).sum(-1).transpose(1, 2)  # [B, H, M]
+        ds = p * (dp - row.unsqueeze(-1) + dl3.unsqueeze(-1))
+        dq = torch.einsum("bhmn,bnhk->bmhk", ds, k4) * ctx.scale
+        dk = torch.einsum("bhmn,bmhk->bnhk", ds, q4) * ctx.scale
+        return (dq.reshape(q.shape).to(q.dtype), dk.reshape(k.shape).to(k.dtype), dv.reshape(v.shape).to(v.dtype),
+                None, None, None, None)
+
+
+def memory_efficient_attention_partial_autograd(query, key, value, attn_bias=None, p: float = 0.0,
+                                                scale: Optional[float] = None, *, op=None,
+                                                output_dtype: Optional[torch.dtype] = None) -> Partial:
+    """Partial attention over one K/V shard, differentiable w.r.t. query, key and value. Combine the
+    shards with merge_attentions_autograd. Arguments mirror memory_efficient_attention_partial."""
+    if p != 0.0:
+        raise NotImplementedError("memory_efficient_attention_partial_autograd: dropout (p != 0) is not "
+                                  "supported by the partial attention path")
+    out, lse = _PartialAttention.apply(query, key, value, attn_bias, scale, op, output_dtype)
+    # lse [B, (G,) H, M] (or packed [1, H, M]) -> the attn layout [B, M, (G,) H, 1]
+    lse_l = lse.movedim(-1, 1).unsqueeze(-1)
+    if out.ndim == 3:  # BMK
+        lse_l = lse_l.reshape(out.shape[0], out.shape[1], 1)
+    return Partial(out, lse_l)
+
+
+class _MergeAttentions(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, n: int, *tensors):
+        attn = torch.stack(tensors[:n])  # [S, B, M, ..., Kv]
+        lse = torch.stack(tensors[n:])  # [S, B, M, ..., 1]
+        acc = _acc(attn, lse)
+        a, l_ = attn.to(acc), lse.to(acc)
+        mx = l_.amax(0)
+        mx = torch.where(torch.isneginf(mx), 0.0, mx)
+        e = torch.exp(l_ - mx)
+        denom = e.sum(0)
+        w = e / torch.where(denom == 0, 1.0, denom)  # 0 for -inf shards and fully masked rows
+        out = (w * a).sum(0)
+        ctx.n = n
+        ctx.dtypes = [t.dtype for t in tensors]
+        ctx.save_for_backward(a, w, out)
+        return out.to(attn.dtype), (torch.log(denom) + mx).to(lse.dtype)
+
+    @staticmethod
+    def backward(ctx, d_out, d_lse):
+        a, w, out = ctx.saved_tensors
+        d_out = torch.zeros_like(out) if d_out is None else d_out.to(out.dtype)
+        d_l = torch.zeros_like(out[..., :1]) if d_lse is None else d_lse.to(out.dtype)
+        d_attn = w * d_out
+        d_lse_i = w * (((a - out) * d_out).sum(-1, keepdim=True) + d_l)
+        grads = [d_attn[i] for i in range(ctx.n)] + [d_lse_i[i] for i in range(ctx.n)]
+        return (None, *[g.to(dt) for g, dt in zip(grads, ctx.dtypes)])
+
+
+def merge_attentions_autograd(*partials: Partial) -> torch.Tensor:
+    """Exact LSE merge of Partial shards, differentiable through every shard. A single Partial
+    returns its output (still connected to its shard's backward)."""
+    if not partials:
+        raise ValueError("merge_attentions_autograd: needs at least one Partial")
+    for x in partials:
+        if not isinstance(x, Partial):
+            raise TypeError(f"merge_attentions_autograd: expected Partial objects; got {type(x).__name__}")
+    if len(partials) == 1:
+        return partials[0].attn
+    shapes = {tuple(x.attn.shape) for x in partials}
+    if len(shapes) != 1:
+        raise ValueError(f"merge_attentions_autograd: partial outputs must have one shape; got {sorted(shapes)}")
+    n = len(partials)
+    out, _ = _MergeAttentions.apply(n, *[x.attn for x in partials], *[x.lse for x in partials])
+    return out
+
+
+__all__ = ["Partial", "memory_efficient_attention_partial_autograd", "merge_attentions_autograd"]

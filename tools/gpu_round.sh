@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # One full round on a GPU machine (no network needed): build with every core, C++ tests, the
 # whole pytest suite with GPU tests required, the benchmarks, the demo; a short summary last.
-# Logs and benchmark tables go to $OUT (default ./out). Args: optional pytest selection.
+# Logs and benchmark tables go to $OUT/round.tgz (OUT default ./out). Args: optional pytest selection.
+# Env: BENCHES (see below), SKIP_TESTS=1 (build + benchmarks only).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
+FINAL=${OUT:-$PWD/out}
+OUT=$FINAL/round   # everything lands here, then travels back as one archive (the device tool
+mkdir -p "$OUT"    # returns at most 8 files)
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 [ -d .deps/cutlass/include ] && export MSLK_CUTLASS_DIR="$PWD/.deps/cutlass"
 status=()
@@ -20,11 +22,18 @@ if [ -d build/test/cpp ]; then
   status+=("ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)")
 fi
 [ $# -gt 0 ] || set -- test
-MSLK_REQUIRE_GPU=1 python3 -m pytest -q -p no:cacheprovider "$@" >"$OUT/pytest.log" 2>&1
-status+=("pytest: $(tail -1 "$OUT/pytest.log")")
-grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  MSLK_REQUIRE_GPU=1 python3 -m pytest -q -p no:cacheprovider "$@" >"$OUT/pytest.log" 2>&1
+  status+=("pytest: $(tail -1 "$OUT/pytest.log")")
+  grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20
+fi
 
+# BENCHES: which bench/<domain> folders to run ("all" default, "none", or e.g. "quantize gemm"):
+# a full round can outlast one 10-minute device call, so split it when needed.
+sel=${BENCHES:-all}
 for b in bench/*/bench_*.py; do
+  d=$(basename "$(dirname "$b")")
+  [ "$sel" = all ] || [[ " $sel " == *" $d "* ]] || continue
   n=$(basename "$b" .py)
   python3 -m "bench.$(basename "$(dirname "$b")").$n" --out "$OUT/${n#bench_}.md" >"$OUT/$n.log" 2>&1 \
     && status+=("$n: ok") || { status+=("$n: FAILED"); tail -20 "$OUT/$n.log"; }
@@ -35,3 +44,4 @@ echo "================ summary ================"
 for f in "$OUT"/*.md; do [ -f "$f" ] && { echo "--- $(basename "$f")"; grep '^|' "$f"; }; done
 tail -3 "$OUT/demo.log"
 printf '%s\n' "${status[@]}"
+tar czf "$FINAL/round.tgz" -C "$FINAL" round && rm -rf "$OUT"

@@ -4,11 +4,18 @@ MoE shapes (E experts, tokens per expert, N, K); plus a skewed routing (half the
 expert, the rest spread). Prints and writes (--out) time, TFLOP/s and the ratios; checks the
 mslk result against torch._grouped_mm once per shape (max relative difference). Forward only
 (the grad / wgrad ops are not timed yet).
+
+Both mslk CUDA paths are timed in the same run: the default SIMT kernel ("mslk") and the
+experimental CUTLASS sm90 ptr-array grouped GEMM ("cutlass"), which the op takes when
+MSLK_EXPERIMENTAL_GROUPED_CUTLASS=1 (read on every call). The "cutlass max rel diff" column
+checks it against torch._grouped_mm. When it wins everywhere, make it the default.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 from pathlib import Path
 
 import torch
@@ -43,6 +50,26 @@ def ours(x, w, ms, offs, sizes):
     return torch.ops.mslk.bf16bf16bf16_grouped_stacked(x, w, ms)
 
 
+ENV = "MSLK_EXPERIMENTAL_GROUPED_CUTLASS"
+
+
+@contextlib.contextmanager
+def cutlass_path(on):
+    """Selects the mslk kernel path for the calls inside (the op reads the variable per call)."""
+    old = os.environ.get(ENV)
+    if on:
+        os.environ[ENV] = "1"
+    else:
+        os.environ.pop(ENV, None)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = old
+
+
 def grouped_mm(x, w, ms, offs, sizes):
     return torch._grouped_mm(x, w.transpose(-2, -1), offs=offs, out_dtype=torch.bfloat16)
 
@@ -72,28 +99,39 @@ def main():
             T = sum(sizes)
             n = copies_to_exceed_l2(2 * (T * K + E * N * K + T * N))
             sets = [make(sizes, N, K) for _ in range(n)]
-            a = ours(*sets[0]).float()
+            with cutlass_path(False):
+                a = ours(*sets[0]).float()
+            with cutlass_path(True):
+                c = ours(*sets[0]).float()
             try:
                 b = grouped_mm(*sets[0]).float()
                 rel = ((a - b).abs().max() / b.abs().max().clamp(min=1e-30)).item()
+                rel_c = ((c - b).abs().max() / b.abs().max().clamp(min=1e-30)).item()
                 t_gmm = time_ms(grouped_mm, sets)
             except RuntimeError as e:
                 print(f"torch._grouped_mm refused: {e}")
-                rel, t_gmm = float("nan"), float("nan")
-            t_ours = time_ms(ours, sets)
+                rel, rel_c, t_gmm = float("nan"), float("nan"), float("nan")
+            with cutlass_path(False):
+                t_ours = time_ms(ours, sets)
+            with cutlass_path(True):
+                t_cut = time_ms(ours, sets)
             t_loop = time_ms(mm_loop, sets, reps=7)
             flops = 2.0 * T * N * K
             rows.append([E, m, N, K, "skewed" if skewed else "uniform", f"{t_ours * 1e3:.0f}",
-                         f"{tflops(flops, t_ours):.0f}", f"{tflops(flops, t_gmm):.0f}", f"{tflops(flops, t_loop):.0f}",
-                         f"{t_gmm / t_ours:.2f}x", f"{t_loop / t_ours:.2f}x", f"{rel:.1e}"])
+                         f"{tflops(flops, t_ours):.0f}", f"{t_cut * 1e3:.0f}", f"{tflops(flops, t_cut):.0f}",
+                         f"{tflops(flops, t_gmm):.0f}", f"{tflops(flops, t_loop):.0f}",
+                         f"{t_gmm / t_ours:.2f}x", f"{t_gmm / t_cut:.2f}x", f"{t_loop / t_ours:.2f}x",
+                         f"{t_ours / t_cut:.2f}x", f"{rel:.1e}", f"{rel_c:.1e}"])
             print(" | ".join(str(c) for c in rows[-1]), flush=True)
             del sets
             torch.cuda.empty_cache()
-    header = ["E", "tokens/expert", "N", "K", "routing", "mslk us", "mslk TFLOP/s", "_grouped_mm TFLOP/s",
-              "mm loop TFLOP/s", "vs _grouped_mm", "vs mm loop", "max rel diff"]
+    header = ["E", "tokens/expert", "N", "K", "routing", "mslk us", "mslk TFLOP/s", "cutlass us", "cutlass TFLOP/s",
+              "_grouped_mm TFLOP/s", "mm loop TFLOP/s", "mslk vs _grouped_mm", "cutlass vs _grouped_mm",
+              "mslk vs mm loop", "cutlass vs simt", "max rel diff", "cutlass max rel diff"]
     write_results(args.out, "BF16 grouped GEMM (stacked): mslk vs torch._grouped_mm vs a torch.mm loop", header,
                   rows, notes="X [E*m, K] @ W[g]^T, W [E, N, K]; skewed: half the tokens on expert 0. "
-                              "Ratios > 1: mslk faster.")
+                              "Ratios > 1: mslk faster. mslk: default SIMT kernel; cutlass: "
+                              "MSLK_EXPERIMENTAL_GROUPED_CUTLASS=1 (CUTLASS sm90 ptr-array grouped GEMM).")
     print(f"wrote {args.out}")
 
 

@@ -1,0 +1,45 @@
+// THE table of CUTLASS sm90 ptr-array grouped instantiations of the BF16 stacked grouped GEMM
+// (kForward of bf16_grouped_params.h), and the heuristic over it. Data, not code:
+// CMakeLists.txt generates one translation unit per X(...) row (ids 0..n-1 in order),
+// bf16_grouped_cutlass_dispatch.cu picks a row per call; a static_assert there checks that every
+// bucket names an existing row.
+#pragma once
+
+// X(id, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative (else ping-pong))
+#define MSLK_BF16_GROUPED_CONFIGS(X) \
+  X(0, 128, 128, 64, 2, 1, 1)        \
+  X(1, 64, 128, 64, 1, 1, 0)
+
+// B(max_avg_m, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative): the first bucket with
+// ceil(total_M / G) <= max_avg_m wins (max_avg_m < 0: no limit). The average group size is
+// known on the host without reading M_sizes (no sync). Not measured yet: regenerate from
+// bench/gemm/bench_bf16_grouped.py runs on the H200.
+#define MSLK_BF16_GROUPED_BUCKETS(B) \
+  B(64, 64, 128, 64, 1, 1, 0)        \
+  B(-1, 128, 128, 64, 2, 1, 1)
+
+namespace mslk::gemm {
+
+struct Bf16GroupedConfig {
+  int tile_m, tile_n, tile_k, cluster_m, cluster_n;
+  bool cooperative;
+};
+
+#define MSLK_BF16_GROUPED_CONFIG_ENTRY(id, tm, tn, tk, cm, cn, coop) \
+  Bf16GroupedConfig{tm, tn, tk, cm, cn, (coop) != 0},
+inline constexpr Bf16GroupedConfig kBf16GroupedConfigs[] = {
+    MSLK_BF16_GROUPED_CONFIGS(MSLK_BF16_GROUPED_CONFIG_ENTRY)};
+#undef MSLK_BF16_GROUPED_CONFIG_ENTRY
+inline constexpr int kNumBf16GroupedConfigs = sizeof(kBf16GroupedConfigs) / sizeof(kBf16GroupedConfigs[0]);
+
+struct Bf16GroupedBucket {
+  long long max_avg_m;
+  Bf16GroupedConfig config;
+};
+#define MSLK_BF16_GROUPED_BUCKET_ENTRY(mm, tm, tn, tk, cm, cn, coop) \
+  Bf16GroupedBucket{mm, Bf16GroupedConfig{tm, tn, tk, cm, cn, (coop) != 0}},
+inline constexpr Bf16GroupedBucket kBf16GroupedBuckets[] = {MSLK_BF16_GROUPED_BUCKETS(MSLK_BF16_GROUPED_BUCKET_ENTRY)};
+#undef MSLK_BF16_GROUPED_BUCKET_ENTRY
+inline constexpr int kNumBf16GroupedBuckets = sizeof(kBf16GroupedBuckets) / sizeof(kBf16GroupedBuckets[0]);
+
+}  // namespace mslk::gemm

@@ -1,0 +1,145 @@
+"""bf16bf16bf16_grouped_stacked on both CUDA kernel paths vs the float64 CPU reference: the
+default SIMT kernel and the experimental CUTLASS sm90 ptr-array grouped GEMM (selected per call
+by MSLK_EXPERIMENTAL_GROUPED_CUTLASS=1, with device-side argument setup). Shapes meet the
+CUTLASS path's TMA rules (N, K, row strides multiples of 8) so that it really runs; a profiler
+check proves it does. Empty groups, rows past sum(M_sizes), G > 256 (the setup kernel's scan
+runs in several steps), int32/int64 sizes, strided X / W, num_sms, CUDA-graph replay with new
+sizes, and a misaligned shape that must fall back to SIMT."""
+
+import pytest
+import torch
+
+from test.gemm.bf16_grouped_reference import BF16, assert_close, rand_bf16, ref_stacked
+
+ops = torch.ops.mslk
+ENV = "MSLK_EXPERIMENTAL_GROUPED_CUTLASS"
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.fixture(params=["simt", "cutlass"])
+def path(request, monkeypatch):
+    if request.param == "cutlass":
+        monkeypatch.setenv(ENV, "1")
+    else:
+        monkeypatch.delenv(ENV, raising=False)
+    return request.param
+
+
+SIZES = [
+    [3, 0, 1, 7],                  # empty and one-row groups
+    [0, 0, 200, 0],                # one non-empty group, several 128-row tiles
+    [130, 2, 0, 1, 65, 300],       # very unequal
+    [0, 0],                        # every group empty: the output is all zeros
+    [64] * 8,                      # uniform, tile-exact
+    [5] * 40,                      # many small groups (the small-M bucket)
+]
+
+
+@pytest.mark.parametrize("sizes", SIZES)
+@pytest.mark.parametrize("extra", [0, 9])
+@pytest.mark.parametrize("ms_dtype", [torch.int32, torch.int64])
+def test_stacked(path, sizes, extra, ms_dtype):
+    G, N, K = len(sizes), 136, 72
+    T = sum(sizes) + extra  # `extra` rows past every group must come back zero
+    x, w = rand_bf16((T, K), "cuda"), rand_bf16((G, N, K), "cuda")
+    ms = torch.tensor(sizes, dtype=ms_dtype, device="cuda")
+    if T == 0:
+        pytest.skip("no rows")
+    # a dirty preallocated output: every row must be written (groups, and zeros past them)
+    out = torch.full((T, N), 3.0, dtype=BF16, device="cuda")
+    y = ops.bf16bf16bf16_grouped_stacked(x, w, ms, out)
+    assert y.data_ptr() == out.data_ptr()
+    assert_close(y, ref_stacked(x, w, sizes), K)
+    assert torch.count_nonzero(y[sum(sizes):]) == 0
+
+
+@pytest.mark.parametrize("G", [300, 600])
+def test_many_groups(path, G):
+    gen = torch.Generator().manual_seed(G)
+    sizes = torch.randint(0, 6, (G,), generator=gen).tolist()
+    N, K = 64, 64
+    T = sum(sizes) + 3
+    x, w = rand_bf16((T, K), "cuda"), rand_bf16((G, N, K), "cuda")
+    ms = torch.tensor(sizes, dtype=torch.int64, device="cuda")
+    y = ops.bf16bf16bf16_grouped_stacked(x, w, ms)
+    assert_close(y, ref_stacked(x, w, sizes), K)
+
+
+def test_large_groups(path):
+    sizes, N, K = [1000, 0, 777, 2048], 512, 384
+    T = sum(sizes) + 17
+    x, w = rand_bf16((T, K), "cuda"), rand_bf16((len(sizes), N, K), "cuda")
+    ms = torch.tensor(sizes, dtype=torch.int32, device="cuda")
+    assert_close(ops.bf16bf16bf16_grouped_stacked(x, w, ms), ref_stacked(x, w, sizes), K)
+
+
+def test_strided_and_num_sms(path):
+    sizes, N, K = [40, 0, 90, 7], 64, 64
+    T = sum(sizes)
+    x = rand_bf16((T, 2 * K), "cuda")[:, K:]          # row stride 2K
+    w = rand_bf16((len(sizes), N, 3 * K), "cuda")[..., :K]  # row stride 3K, group stride 3NK
+    ms = torch.tensor(sizes, device="cuda")
+    ref = ref_stacked(x, w, sizes)
+    assert_close(ops.bf16bf16bf16_grouped_stacked(x, w, ms), ref, K)
+    assert_close(ops.bf16bf16bf16_grouped_stacked(x, w, ms, num_sms=3), ref, K)
+
+
+def test_misaligned_falls_back(path):
+    sizes, N, K = [5, 9], 20, 36  # N % 8 != 0: TMA cannot store rows; the SIMT kernel runs
+    x, w = rand_bf16((14, K), "cuda"), rand_bf16((2, N, K), "cuda")
+    ms = torch.tensor(sizes, device="cuda")
+    assert_close(ops.bf16bf16bf16_grouped_stacked(x, w, ms), ref_stacked(x, w, sizes), K)
+
+
+def test_negative_and_oversized_sizes(path):
+    # device-side semantics of the contract: a negative size counts as 0, groups are cut at total_M
+    # (the host glue rejects such sizes only when it can read them without a sync)
+    sizes_dev, N, K = [4, -3, 50], 64, 32
+    T = 20
+    x, w = rand_bf16((T, K), "cuda"), rand_bf16((3, N, K), "cuda")
+    ms = torch.tensor(sizes_dev, dtype=torch.int32, device="cuda")
+    try:
+        y = ops.bf16bf16bf16_grouped_stacked(x, w, ms)
+    except (RuntimeError, ValueError):
+        pytest.skip("the glue validates sizes on this backend")
+    assert_close(y, ref_stacked(x, w, [4, 0, 16]), K)
+
+
+def test_cuda_graph_capture(path):
+    sizes, N, K = [40, 0, 90], 64, 64
+    x, w = rand_bf16((140, K), "cuda"), rand_bf16((3, N, K), "cuda")
+    ms = torch.tensor(sizes, dtype=torch.int32, device="cuda")
+    ops.bf16bf16bf16_grouped_stacked(x, w, ms)  # warm-up
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = ops.bf16bf16bf16_grouped_stacked(x, w, ms)
+    for new in ([100, 30, 0], [0, 0, 7], [140, 0, 0]):
+        ms.copy_(torch.tensor(new, dtype=torch.int32))
+        g.replay()
+        torch.cuda.synchronize()
+        assert_close(y, ref_stacked(x, w, new), K)
+
+
+def _kernel_names(fn):
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def test_env_var_selects_the_kernel(monkeypatch):
+    sizes, N, K = [40, 0, 90], 64, 64
+    x, w = rand_bf16((130, K), "cuda"), rand_bf16((3, N, K), "cuda")
+    ms = torch.tensor(sizes, dtype=torch.int32, device="cuda")
+    run = lambda: ops.bf16bf16bf16_grouped_stacked(x, w, ms)  # noqa: E731
+    monkeypatch.delenv(ENV, raising=False)
+    names = _kernel_names(run)
+    assert not any("cutlass" in n for n in names), names
+    monkeypatch.setenv(ENV, "1")
+    names = _kernel_names(run)
+    assert any("cutlass" in n and "GroupProblemShape" in n for n in names), names
+    assert any("bf16_grouped_setup_kernel" in n for n in names), names

@@ -93,7 +93,10 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
     p.seqlen_k = lk.data_ptr<int>();
   }
   p.num_seqs = int(num_seqs);
-  p.max_seqlen_q = int(max_seqlen_q < 0 || max_seqlen_q > Mq ? Mq : max_seqlen_q);
+  // Only varlen blocks use the bound. Without seqstart_q every batch has Mq query rows and `out`
+  // / `lse` come from at::empty: a smaller grid would leave rows >= max_seqlen_q uninitialized
+  // (the CPU path ignores max_seqlen_q), so the dense case always launches for Mq rows.
+  p.max_seqlen_q = int(!varlen || max_seqlen_q < 0 || max_seqlen_q > Mq ? Mq : max_seqlen_q);
   p.mask_kind = int(mask_kind);
   p.window_left = window_left;
   p.window_right = window_right;

@@ -12,7 +12,7 @@ below are written from the PTX ISA fragment tables, independently of the kernel'
     A regs: 0 -> (g, 2t..2t+1), 1 -> (g+8, 2t..), 2 -> (g, 2t+8..), 3 -> (g+8, 2t+8..)
     B regs: 0 -> (k = 2t..2t+1, n = g), 1 -> (k = 2t+8.., n = g)
     C/D:    c0,c1 -> (g, 2t..2t+1), c2,c3 -> (g+8, 2t..2t+1)
-Run: python3 tools/emulate_fmha_fwd.py  (a few minutes; small tiles are also emulated so that
+Run: python3 tools/attention/emulate_fmha_fwd.py  (a few minutes; small tiles are also emulated so that
 several key tiles per CTA occur with small sequences).
 """
 import itertools

@@ -109,6 +109,23 @@ void check_out(const Tensor& out, at::IntArrayRef shape, const Tensor& ref, cons
   check_last_dim_contiguous(out, op, "output");
 }
 
+// The checks every op starts with: 'XQ' and 'WQ' fp8, of dims [x_lo, x_hi] and [w_lo, w_hi], on one device.
+void check_operands(const Tensor& XQ, const Tensor& WQ, const char* op, int64_t x_lo, int64_t x_hi, int64_t w_lo,
+                    int64_t w_hi) {
+  check_fp8(XQ, op, "XQ");
+  check_fp8(WQ, op, "WQ");
+  check_dim(XQ, op, "XQ", x_lo, x_hi);
+  check_dim(WQ, op, "WQ", w_lo, w_hi);
+  check_same_device(WQ, XQ, op, "WQ", "XQ");
+}
+
+// f8f8bf16_rowwise[_out]: 'XQ' [..., M, K] (2 to 64 dims) times 'WQ' [N, K].
+void check_rowwise_operands(const Tensor& XQ, const Tensor& WQ, const char* op) {
+  check_operands(XQ, WQ, op, 2, 64, 2, 2);
+  TORCH_CHECK_VALUE(WQ.size(1) == XQ.size(-1), op, ": 'XQ' and 'WQ' must have the same K (last dim), got shapes ",
+                    XQ.sizes(), " and ", WQ.sizes());
+}
+
 // [..., M, N] output with unit last stride as [1, R, N] (a view when the leading dims collapse).
 Tensor rows_view(const Tensor& out, const char* op) {
   const int64_t N = out.size(-1), R = N == 0 ? c10::multiply_integers(out.sizes().begin(), out.sizes().end() - 1)
@@ -124,14 +141,8 @@ Tensor rows_view(const Tensor& out, const char* op) {
 Tensor rowwise(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,
                const Tensor& w_scale, const std::optional<Tensor>& bias, bool use_fast_accum, OutDtype out_dtype,
                const char* op) {
-  check_fp8(XQ, op, "XQ");
-  check_fp8(WQ, op, "WQ");
-  check_dim(XQ, op, "XQ", 2, 64);
-  check_dim(WQ, op, "WQ", 2, 2);
-  check_same_device(WQ, XQ, op, "WQ", "XQ");
+  check_rowwise_operands(XQ, WQ, op);
   const int64_t K = XQ.size(-1), N = WQ.size(0);
-  TORCH_CHECK_VALUE(WQ.size(1) == K, op, ": 'XQ' and 'WQ' must have the same K (last dim), got shapes ",
-                    XQ.sizes(), " and ", WQ.sizes());
   c10::OptionalDeviceGuard guard(XQ.device());
   const int64_t R = c10::multiply_integers(XQ.sizes().begin(), XQ.sizes().end() - 1);
   const Tensor xs = scale_vec(x_scale, R, XQ, op, "x_scale", "one per row of XQ");
@@ -147,14 +158,8 @@ void rowwise_out(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, co
                  const Tensor& w_scale, const Tensor& output, const std::optional<Tensor>& bias,
                  bool use_fast_accum) {
   constexpr const char* op = "f8f8bf16_rowwise_out";
-  check_fp8(XQ, op, "XQ");
-  check_fp8(WQ, op, "WQ");
-  check_dim(XQ, op, "XQ", 2, 64);
-  check_dim(WQ, op, "WQ", 2, 2);
-  check_same_device(WQ, XQ, op, "WQ", "XQ");
+  check_rowwise_operands(XQ, WQ, op);
   const int64_t K = XQ.size(-1), N = WQ.size(0);
-  TORCH_CHECK_VALUE(WQ.size(1) == K, op, ": 'XQ' and 'WQ' must have the same K (last dim), got shapes ",
-                    XQ.sizes(), " and ", WQ.sizes());
   check_out(output, out_shape(XQ, N), XQ, op);
   c10::OptionalDeviceGuard guard(XQ.device());
   const int64_t R = c10::multiply_integers(XQ.sizes().begin(), XQ.sizes().end() - 1);
@@ -168,11 +173,7 @@ Tensor rowwise_batched(const RowwiseBackend& b, const Tensor& XQ, const Tensor& 
                        const Tensor& w_scale, const std::optional<Tensor>& bias, bool use_fast_accum,
                        const std::optional<Tensor>& output) {
   constexpr const char* op = "f8f8bf16_rowwise_batched";
-  check_fp8(XQ, op, "XQ");
-  check_fp8(WQ, op, "WQ");
-  check_dim(XQ, op, "XQ", 3, 3);
-  check_dim(WQ, op, "WQ", 2, 3);
-  check_same_device(WQ, XQ, op, "WQ", "XQ");
+  check_operands(XQ, WQ, op, 3, 3, 2, 3);
   const int64_t B = XQ.size(0), M = XQ.size(1), K = XQ.size(2);
   const Tensor W3 = WQ.dim() == 2 ? WQ.unsqueeze(0) : WQ;
   const int64_t N = W3.size(1);
@@ -260,11 +261,7 @@ Tensor rowwise_grouped_cat(const RowwiseBackend& b, TensorList XQ, TensorList WQ
 Tensor rowwise_grouped_stacked(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,
                                const Tensor& w_scale, const Tensor& M_sizes) {
   constexpr const char* op = "f8f8bf16_rowwise_grouped_stacked";
-  check_fp8(XQ, op, "XQ");
-  check_fp8(WQ, op, "WQ");
-  check_dim(XQ, op, "XQ", 2, 2);
-  check_dim(WQ, op, "WQ", 3, 3);
-  check_same_device(WQ, XQ, op, "WQ", "XQ");
+  check_operands(XQ, WQ, op, 2, 2, 3, 3);
   const int64_t total_M = XQ.size(0), K = XQ.size(1), G = WQ.size(0), N = WQ.size(1);
   TORCH_CHECK_VALUE(WQ.size(2) == K, op, ": 'XQ' [total_M, K] and 'WQ' [G, N, K] must have the same K, got shapes ",
                     XQ.sizes(), " and ", WQ.sizes());
@@ -297,11 +294,7 @@ Tensor rowwise_grouped_stacked(const RowwiseBackend& b, const Tensor& XQ, const 
 Tensor rowwise_grouped_dynamic(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,
                                const Tensor& w_scale, const Tensor& zero_start_index_M, bool zeroing_output_tensor) {
   constexpr const char* op = "f8f8bf16_rowwise_grouped_dynamic";
-  check_fp8(XQ, op, "XQ");
-  check_fp8(WQ, op, "WQ");
-  check_dim(XQ, op, "XQ", 3, 3);
-  check_dim(WQ, op, "WQ", 3, 3);
-  check_same_device(WQ, XQ, op, "WQ", "XQ");
+  check_operands(XQ, WQ, op, 3, 3, 3, 3);
   const int64_t G = XQ.size(0), M = XQ.size(1), K = XQ.size(2), N = WQ.size(1);
   TORCH_CHECK_VALUE(WQ.size(0) == G && WQ.size(2) == K, op,
                     ": 'WQ' must be [G, N, K] for 'XQ' [G, M, K], got shapes ", XQ.sizes(), " and ", WQ.sizes());
@@ -327,11 +320,7 @@ Tensor rowwise_grouped_mm(const RowwiseBackend& b, const Tensor& XQ, const Tenso
                           const Tensor& w_scale, const std::optional<Tensor>& offsets,
                           const std::optional<Tensor>& output) {
   constexpr const char* op = "f8f8bf16_rowwise_grouped_mm";
-  check_fp8(XQ, op, "XQ");
-  check_fp8(WQ, op, "WQ");
-  check_dim(XQ, op, "XQ", 2, 3);
-  check_dim(WQ, op, "WQ", 2, 3);
-  check_same_device(WQ, XQ, op, "WQ", "XQ");
+  check_operands(XQ, WQ, op, 2, 3, 2, 3);
   c10::OptionalDeviceGuard guard(XQ.device());
   const bool x3 = XQ.dim() == 3, w3 = WQ.dim() == 3;
   TORCH_CHECK_VALUE(x3 == w3 ? (x3 ? !offsets : offsets.has_value()) : offsets.has_value(), op,

@@ -34,10 +34,20 @@ void check_contiguous(const Tensor& t, const char* op, const char* arg) {
                     " with strides ", t.strides());
 }
 
+// A contiguous tensor of exactly `dims` dimensions.
+void check_dense(const Tensor& t, const char* op, const char* arg, int64_t dims) {
+  check_dim(t, op, arg, dims, dims);
+  check_contiguous(t, op, arg);
+}
+
+void check_same_dtype(const Tensor& t, const Tensor& ref, const char* op, const char* arg, const char* ref_arg) {
+  TORCH_CHECK_TYPE(t.scalar_type() == ref.scalar_type(), op, ": '", arg, "' must have the dtype of '", ref_arg, "' (",
+                   ref.scalar_type(), "), got ", t.scalar_type());
+}
+
 void check_index(const Tensor& t, const char* op, const char* arg, const Tensor& ref, const char* ref_arg) {
   check_dtype(t, op, arg, {at::kInt, at::kLong});
-  check_dim(t, op, arg, 1, 1);
-  check_contiguous(t, op, arg);
+  check_dense(t, op, arg, 1);
   check_same_device(t, ref, op, arg, ref_arg);
 }
 
@@ -110,8 +120,7 @@ namespace {
 GatherParams gather_params(const char* op, const Tensor& x, const Tensor& tok, const Tensor& exp, const Tensor& scores,
                            const OptTensor& valid) {
   check_float(x, op, "x");
-  check_dim(x, op, "x", 2, 2);
-  check_contiguous(x, op, "x");
+  check_dense(x, op, "x", 2);
   check_index(tok, op, "token_indices", x, "x");
   check_index(exp, op, "expert_indices", x, "x");
   TORCH_CHECK_TYPE(tok.scalar_type() == exp.scalar_type(), op,
@@ -173,13 +182,10 @@ void scatter_add_dense_tokens(const MoeBackend& b, const Tensor& out, const Tens
                               const OptTensor& valid) {
   constexpr const char* op = "scatter_add_dense_tokens";
   check_float(out, op, "out_tokens");
-  check_dim(out, op, "out_tokens", 2, 2);
-  check_contiguous(out, op, "out_tokens");
-  check_dim(in, op, "in_tokens", 2, 2);
-  check_contiguous(in, op, "in_tokens");
+  check_dense(out, op, "out_tokens", 2);
+  check_dense(in, op, "in_tokens", 2);
   check_same_device(in, out, op, "in_tokens", "out_tokens");
-  TORCH_CHECK_TYPE(in.scalar_type() == out.scalar_type(), op, ": 'in_tokens' must have the dtype of 'out_tokens' (",
-                   out.scalar_type(), "), got ", in.scalar_type());
+  check_same_dtype(in, out, op, "in_tokens", "out_tokens");
   TORCH_CHECK_VALUE(in.size(1) == out.size(1), op, ": 'in_tokens' [A, D] and 'out_tokens' [T, D] must have the same D, ",
                     "got shapes ", in.sizes(), " and ", out.sizes());
   check_index(tok, op, "token_indices", out, "out_tokens");
@@ -203,13 +209,10 @@ void scatter_add_padded_tokens(const MoeBackend& b, const Tensor& in, const Tens
                                const Tensor& out) {
   constexpr const char* op = "scatter_add_padded_tokens";
   check_float(in, op, "in_tokens");
-  check_dim(in, op, "in_tokens", 3, 3);
-  check_contiguous(in, op, "in_tokens");
-  check_dim(out, op, "out_tokens", 2, 2);
-  check_contiguous(out, op, "out_tokens");
+  check_dense(in, op, "in_tokens", 3);
+  check_dense(out, op, "out_tokens", 2);
   check_same_device(out, in, op, "out_tokens", "in_tokens");
-  TORCH_CHECK_TYPE(in.scalar_type() == out.scalar_type(), op, ": 'out_tokens' must have the dtype of 'in_tokens' (",
-                   in.scalar_type(), "), got ", out.scalar_type());
+  check_same_dtype(out, in, op, "out_tokens", "in_tokens");
   const int64_t EP = in.size(0), T = in.size(1), D = in.size(2);
   TORCH_CHECK_VALUE(out.size(1) == D, op, ": 'out_tokens' must be [N, D] with D = in_tokens.size(2) = ", D,
                     ", got shape ", out.sizes());
@@ -250,11 +253,9 @@ struct ShuffleSetup {
 
 ShuffleSetup shuffle_params(const MoeBackend& b, const char* op, const Tensor& tokens, const Tensor& counts,
                             OptInt start, OptInt end, bool padded, bool combine) {
-  check_dim(tokens, op, "tokens", 2, 2);
-  check_contiguous(tokens, op, "tokens");
+  check_dense(tokens, op, "tokens", 2);
   check_dtype(counts, op, "token_counts", {at::kInt, at::kLong});
-  check_dim(counts, op, "token_counts", 2, 2);
-  check_contiguous(counts, op, "token_counts");
+  check_dense(counts, op, "token_counts", 2);
   check_same_device(counts, tokens, op, "token_counts", "tokens");
   const int64_t T = tokens.size(0), EP = counts.size(0), E = counts.size(1);
   const int64_t s = start.value_or(0), e = end.value_or(E);
@@ -316,8 +317,7 @@ SiluMulParams silu_params(const char* op, const Tensor& x0, const Tensor& x1, co
   check_last_dim_contiguous(x0, op, "x0");
   check_last_dim_contiguous(x1, op, "x1");
   check_same_device(x1, x0, op, "x1", "x0");
-  TORCH_CHECK_TYPE(x1.scalar_type() == x0.scalar_type(), op, ": 'x1' must have the dtype of 'x0' (", x0.scalar_type(),
-                   "), got ", x1.scalar_type());
+  check_same_dtype(x1, x0, op, "x1", "x0");
   TORCH_CHECK_VALUE(x1.sizes() == x0.sizes(), op, ": 'x0' and 'x1' must have the same shape, got ", x0.sizes(),
                     " and ", x1.sizes());
   SiluMulParams p{};
@@ -365,8 +365,7 @@ void scatter_add_along_first_dim(const MoeBackend& b, const Tensor& dst, const T
   check_same_device(index, dst, op, "Index", "Dst");
   check_dtype(index, op, "Index", {at::kInt, at::kLong});
   check_dim(index, op, "Index", 1, 1);
-  TORCH_CHECK_TYPE(src.scalar_type() == dst.scalar_type(), op, ": 'Src' must have the dtype of 'Dst' (",
-                   dst.scalar_type(), "), got ", src.scalar_type());
+  check_same_dtype(src, dst, op, "Src", "Dst");
   TORCH_CHECK_VALUE(src.size(1) == dst.size(1), op, ": 'Src' [M, K] and 'Dst' [N, K] must have the same K, got shapes ",
                     src.sizes(), " and ", dst.sizes());
   TORCH_CHECK_VALUE(index.numel() == src.size(0), op, ": 'Index' must have one entry per row of 'Src' (", src.size(0),

@@ -6,7 +6,7 @@ explains a rejection; `is_available()` is False until its kernel lands, so dispa
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional, Set
 
 import torch
 
@@ -35,6 +35,14 @@ PAGED_MASKS = (
     _ab.PagedBlockDiagonalCausalWithOffsetGappyKeysMask,
 )
 TENSOR_BIASES = (torch.Tensor, _ab.LowerTriangularMaskWithTensorBias)
+# What most backends take: dense causal, local windows, packed varlen and padded-key masks.
+STANDARD_MASKS = (*BASIC_MASKS, *LOCAL_MASKS, *VARLEN_MASKS, *PADDED_MASKS)
+
+
+NO_ROCM = "ROCm/CK kernels are not part of this build (NVIDIA only)"
+NO_MTIA = "MTIA kernels are not part of this build"
+NO_BLACKWELL = "Blackwell (sm100) kernels are not part of this build"
+NO_KERNEL_YET = "the kernel has not landed in this build yet"
 
 
 def head_dim_in(allowed, K: int, Kv: int) -> List[str]:
@@ -42,7 +50,29 @@ def head_dim_in(allowed, K: int, Kv: int) -> List[str]:
     return [f"embed_dim {bad} not in {sorted(allowed)}"] if bad else []
 
 
-NO_ROCM = "ROCm/CK kernels are not part of this build (NVIDIA only)"
-NO_MTIA = "MTIA kernels are not part of this build"
-NO_BLACKWELL = "Blackwell (sm100) kernels are not part of this build"
-NO_KERNEL_YET = "the kernel has not landed in this build yet"
+class HeadDims:
+    """Mixin, listed before the operator base class: rejects head dims outside HEAD_DIMS
+    (None: only the base class's SUPPORTED_MIN_K/SUPPORTED_MAX_K bounds apply)."""
+
+    HEAD_DIMS: Optional[Set[int]] = None
+
+    @classmethod
+    def shape_not_supported_reasons(cls, Mq, Mkv, K, Kv):
+        reasons = super().shape_not_supported_reasons(Mq, Mkv, K, Kv)
+        return reasons + head_dim_in(cls.HEAD_DIMS, K, Kv) if cls.HEAD_DIMS is not None else reasons
+
+
+class Blackwell(HeadDims):
+    """Support metadata shared by the sm100 backends (cute_blackwell, cutlass_blackwell)."""
+
+    SUPPORTED_DEVICES = {"cuda"}
+    CUDA_MINIMUM_COMPUTE_CAPABILITY = (10, 0)
+    SUPPORTED_DTYPES = set(HALF)
+    SUPPORTED_MAX_K = 128
+    SUPPORTED_ATTN_BIAS_TYPES = STANDARD_MASKS
+    UNAVAILABLE_REASON = NO_BLACKWELL
+
+
+def with_num_splits(base: type, n: int) -> type:
+    """`base` fixed to n splits, named `{base.NAME}_S{n}`, as a class `FwOp_S{n}` of base's module."""
+    return type(f"FwOp_S{n}", (base,), {"NUM_SPLITS": n, "NAME": f"{base.NAME}_S{n}", "__module__": base.__module__})

@@ -357,6 +357,13 @@ class _BlockDiagonalBase(AttentionBias):
     q_seqinfo: _SeqLenInfo
     k_seqinfo: _SeqLenInfo
 
+    def __post_init__(self) -> None:
+        self._validate_pairs()
+
+    def to(self, device):
+        return type(self)(**{**self.__dict__, "q_seqinfo": self.q_seqinfo.to(device),
+                             "k_seqinfo": self.k_seqinfo.to(device)})
+
     def _block_kwargs(self) -> dict:
         return dict(causal=False, bottom_right=False)
 
@@ -395,6 +402,49 @@ class _BlockDiagonalBase(AttentionBias):
     __hash__ = object.__hash__
 
 
+class _CausalWindow:
+    """Mixin, listed before a _BlockDiagonalBase dataclass that declares `_window_size: int = 0`: a causal
+    window of `_window_size` keys, anchored bottom-right unless _WINDOW_FROM_BOTTOM_RIGHT is False."""
+
+    _WINDOW_FROM_BOTTOM_RIGHT = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_window("_window_size", self._window_size)
+
+    def _block_kwargs(self):
+        return dict(causal=True, bottom_right=self._WINDOW_FROM_BOTTOM_RIGHT, window=self._window_size)
+
+
+class _LeftRightWindow:
+    """Mixin, listed before a _BlockDiagonalBase dataclass that declares `window_left: int = 0` and
+    `window_right: int = 0`: a non-causal bottom-right window (window_left, window_right)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_window("window_left", self.window_left, allow_zero=True)
+        _check_window("window_right", self.window_right, allow_zero=True)
+
+    def _block_kwargs(self):
+        return dict(causal=False, bottom_right=True, window_left=self.window_left, window_right=self.window_right)
+
+
+def _padded_infos(q_seqlen, kv_padding, kv_seqlen, device) -> Tuple[_SeqLenInfo, _PaddedSeqLenInfo]:
+    return (_SeqLenInfo.from_seqlens(q_seqlen, device=device),
+            _PaddedSeqLenInfo.from_seqlens_padded(kv_seqlen, kv_padding, device=device))
+
+
+def _gappy_infos(q_seqlen, kv_seqstarts, kv_seqlen, device) -> Tuple[_SeqLenInfo, _GappySeqInfo]:
+    return (_SeqLenInfo.from_seqlens(q_seqlen, device=device),
+            _GappySeqInfo.from_seqlens_gappy(kv_seqstarts, kv_seqlen, False, device=device))
+
+
+def _as_paged(mask: "_BlockDiagonalBase", paged_type: Type["_PagedBase"], k: _SeqLenInfo,
+              block_tables: torch.Tensor, page_size: int) -> "_PagedBase":
+    extra = {f: getattr(mask, f) for f in getattr(paged_type, "_EXTRA_FIELDS", ())}
+    return paged_type(q_seqinfo=mask.q_seqinfo, k_seqinfo=k, block_tables=block_tables, page_size=page_size, **extra)
+
+
 @dataclass(eq=False)
 class BlockDiagonalMask(_BlockDiagonalBase):
     """Packed independent sequences: Q block b attends K/V block b only (non-causal)."""
@@ -402,13 +452,6 @@ class BlockDiagonalMask(_BlockDiagonalBase):
     q_seqinfo: _SeqLenInfo
     k_seqinfo: _SeqLenInfo
     _batch_sizes: Optional[Sequence[int]] = None
-
-    def __post_init__(self) -> None:
-        self._validate_pairs()
-
-    def to(self, device):
-        return type(self)(**{**self.__dict__, "q_seqinfo": self.q_seqinfo.to(device),
-                             "k_seqinfo": self.k_seqinfo.to(device)})
 
     @classmethod
     def from_seqlens(cls, q_seqlen: Sequence[int], kv_seqlen: Optional[Sequence[int]] = None, *,
@@ -498,31 +541,18 @@ class BlockDiagonalCausalFromBottomRightMask(BlockDiagonalMask):
 
 
 @dataclass(eq=False)
-class BlockDiagonalCausalLocalAttentionMask(BlockDiagonalCausalMask):
+class BlockDiagonalCausalLocalAttentionMask(_CausalWindow, BlockDiagonalCausalMask):
     """Top-left causal window of `_window_size` keys inside every block."""
 
     _window_size: int = 0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_window("_window_size", self._window_size)
-
-    def _block_kwargs(self):
-        return dict(causal=True, bottom_right=False, window=self._window_size)
+    _WINDOW_FROM_BOTTOM_RIGHT = False
 
 
 @dataclass(eq=False)
-class BlockDiagonalCausalLocalAttentionFromBottomRightMask(BlockDiagonalCausalFromBottomRightMask):
+class BlockDiagonalCausalLocalAttentionFromBottomRightMask(_CausalWindow, BlockDiagonalCausalFromBottomRightMask):
     """Bottom-right causal window of `_window_size` keys inside every block."""
 
     _window_size: int = 0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_window("_window_size", self._window_size)
-
-    def _block_kwargs(self):
-        return dict(causal=True, bottom_right=True, window=self._window_size)
 
 
 # ---- padded keys ----------------------------------------------------------------------------------
@@ -534,18 +564,10 @@ class BlockDiagonalPaddedKeysMask(_BlockDiagonalBase):
     q_seqinfo: _SeqLenInfo
     k_seqinfo: _PaddedSeqLenInfo
 
-    def __post_init__(self) -> None:
-        self._validate_pairs()
-
-    def to(self, device):
-        return type(self)(**{**self.__dict__, "q_seqinfo": self.q_seqinfo.to(device),
-                             "k_seqinfo": self.k_seqinfo.to(device)})
-
     @classmethod
     def from_seqlens(cls, q_seqlen, kv_padding: int, kv_seqlen, causal_diagonal: Any = None, *, device=None):
         # causal_diagonal exists for compatibility and is unused.
-        q = _SeqLenInfo.from_seqlens(q_seqlen, device=device)
-        k = _PaddedSeqLenInfo.from_seqlens_padded(kv_seqlen, kv_padding, device=device)
+        q, k = _padded_infos(q_seqlen, kv_padding, kv_seqlen, device)
         return cls(q_seqinfo=q, k_seqinfo=k)
 
     def make_paged(self, block_tables: torch.Tensor, page_size: int, paged_type: Type["_PagedBase"]):
@@ -553,9 +575,7 @@ class BlockDiagonalPaddedKeysMask(_BlockDiagonalBase):
             raise ValueError("make_paged needs paged_type")
         k = _PaddedSeqLenInfo.from_seqlens_padded(self.k_seqinfo.seqlen_py, block_tables.shape[1] * page_size,
                                                   device=self.k_seqinfo.seqstart.device)
-        extra = {f: getattr(self, f) for f in getattr(paged_type, "_EXTRA_FIELDS", ())}
-        return paged_type(q_seqinfo=self.q_seqinfo, k_seqinfo=k, block_tables=block_tables, page_size=page_size,
-                          **extra)
+        return _as_paged(self, paged_type, k, block_tables, page_size)
 
     def make_local_attention(self, window_left: int, window_right: int):
         return BlockDiagonalLocalAttentionPaddedKeysMask(self.q_seqinfo, self.k_seqinfo, window_left, window_right)
@@ -572,44 +592,27 @@ class BlockDiagonalCausalWithOffsetPaddedKeysMask(BlockDiagonalPaddedKeysMask):
 
 
 @dataclass(eq=False)
-class BlockDiagonalLocalAttentionPaddedKeysMask(BlockDiagonalPaddedKeysMask):
+class BlockDiagonalLocalAttentionPaddedKeysMask(_LeftRightWindow, BlockDiagonalPaddedKeysMask):
     """Non-causal bottom-right local window (window_left, window_right) over padded lanes."""
 
     window_left: int = 0
     window_right: int = 0
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_window("window_left", self.window_left, allow_zero=True)
-        _check_window("window_right", self.window_right, allow_zero=True)
-
-    def _block_kwargs(self):
-        return dict(causal=False, bottom_right=True, window_left=self.window_left, window_right=self.window_right)
-
     @classmethod
     def from_seqlens_local(cls, q_seqlen, kv_padding, kv_seqlen, window_left, window_right, *, device=None):
-        q = _SeqLenInfo.from_seqlens(q_seqlen, device=device)
-        k = _PaddedSeqLenInfo.from_seqlens_padded(kv_seqlen, kv_padding, device=device)
+        q, k = _padded_infos(q_seqlen, kv_padding, kv_seqlen, device)
         return cls(q_seqinfo=q, k_seqinfo=k, window_left=window_left, window_right=window_right)
 
 
 @dataclass(eq=False)
-class BlockDiagonalCausalLocalAttentionPaddedKeysMask(BlockDiagonalPaddedKeysMask):
+class BlockDiagonalCausalLocalAttentionPaddedKeysMask(_CausalWindow, BlockDiagonalPaddedKeysMask):
     """Bottom-right causal window of `_window_size` keys over padded lanes."""
 
     _window_size: int = 0
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_window("_window_size", self._window_size)
-
-    def _block_kwargs(self):
-        return dict(causal=True, bottom_right=True, window=self._window_size)
-
     @classmethod
     def from_seqlens_local(cls, q_seqlen, kv_padding, kv_seqlen, window_size, *, device=None):
-        q = _SeqLenInfo.from_seqlens(q_seqlen, device=device)
-        k = _PaddedSeqLenInfo.from_seqlens_padded(kv_seqlen, kv_padding, device=device)
+        q, k = _padded_infos(q_seqlen, kv_padding, kv_seqlen, device)
         return cls(q_seqinfo=q, k_seqinfo=k, _window_size=window_size)
 
 
@@ -622,17 +625,9 @@ class BlockDiagonalGappyKeysMask(_BlockDiagonalBase):
     q_seqinfo: _SeqLenInfo
     k_seqinfo: _GappySeqInfo
 
-    def __post_init__(self) -> None:
-        self._validate_pairs()
-
-    def to(self, device):
-        return type(self)(**{**self.__dict__, "q_seqinfo": self.q_seqinfo.to(device),
-                             "k_seqinfo": self.k_seqinfo.to(device)})
-
     @classmethod
     def from_seqlens(cls, q_seqlen, kv_seqstarts, kv_seqlen, *, device=None):
-        q = _SeqLenInfo.from_seqlens(q_seqlen, device=device)
-        k = _GappySeqInfo.from_seqlens_gappy(kv_seqstarts, kv_seqlen, False, device=device)
+        q, k = _gappy_infos(q_seqlen, kv_seqstarts, kv_seqlen, device)
         return cls(q_seqinfo=q, k_seqinfo=k)
 
     def make_paged(self, block_tables: torch.Tensor, page_size: int, notional_padding: int,
@@ -649,9 +644,7 @@ class BlockDiagonalGappyKeysMask(_BlockDiagonalBase):
             if o < 0 or o + x > row:
                 raise ValueError(f"lane {b}: offset {o} + length {x} does not fit a notional block of {row} keys")
         k = _GappySeqInfo.from_seqlens_gappy(offsets + [row], lens, True, device=self.k_seqinfo.seqstart.device)
-        extra = {f: getattr(self, f) for f in getattr(paged_type, "_EXTRA_FIELDS", ())}
-        return paged_type(q_seqinfo=self.q_seqinfo, k_seqinfo=k, block_tables=block_tables, page_size=page_size,
-                          **extra)
+        return _as_paged(self, paged_type, k, block_tables, page_size)
 
 
 @dataclass(eq=False)
@@ -663,24 +656,15 @@ class BlockDiagonalCausalWithOffsetGappyKeysMask(BlockDiagonalGappyKeysMask):
 
 
 @dataclass(eq=False)
-class BlockDiagonalLocalAttentionFromBottomRightGappyKeysMask(BlockDiagonalGappyKeysMask):
+class BlockDiagonalLocalAttentionFromBottomRightGappyKeysMask(_LeftRightWindow, BlockDiagonalGappyKeysMask):
     """Non-causal bottom-right local window over gappy lanes."""
 
     window_left: int = 0
     window_right: int = 0
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_window("window_left", self.window_left, allow_zero=True)
-        _check_window("window_right", self.window_right, allow_zero=True)
-
-    def _block_kwargs(self):
-        return dict(causal=False, bottom_right=True, window_left=self.window_left, window_right=self.window_right)
-
     @classmethod
     def from_seqlens_local_gappy(cls, q_seqlen, kv_seqstarts, kv_seqlen, window_left, window_right, device=None):
-        q = _SeqLenInfo.from_seqlens(q_seqlen, device=device)
-        k = _GappySeqInfo.from_seqlens_gappy(kv_seqstarts, kv_seqlen, False, device=device)
+        q, k = _gappy_infos(q_seqlen, kv_seqstarts, kv_seqlen, device)
         return cls(q_seqinfo=q, k_seqinfo=k, window_left=window_left, window_right=window_right)
 
 
@@ -786,18 +770,15 @@ class PagedBlockDiagonalCausalWithOffsetPaddedKeysMask(PagedBlockDiagonalPaddedK
 
 
 @dataclass(eq=False)
-class PagedBlockDiagonalCausalLocalPaddedKeysMask(PagedBlockDiagonalPaddedKeysMask):
+class PagedBlockDiagonalCausalLocalPaddedKeysMask(_CausalWindow, PagedBlockDiagonalPaddedKeysMask):
     """Bottom-right causal local window of `_window_size` keys, paged."""
 
     _window_size: int = 0
     _EXTRA_FIELDS = ("_window_size",)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # the window is checked before the page table
         _check_window("_window_size", self._window_size)
-        super().__post_init__()
-
-    def _block_kwargs(self):
-        return dict(causal=True, bottom_right=True, window=self._window_size)
+        self._validate_paged()
 
     @classmethod
     def from_seqlens_local(cls, q_seqlen, kv_seqlen, block_tables, page_size, window_size, *, device=None):

@@ -1,9 +1,7 @@
 """ROCm CK decoder attention (inference only): not part of this build."""
 
-import torch
-
 from mslk.attention.fmha import _backends as _b
-from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase
+from mslk.attention.fmha.common import AttentionFwOpBase
 
 
 class FwOp(AttentionFwOpBase):
@@ -11,6 +9,6 @@ class FwOp(AttentionFwOpBase):
     SUPPORTED_DEVICES = {"cuda"}
     SUPPORTED_DTYPES = set(_b.FP)
     SUPPORTED_MAX_K = 256
-    SUPPORTED_ATTN_BIAS_TYPES = (*_b.BASIC_MASKS, *_b.LOCAL_MASKS, *_b.VARLEN_MASKS, *_b.PADDED_MASKS)
+    SUPPORTED_ATTN_BIAS_TYPES = _b.STANDARD_MASKS
     UNAVAILABLE_REASON = _b.NO_ROCM
     SUPPORTS_BMGHK = True

@@ -1,9 +1,5 @@
 """ROCm CK split-K decode attention: not part of this build."""
 
-from typing import Dict
-
-import torch
-
 from mslk.attention.fmha import _backends as _b
 from mslk.attention.fmha.common import AttentionFwOpBase
 
@@ -23,16 +19,12 @@ class FwOp(AttentionFwOpBase):
     NUM_SPLITS: int = 0  # 0: chosen by a heuristic
 
 
-def _make(n: int) -> type:
-    return type(f"FwOp_S{n}", (FwOp,), {"NUM_SPLITS": n, "NAME": f"ck_splitKF_S{n}", "__module__": __name__})
-
-
-FwOp_S1 = _make(1)
-FwOp_S2 = _make(2)
-FwOp_S4 = _make(4)
-FwOp_S8 = _make(8)
-FwOp_S16 = _make(16)
-FwOp_S32 = _make(32)
-FwOp_S64 = _make(64)
-FwOp_S128 = _make(128)
+FwOp_S1 = _b.with_num_splits(FwOp, 1)
+FwOp_S2 = _b.with_num_splits(FwOp, 2)
+FwOp_S4 = _b.with_num_splits(FwOp, 4)
+FwOp_S8 = _b.with_num_splits(FwOp, 8)
+FwOp_S16 = _b.with_num_splits(FwOp, 16)
+FwOp_S32 = _b.with_num_splits(FwOp, 32)
+FwOp_S64 = _b.with_num_splits(FwOp, 64)
+FwOp_S128 = _b.with_num_splits(FwOp, 128)
 

@@ -1,24 +1,20 @@
 """MTIA flash attention: not part of this build."""
 
-import torch
-
 from mslk.attention.fmha import _backends as _b
 from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase
 
 
-class FwOp(AttentionFwOpBase):
+class _Mtia:
+    SUPPORTED_DEVICES = {"mtia"}
+    SUPPORTED_DTYPES = set(_b.HALF)
+    SUPPORTED_MAX_K = 256
+    SUPPORTED_ATTN_BIAS_TYPES = _b.STANDARD_MASKS
+    UNAVAILABLE_REASON = _b.NO_MTIA
+
+
+class FwOp(_Mtia, AttentionFwOpBase):
     NAME = "flash_mtiaF"
-    SUPPORTED_DEVICES = {"mtia"}
-    SUPPORTED_DTYPES = set(_b.HALF)
-    SUPPORTED_MAX_K = 256
-    SUPPORTED_ATTN_BIAS_TYPES = (*_b.BASIC_MASKS, *_b.LOCAL_MASKS, *_b.VARLEN_MASKS, *_b.PADDED_MASKS)
-    UNAVAILABLE_REASON = _b.NO_MTIA
 
 
-class BwOp(AttentionBwOpBase):
+class BwOp(_Mtia, AttentionBwOpBase):
     NAME = "flash_mtiaB"
-    SUPPORTED_DEVICES = {"mtia"}
-    SUPPORTED_DTYPES = set(_b.HALF)
-    SUPPORTED_MAX_K = 256
-    SUPPORTED_ATTN_BIAS_TYPES = (*_b.BASIC_MASKS, *_b.LOCAL_MASKS, *_b.VARLEN_MASKS, *_b.PADDED_MASKS)
-    UNAVAILABLE_REASON = _b.NO_MTIA

@@ -2,13 +2,11 @@
 
 from typing import Dict
 
-import torch
-
 from mslk.attention.fmha import _backends as _b
 from mslk.attention.fmha.common import AttentionFwOpBase
 
 
-class FwOp(AttentionFwOpBase):
+class FwOp(_b.HeadDims, AttentionFwOpBase):
     NAME = "triton_splitKF"
     SUPPORTED_DEVICES = {"cuda"}
     SUPPORTED_DTYPES = set(_b.FP)
@@ -20,20 +18,12 @@ class FwOp(AttentionFwOpBase):
     SUPPORTS_PARTIAL = True
     SUPPORTS_OUTPUT_DTYPE = True
     UNAVAILABLE_REASON = _b.NO_KERNEL_YET
+    HEAD_DIMS = {16, 32, 64, 128, 256, 512}
     NUM_SPLITS: int = 0  # 0: chosen by a heuristic
-
-    @classmethod
-    def shape_not_supported_reasons(cls, Mq, Mkv, K, Kv):
-        return super().shape_not_supported_reasons(Mq, Mkv, K, Kv) + _b.head_dim_in(
-            {16, 32, 64, 128, 256, 512}, K, Kv)
-
-
-def _make(n: int) -> type:
-    return type(f"FwOp_S{n}", (FwOp,), {"NUM_SPLITS": n, "NAME": f"triton_splitKF_S{n}", "__module__": __name__})
 
 
 # Named power-of-two split counts 1..128, plus 48, 72, 80, 96 and 112.
-FwOp_Map: Dict[int, type] = {n: _make(n) for n in sorted([1, 2, 4, 8, 16, 32, 64, 128, 48, 72, 80, 96, 112])}
+FwOp_Map: Dict[int, type] = {n: _b.with_num_splits(FwOp, n) for n in sorted([1, 2, 4, 8, 16, 32, 64, 128, 48, 72, 80, 96, 112])}
 FwOp_S1 = FwOp_Map[1]
 FwOp_S2 = FwOp_Map[2]
 FwOp_S4 = FwOp_Map[4]

@@ -14,19 +14,11 @@
 #include <vector>
 
 #include "common/fp8_cpu.h"
+#include "common/dtype_cpu.h"
 #include "moe/moe.h"
 
 namespace mslk::moe {
 namespace {
-
-template <typename F>
-void with_dtype(Dtype d, F&& f) {
-  switch (d) {
-    case Dtype::kFloat32: return f(float{});
-    case Dtype::kFloat16: return f(c10::Half{});
-    case Dtype::kBFloat16: return f(c10::BFloat16{});
-  }
-}
 
 float load_f(const void* p, Dtype d, int64_t i) {
   switch (d) {

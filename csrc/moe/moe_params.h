@@ -2,6 +2,8 @@
 // torch glue (moe.cpp), the CPU reference (moe_cpu.cpp) and the CUDA kernels (kernels/*.cu).
 #pragma once
 #include <cstdint>
+
+#include "common/dtype.h"
 #include <cstring>
 
 #ifdef __CUDACC__
@@ -26,7 +28,7 @@ MSLK_HD uint64_t topk_rank(float f, uint32_t expert) {
   return (static_cast<uint64_t>(topk_key(f)) << 32) | static_cast<uint32_t>(~expert);
 }
 
-enum class Dtype { kFloat32, kFloat16, kBFloat16 };
+using mslk::Dtype;
 inline int dtype_size(Dtype d) { return d == Dtype::kFloat32 ? 4 : 2; }
 
 // A device (or host) scalar count that may be absent: ptr == nullptr means "no limit".

@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "common/dtype.h"
+
 #if defined(__CUDACC__)
 #define MSLK_HOST_DEVICE __host__ __device__ __forceinline__
 #else
@@ -11,7 +13,7 @@
 
 namespace mslk::quantize {
 
-enum class Dtype : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+using mslk::Dtype;
 
 // A 2-D view [M, K] of the input; rows are `stride` elements apart, columns contiguous.
 struct Rows {

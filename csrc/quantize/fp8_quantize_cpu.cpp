@@ -8,19 +8,11 @@
 #include <cmath>
 
 #include "common/fp8_cpu.h"
+#include "common/dtype_cpu.h"
 #include "quantize/fp8_quantize.h"
 
 namespace mslk::quantize {
 namespace {
-
-template <typename F>
-void with_dtype(Dtype d, F&& f) {
-  switch (d) {
-    case Dtype::kFloat32: return f(float{});
-    case Dtype::kFloat16: return f(c10::Half{});
-    case Dtype::kBFloat16: return f(c10::BFloat16{});
-  }
-}
 
 struct Scale {
   float scale, inv;

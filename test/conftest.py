@@ -2,8 +2,14 @@ import os
 
 import pytest
 import torch
+import torch._functorch.config
 
 import mslk  # noqa: F401  (loads the native library: registers every op)
+
+# A custom op that returns an alias of an input breaks torch.compile: torch raises from 2.12 (and
+# under CI=1 before), warns otherwise. Make it an error in every test, whatever the environment.
+if hasattr(torch._functorch.config, "error_on_custom_op_aliasing"):
+    torch._functorch.config.error_on_custom_op_aliasing = True
 
 HAS_CUDA = torch.cuda.is_available()
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])

@@ -37,25 +37,39 @@ struct Bf16GroupedOps {
   static Tensor dynamic(const Tensor& X, const Tensor& W, const Tensor& zs) {
     return bf16_grouped_dynamic(*B, X, W, zs);
   }
-  static Tensor stacked(const Tensor& X, const Tensor& W, const Tensor& ms, const std::optional<Tensor>& out,
+  // The ops with an optional output register as their internal pair (common/out_router.h).
+  static Tensor stacked_new(const Tensor& X, const Tensor& W, const Tensor& ms, std::optional<int64_t> num_sms) {
+    return bf16_grouped_stacked(*B, X, W, ms, std::nullopt, num_sms);
+  }
+  static void stacked_into(const Tensor& X, const Tensor& W, const Tensor& ms, const Tensor& out,
+                           std::optional<int64_t> num_sms) {
+    bf16_grouped_stacked(*B, X, W, ms, out, num_sms);
+  }
+  static Tensor grad_new(const Tensor& X, const Tensor& W, const Tensor& ms, std::optional<int64_t> num_sms) {
+    return bf16_grouped_grad(*B, X, W, ms, std::nullopt, num_sms);
+  }
+  static void grad_into(const Tensor& X, const Tensor& W, const Tensor& ms, const Tensor& out,
                         std::optional<int64_t> num_sms) {
-    return bf16_grouped_stacked(*B, X, W, ms, out, num_sms);
+    bf16_grouped_grad(*B, X, W, ms, out, num_sms);
   }
-  static Tensor grad(const Tensor& X, const Tensor& W, const Tensor& ms, const std::optional<Tensor>& out,
-                     std::optional<int64_t> num_sms) {
-    return bf16_grouped_grad(*B, X, W, ms, out, num_sms);
+  static Tensor wgrad_new(const Tensor& X, const Tensor& W, const Tensor& ms, bool accum,
+                          std::optional<int64_t> num_sms) {
+    return bf16_grouped_wgrad(*B, X, W, ms, std::nullopt, accum, num_sms);
   }
-  static Tensor wgrad(const Tensor& X, const Tensor& W, const Tensor& ms, const std::optional<Tensor>& output,
-                      bool accum, std::optional<int64_t> num_sms) {
-    return bf16_grouped_wgrad(*B, X, W, ms, output, accum, num_sms);
+  static void wgrad_into(const Tensor& X, const Tensor& W, const Tensor& ms, const Tensor& output, bool accum,
+                         std::optional<int64_t> num_sms) {
+    bf16_grouped_wgrad(*B, X, W, ms, output, accum, num_sms);
   }
   static void register_mslk(torch::Library& m) {
     m.impl("bf16bf16bf16_grouped", &grouped);
     m.impl("bf16bf16bf16_grouped_cat", &cat);
     m.impl("bf16bf16bf16_grouped_dynamic", &dynamic);
-    m.impl("bf16bf16bf16_grouped_stacked", &stacked);
-    m.impl("bf16bf16bf16_grouped_grad", &grad);
-    m.impl("bf16bf16bf16_grouped_wgrad", &wgrad);
+    m.impl("_bf16bf16bf16_grouped_stacked_new", &stacked_new);
+    m.impl("_bf16bf16bf16_grouped_stacked_into", &stacked_into);
+    m.impl("_bf16bf16bf16_grouped_grad_new", &grad_new);
+    m.impl("_bf16bf16bf16_grouped_grad_into", &grad_into);
+    m.impl("_bf16bf16bf16_grouped_wgrad_new", &wgrad_new);
+    m.impl("_bf16bf16bf16_grouped_wgrad_into", &wgrad_into);
   }
 };
 

@@ -58,9 +58,14 @@ struct RowwiseOps {
                   const std::optional<Tensor>& bias, bool fast) {
     rowwise_out(*B, XQ, WQ, xs, ws, output, bias, fast);
   }
-  static Tensor batched(const Tensor& XQ, const Tensor& WQ, const Tensor& xs, const Tensor& ws,
-                        const std::optional<Tensor>& bias, bool fast, const std::optional<Tensor>& output) {
-    return rowwise_batched(*B, XQ, WQ, xs, ws, bias, fast, output);
+  // The ops with an optional output register as their internal pair (common/out_router.h).
+  static Tensor batched_new(const Tensor& XQ, const Tensor& WQ, const Tensor& xs, const Tensor& ws,
+                            const std::optional<Tensor>& bias, bool fast) {
+    return rowwise_batched(*B, XQ, WQ, xs, ws, bias, fast, std::nullopt);
+  }
+  static void batched_into(const Tensor& XQ, const Tensor& WQ, const Tensor& xs, const Tensor& ws,
+                           const std::optional<Tensor>& bias, bool fast, const Tensor& output) {
+    rowwise_batched(*B, XQ, WQ, xs, ws, bias, fast, output);
   }
   static std::vector<Tensor> grouped(TensorList XQ, TensorList WQ, TensorList xs, TensorList ws) {
     return rowwise_grouped(*B, XQ, WQ, xs, ws, "f8f8bf16_rowwise_grouped");
@@ -75,9 +80,13 @@ struct RowwiseOps {
                         bool zeroing) {
     return rowwise_grouped_dynamic(*B, XQ, WQ, xs, ws, zs, zeroing);
   }
-  static Tensor grouped_mm(const Tensor& XQ, const Tensor& WQ, const Tensor& xs, const Tensor& ws,
-                           const std::optional<Tensor>& offsets, const std::optional<Tensor>& output) {
-    return rowwise_grouped_mm(*B, XQ, WQ, xs, ws, offsets, output);
+  static Tensor grouped_mm_new(const Tensor& XQ, const Tensor& WQ, const Tensor& xs, const Tensor& ws,
+                               const std::optional<Tensor>& offsets) {
+    return rowwise_grouped_mm(*B, XQ, WQ, xs, ws, offsets, std::nullopt);
+  }
+  static void grouped_mm_into(const Tensor& XQ, const Tensor& WQ, const Tensor& xs, const Tensor& ws,
+                              const std::optional<Tensor>& offsets, const Tensor& output) {
+    rowwise_grouped_mm(*B, XQ, WQ, xs, ws, offsets, output);
   }
   static Tensor triton_row(const Tensor& a, const Tensor& b, const Tensor& as, const Tensor& bs,
                            const std::optional<Tensor>& bias, std::optional<at::ScalarType> dot_out_dtype,
@@ -89,12 +98,14 @@ struct RowwiseOps {
     m.impl("f8f8bf16_rowwise", &bf16);
     m.impl("f8f8f16_rowwise", &f16);
     m.impl("f8f8bf16_rowwise_out", &out);
-    m.impl("f8f8bf16_rowwise_batched", &batched);
+    m.impl("_f8f8bf16_rowwise_batched_new", &batched_new);
+    m.impl("_f8f8bf16_rowwise_batched_into", &batched_into);
     m.impl("f8f8bf16_rowwise_grouped", &grouped);
     m.impl("f8f8bf16_rowwise_grouped_cat", &grouped_cat);
     m.impl("f8f8bf16_rowwise_grouped_stacked", &stacked);
     m.impl("f8f8bf16_rowwise_grouped_dynamic", &dynamic);
-    m.impl("f8f8bf16_rowwise_grouped_mm", &grouped_mm);
+    m.impl("_f8f8bf16_rowwise_grouped_mm_new", &grouped_mm_new);
+    m.impl("_f8f8bf16_rowwise_grouped_mm_into", &grouped_mm_into);
   }
   static void register_triton(torch::Library& m) { m.impl("matmul_fp8_row", &triton_row); }
 };

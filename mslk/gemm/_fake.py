@@ -25,10 +25,10 @@ def _f8f8bf16_rowwise_out(XQ, WQ, x_scale, w_scale, output, bias=None, use_fast_
     return None
 
 
-@torch.library.register_fake("mslk::f8f8bf16_rowwise_batched")
-def _f8f8bf16_rowwise_batched(XQ, WQ, x_scale, w_scale, bias=None, use_fast_accum=True, output=None):
-    if output is not None:
-        return output
+# f8f8bf16_rowwise_batched and _grouped_mm are routers (csrc/common/out_router.h): fakes belong to
+# their internal pair.
+@torch.library.register_fake("mslk::_f8f8bf16_rowwise_batched_new")
+def _f8f8bf16_rowwise_batched_new(XQ, WQ, x_scale, w_scale, bias=None, use_fast_accum=True):
     return XQ.new_empty((XQ.shape[0], XQ.shape[1], WQ.shape[-2]), dtype=torch.bfloat16)
 
 
@@ -53,10 +53,18 @@ def _f8f8bf16_rowwise_grouped_dynamic(XQ, WQ, x_scale, w_scale, zero_start_index
     return XQ.new_empty((XQ.shape[0], XQ.shape[1], WQ.shape[1]), dtype=torch.bfloat16)
 
 
-@torch.library.register_fake("mslk::f8f8bf16_rowwise_grouped_mm")
-def _f8f8bf16_rowwise_grouped_mm(XQ, WQ, x_scale, w_scale, offsets=None, output=None):
-    if output is not None:
-        return output
+@torch.library.register_fake("mslk::_f8f8bf16_rowwise_batched_into")
+def _f8f8bf16_rowwise_batched_into(XQ, WQ, x_scale, w_scale, bias, use_fast_accum, output):
+    return None
+
+
+@torch.library.register_fake("mslk::_f8f8bf16_rowwise_grouped_mm_into")
+def _f8f8bf16_rowwise_grouped_mm_into(XQ, WQ, x_scale, w_scale, offsets, output):
+    return None
+
+
+@torch.library.register_fake("mslk::_f8f8bf16_rowwise_grouped_mm_new")
+def _f8f8bf16_rowwise_grouped_mm_new(XQ, WQ, x_scale, w_scale, offsets=None):
     if XQ.dim() == 3 and WQ.dim() == 3:
         shape = (XQ.shape[0], XQ.shape[1], WQ.shape[1])
     elif XQ.dim() == 2 and WQ.dim() == 3:

@@ -21,22 +21,29 @@ def _bf16_grouped_dynamic(X, W, zero_start_index_M):
     return X.new_empty((X.shape[0], X.shape[1], W.shape[1]))
 
 
-@torch.library.register_fake("mslk::bf16bf16bf16_grouped_stacked")
-def _bf16_grouped_stacked(X, W, M_sizes, out=None, num_sms=None):
-    if out is not None:
-        return out
+# The public ops with an optional output are routers (csrc/common/out_router.h); fakes belong to
+# their internal pair: `_new` allocates, `_into` writes `out` and returns nothing.
+@torch.library.register_fake("mslk::_bf16bf16bf16_grouped_stacked_new")
+def _bf16_grouped_stacked_new(X, W, M_sizes, num_sms=None):
     return X.new_empty((X.shape[0], W.shape[1]))
 
 
-@torch.library.register_fake("mslk::bf16bf16bf16_grouped_grad")
-def _bf16_grouped_grad(X, W, M_sizes, out=None, num_sms=None):
-    if out is not None:
-        return out
+@torch.library.register_fake("mslk::_bf16bf16bf16_grouped_grad_new")
+def _bf16_grouped_grad_new(X, W, M_sizes, num_sms=None):
     return X.new_empty((X.shape[0], W.shape[2]))
 
 
-@torch.library.register_fake("mslk::bf16bf16bf16_grouped_wgrad")
-def _bf16_grouped_wgrad(X, W, M_sizes, output=None, output_accum=False, num_sms=None):
-    if output is not None:
-        return output
+@torch.library.register_fake("mslk::_bf16bf16bf16_grouped_wgrad_new")
+def _bf16_grouped_wgrad_new(X, W, M_sizes, output_accum=False, num_sms=None):
     return X.new_empty((M_sizes.shape[0], X.shape[1], W.shape[1]))
+
+
+@torch.library.register_fake("mslk::_bf16bf16bf16_grouped_stacked_into")
+@torch.library.register_fake("mslk::_bf16bf16bf16_grouped_grad_into")
+def _bf16_grouped_stacked_into(X, W, M_sizes, out, num_sms=None):
+    return None
+
+
+@torch.library.register_fake("mslk::_bf16bf16bf16_grouped_wgrad_into")
+def _bf16_grouped_wgrad_into(X, W, M_sizes, output, output_accum=False, num_sms=None):
+    return None

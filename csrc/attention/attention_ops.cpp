@@ -33,4 +33,17 @@ TORCH_LIBRARY_FRAGMENT(mslk, m) {
       "fmha_fwd(Tensor q, Tensor k, Tensor v, Tensor? bias=None, Tensor? seqstart_q=None, "
       "Tensor? seqstart_k=None, Tensor? seqlen_k=None, int max_seqlen_q=-1, int mask_kind=0, "
       "int window_left=-1, int window_right=-1, float scale=1.0) -> (Tensor, Tensor)");
+
+  // Attention merge (merge_params.h): shards attn [B, M, G, H, Kq] (last stride 1) with LSE
+  // [B, G, H, M] float32 -> the attention over every shard's keys, and its LSE when write_lse.
+  m.def(
+      "fmha_merge_attentions_varargs(Tensor[] attn_split, Tensor[] lse_split, bool write_lse, "
+      "ScalarType? output_dtype, int B, int M, int G, int H, int Kq) -> Tensor[]");
+  m.def(
+      "merge_attentions_varargs_backward(Tensor[] attn_split, Tensor[] lse_split, Tensor attn_out, "
+      "Tensor lse_out, Tensor grad_attn, Tensor? grad_lse) -> (Tensor[], Tensor[])");
+  // In place (triton_splitk.merge_attentions): attn_split [S, B, M, G, H, K], lse_split [S, B, G, H, M].
+  m.def(
+      "_fmha_merge_attentions_into(Tensor(a!) attn_out, Tensor(b!)? lse_out, Tensor attn_split, "
+      "Tensor lse_split) -> ()");
 }

@@ -18,3 +18,21 @@ def _fmha_fwd(q, k, v, bias=None, seqstart_q=None, seqstart_k=None, seqlen_k=Non
     out = q.new_empty((B, Mq, H, v.shape[-1]))
     lse = q.new_empty((B, H, Mq), dtype=torch.float64 if q.dtype == torch.float64 else torch.float32)
     return out, lse
+
+
+@torch.library.register_fake("mslk::fmha_merge_attentions_varargs")
+def _fmha_merge_attentions_varargs(attn_split, lse_split, write_lse, output_dtype, B, M, G, H, Kq):
+    a = attn_split[0]
+    out = a.new_empty((B, M, G, H, Kq), dtype=output_dtype if output_dtype is not None else a.dtype)
+    return [out, a.new_empty((B, G, H, M), dtype=torch.float32)] if write_lse else [out]
+
+
+@torch.library.register_fake("mslk::merge_attentions_varargs_backward")
+def _merge_attentions_varargs_backward(attn_split, lse_split, attn_out, lse_out, grad_attn, grad_lse=None):
+    return [torch.empty_like(a, memory_format=torch.contiguous_format) for a in attn_split], \
+        [torch.empty_like(x, memory_format=torch.contiguous_format) for x in lse_split]
+
+
+@torch.library.register_fake("mslk::_fmha_merge_attentions_into")
+def _fmha_merge_attentions_into(attn_out, lse_out, attn_split, lse_split):
+    return None

@@ -36,6 +36,7 @@ from mslk.attention.fmha.common import (  # noqa: F401
     AttentionBwOpBase, AttentionFwOpBase, AttentionOp, AttentionOpBase, Context, Gradients, Inputs,
 )
 from mslk.attention.fmha.dispatch import _dispatch_fw, _get_use_fa3, _set_use_fa3, fa3_available  # noqa: F401
+from mslk.attention.fmha import _merge_ops
 from mslk.attention.fmha.torch_attention_compat import ensure_pt_flash_ok, is_pt_cutlass_compatible  # noqa: F401
 
 MemoryEfficientAttentionCutlassOp = (cutlass.FwOp, cutlass.BwOp)
@@ -193,6 +194,25 @@ def merge_attentions(attn_split, lse_split, write_lse: bool = True, output_dtype
     heads = attn.shape[3:-1]
     if tuple(lse.shape) != (S, B, *heads, M):
         raise ValueError(f"merge_attentions: lse_split shape {tuple(lse.shape)} != expected {(S, B, *heads, M)}")
+    if attn.dtype in _MERGE_KERNEL_DTYPES and lse.dtype == torch.float32 and (
+            output_dtype is None or output_dtype in _MERGE_KERNEL_DTYPES):
+        if lists or attn.requires_grad or lse.requires_grad:  # differentiable path
+            shards_a = list(attn_split) if lists else list(attn.unbind(0))
+            shards_l = list(lse_split) if lists else list(lse.unbind(0))
+            return _merge_ops.merge_varargs(shards_a, shards_l, write_lse, output_dtype)
+        out = attn.new_empty(attn.shape[1:], dtype=output_dtype or attn.dtype)
+        lse_out = lse.new_empty(lse.shape[1:]) if write_lse else None
+        _merge_ops.merge_into(out, lse_out, attn, lse)
+        return out, lse_out
+    return _merge_math(attn, lse, write_lse, output_dtype)
+
+
+# dtypes the merge kernels take (csrc/attention/merge_attentions.cpp); float64 merges take the
+# plain-torch math below (the CPU reference precision for tests).
+_MERGE_KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _merge_math(attn, lse, write_lse, output_dtype):
     out_dtype = output_dtype if output_dtype is not None else attn.dtype
     acc = torch.float64 if torch.float64 in (attn.dtype, lse.dtype) else torch.float32
     lse_f = lse.to(acc).movedim(-1, 2)  # [S, B, M, (G,) H]
@@ -207,6 +227,8 @@ def merge_attentions(attn_split, lse_split, write_lse: bool = True, output_dtype
         return out, None
     lse_out = (torch.log(denom) + lse_max).movedim(1, -1).to(lse.dtype)  # log 0 = -inf
     return out, lse_out
+
+
 
 
 __all__ = [

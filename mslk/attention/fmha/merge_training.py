@@ -13,6 +13,8 @@ chain rule through two autograd.Functions:
           dq = scale dS k, dk = scale dS^T q
   merge:  w_i = exp(lse_i - L), L = log sum_i exp(lse_i), out = sum_i w_i O_i
           dO_i = w_i dout, dlse_i = w_i (<dout, O_i - out> + dL)
+          (the mslk merge kernels, torch.ops.mslk.fmha_merge_attentions_varargs and its backward
+          op, for float32/float16/bfloat16 shards; the same math in torch for float64)
 
 Shards whose rows are fully masked (lse = -inf) get weight 0 and zero gradients. The attention
 bias is not differentiated (tensor biases are treated as constants). Dropout is unsupported.
@@ -23,6 +25,8 @@ from __future__ import annotations
 from typing import Callable, Optional, Tuple
 
 import torch
+
+from mslk.attention.fmha import _merge_ops
 
 def _acc(*ts: torch.Tensor) -> torch.dtype:
     return torch.float64 if any(t.dtype == torch.float64 for t in ts) else torch.float32
@@ -165,9 +169,26 @@ def merge_attentions_autograd(*partials: Partial) -> torch.Tensor:
     shapes = {tuple(x.attn.shape) for x in partials}
     if len(shapes) != 1:
         raise ValueError(f"merge_attentions_autograd: partial outputs must have one shape; got {sorted(shapes)}")
-    n = len(partials)
+    if all(x.attn.dtype in _KERNEL_DTYPES and x.lse.dtype == torch.float32 for x in partials):
+        # the merge kernel (torch.ops.mslk.fmha_merge_attentions_varargs, with its backward op)
+        attn = [x.attn.unsqueeze(2) if x.attn.ndim == 3 else x.attn for x in partials]  # BMK -> BM1K
+        lse = [_lse_to_kernel(x.lse) for x in partials]
+        out, _ = _merge_ops.merge_varargs(attn, lse, True, None)
+        return out.squeeze(2) if partials[0].attn.ndim == 3 else out
+    n = len(partials)  # float64: the float64 chain rule below
     out, _ = _MergeAttentions.apply(n, *[x.attn for x in partials], *[x.lse for x in partials])
     return out
+
+
+_KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _lse_to_kernel(lse: torch.Tensor) -> torch.Tensor:
+    """Partial's LSE [B, M, (G,) H, 1] (BMK: [B, M, 1]) -> the kernel's [B, (G,) H, M] (a view)."""
+    x = lse[..., 0]  # [B, M, (G,) H] or [B, M]
+    if x.ndim == 2:
+        x = x.unsqueeze(-1)
+    return x.movedim(1, -1)
 
 
 __all__ = ["Partial", "memory_efficient_attention_partial_autograd", "merge_attentions_autograd"]

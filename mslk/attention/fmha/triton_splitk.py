@@ -33,3 +33,12 @@ FwOp_S32 = FwOp_Map[32]
 FwOp_S64 = FwOp_Map[64]
 FwOp_S128 = FwOp_Map[128]
 
+
+
+def merge_attentions(attn_out, lse_out, attn_split, lse_split) -> None:
+    """In place, allocation-free merge of split attention: attn_split [S, B, M, (G,) H, K] and
+    lse_split [S, B, (G,) H, M] (float32) into attn_out [B, M, (G,) H, K] and lse_out [B, (G,) H, M]
+    (or None). Runs mslk's merge kernel (torch.ops.mslk._fmha_merge_attentions_into)."""
+    from mslk.attention.fmha import _merge_ops
+
+    _merge_ops.merge_into(attn_out, lse_out, attn_split, lse_split)

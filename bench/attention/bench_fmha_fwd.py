@@ -1,4 +1,4 @@
-"""Fused attention forward: mslk::fmha_fwd vs torch SDPA (cuDNN and flash backends), same inputs,
+"""Fused attention forward: mslk::fmha_fused_fwd vs torch SDPA (cuDNN and flash backends), same inputs,
 same run. bf16, [B, S, H, D] inputs (SDPA gets the [B, H, S, D] transposed views, no copies).
 
 Prints and writes (--out) TFLOP/s (4·B·H·S²·D flops, half for causal) and the ratio to each peer,
@@ -28,7 +28,7 @@ def make(B, H, S, D):
 
 def ours_fn(causal):
     def f(q, k, v):
-        return torch.ops.mslk.fmha_fwd(q, k, v, mask_kind=1 if causal else 0, scale=q.shape[-1] ** -0.5)
+        return torch.ops.mslk.fmha_fused_fwd(q, k, v, mask_kind=1 if causal else 0, scale=q.shape[-1] ** -0.5)
     return f
 
 
@@ -72,7 +72,7 @@ def main():
         torch.cuda.empty_cache()
     header = ["B", "H", "S", "D", "causal", "mslk us", "mslk TFLOP/s", "cuDNN TFLOP/s", "flash TFLOP/s",
               "vs cuDNN", "vs flash", "max abs diff vs cuDNN"]
-    write_results(args.out, "Attention forward: mslk::fmha_fwd vs SDPA (cuDNN, flash)", header, rows,
+    write_results(args.out, "Attention forward: mslk::fmha_fused_fwd vs SDPA (cuDNN, flash)", header, rows,
                   notes="bf16; causal counts half the flops; ratio > 1 means mslk is faster.")
     print(f"wrote {args.out}")
 

@@ -27,12 +27,18 @@ TORCH_LIBRARY_FRAGMENT(mslk, m) {
   //   With d = j - i - shift (shift = lk - lq for kinds 2 and 3, else 0), key j is allowed for
   //   query i iff (kinds 1, 2: d <= 0), (window_left >= 0: d >= -window_left) and
   //   (window_right >= 0: d <= window_right).
+  //   Paged K/V (block_tables given; varlen only): k, v are [1, num_pages * page_size, H, *] and
+  //   block_tables (int32 [num_seqs, max_pages]) maps lane s page by page: logical key x of lane s
+  //   (x < max_pages * page_size) is physical row block_tables[s, x / page_size] * page_size +
+  //   x % page_size. seqstart_k[s] is then the lane-relative start of the keys and seqlen_k[s]
+  //   (required) their count.
   //   Returns out [B, Mq, H, Kv] (q's dtype) and lse [B, H, Mq] (float32, natural log; float64 for
   //   float64 on CPU). Rows with no allowed key: out 0, lse -inf.
   m.def(
-      "fmha_fwd(Tensor q, Tensor k, Tensor v, Tensor? bias=None, Tensor? seqstart_q=None, "
+      "fmha_fused_fwd(Tensor q, Tensor k, Tensor v, Tensor? bias=None, Tensor? seqstart_q=None, "
       "Tensor? seqstart_k=None, Tensor? seqlen_k=None, int max_seqlen_q=-1, int mask_kind=0, "
-      "int window_left=-1, int window_right=-1, float scale=1.0) -> (Tensor, Tensor)");
+      "int window_left=-1, int window_right=-1, float scale=1.0, Tensor? block_tables=None, "
+      "int page_size=0) -> (Tensor, Tensor)");
 
   // Attention merge (merge_params.h): shards attn [B, M, G, H, Kq] (last stride 1) with LSE
   // [B, G, H, M] float32 -> the attention over every shard's keys, and its LSE when write_lse.

@@ -1,4 +1,4 @@
-// mslk::fmha_fwd: argument checks shared by every backend, and the CPU implementation, which
+// mslk::fmha_fused_fwd: argument checks shared by every backend, and the CPU implementation, which
 // builds the dense additive mask of the descriptor and runs the exact reference forward.
 #include "attention/fmha_fwd.h"
 
@@ -12,7 +12,7 @@
 
 namespace mslk::attention {
 namespace {
-constexpr const char* kOp = "mslk::fmha_fwd";
+constexpr const char* kOp = "mslk::fmha_fused_fwd";
 
 void check_seq_tensor(const std::optional<at::Tensor>& t, const at::Tensor& q, const char* name) {
   if (!t.has_value() || !t->defined()) return;
@@ -88,7 +88,22 @@ void fmha_fwd_check(const FmhaFwdArgs& a) {
       TORCH_CHECK_VALUE(a.seqstart_k->numel() == n + 1, kOp, ": seqstart_k needs ", n + 1, " entries; got ",
                         a.seqstart_k->numel());
     }
+    if (given(a.block_tables)) {
+      const auto& bt = *a.block_tables;
+      check_dtype(bt, kOp, "block_tables", {at::kInt});
+      check_dim(bt, kOp, "block_tables", 2, 2);
+      check_same_device(bt, q, kOp, "block_tables", "q");
+      TORCH_CHECK_VALUE(bt.size(0) == n, kOp, ": block_tables needs one row per sequence (", n, "), got shape ",
+                        bt.sizes());
+      TORCH_CHECK_VALUE(a.page_size > 0 && a.page_size < (int64_t(1) << 31), kOp,
+                        ": paged K/V needs 0 < page_size < 2^31, got ", a.page_size);
+      TORCH_CHECK_VALUE(given(a.seqlen_k), kOp, ": paged K/V needs seqlen_k (the key count of each lane)");
+      TORCH_CHECK_VALUE(!given(a.bias), kOp, ": a tensor bias cannot be combined with paged K/V");
+      TORCH_CHECK_VALUE(bt.size(1) * a.page_size < (int64_t(1) << 31), kOp,
+                        ": block_tables.shape[1] * page_size must be < 2^31");
+    }
   } else {
+    TORCH_CHECK_VALUE(!given(a.block_tables), kOp, ": block_tables (paged K/V) needs seqstart_q (varlen)");
     TORCH_CHECK_VALUE(!given(a.seqstart_k), kOp, ": seqstart_k given without seqstart_q");
     if (given(a.seqlen_k))
       TORCH_CHECK_VALUE(a.seqlen_k->numel() == B, kOp, ": seqlen_k needs B=", B, " entries; got ",
@@ -100,9 +115,31 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cpu(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& seqstart_q, const std::optional<at::Tensor>& seqstart_k,
     const std::optional<at::Tensor>& seqlen_k, int64_t max_seqlen_q, int64_t mask_kind, int64_t window_left,
-    int64_t window_right, double scale) {
+    int64_t window_right, double scale, const std::optional<at::Tensor>& block_tables, int64_t page_size) {
   fmha_fwd_check({q, k, v, bias, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q, mask_kind, window_left,
-                  window_right, scale});
+                  window_right, scale, block_tables, page_size});
+  if (given(block_tables)) {
+    // Paged: gather every lane's pages into one padded logical K/V, then the unpaged path.
+    auto bt = block_tables->to(at::kCPU).to(at::kLong);
+    const int64_t n = bt.size(0), row = bt.size(1) * page_size, phys = k.size(1);
+    const int64_t lo = bt.numel() ? bt.min().item<int64_t>() : 0, hi = bt.numel() ? bt.max().item<int64_t>() : 0;
+    TORCH_CHECK_VALUE(lo >= 0 && (bt.numel() == 0 || (hi + 1) * page_size <= phys), kOp,
+                      ": block_tables names pages outside the ", phys / page_size, " pages of k/v (values in [", lo,
+                      ", ", hi, "])");
+    auto offs = at::arange(page_size, at::TensorOptions().dtype(at::kLong));
+    auto idx = (bt.unsqueeze(-1) * page_size + offs).reshape({n * row}).to(k.device());
+    auto kl = k.index_select(1, idx), vl = v.index_select(1, idx);
+    auto sk = seqstart_k->to(at::kCPU).to(at::kLong).narrow(0, 0, n) +
+              at::arange(n, at::TensorOptions().dtype(at::kLong)) * row;
+    auto lk = seqlen_k->to(at::kCPU).to(at::kLong);
+    for (int64_t s = 0; s < n; ++s) {
+      const int64_t st = sk[s].item<int64_t>() - s * row, len = lk[s].item<int64_t>();
+      TORCH_CHECK_VALUE(st >= 0 && len >= 0 && st + len <= row, kOp, ": lane ", s, " keys [", st, ", ", st + len,
+                        ") run past its ", row, " paged keys (block_tables.shape[1] * page_size)");
+    }
+    return fmha_fwd_cpu(q, kl, vl, bias, seqstart_q, sk.to(at::kInt).to(q.device()), seqlen_k, max_seqlen_q,
+                        mask_kind, window_left, window_right, scale, std::nullopt, 0);
+  }
   const int64_t B = q.size(0), Mq = q.size(1), Mkv = k.size(1);
   const bool dbl = q.scalar_type() == at::kDouble;
   const auto acc = dbl ? at::kDouble : at::kFloat;
@@ -144,4 +181,4 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cpu(
 
 }  // namespace mslk::attention
 
-TORCH_LIBRARY_IMPL(mslk, CPU, m) { m.impl("fmha_fwd", &mslk::attention::fmha_fwd_cpu); }
+TORCH_LIBRARY_IMPL(mslk, CPU, m) { m.impl("fmha_fused_fwd", &mslk::attention::fmha_fwd_cpu); }

@@ -1,4 +1,4 @@
-// Torch glue shared by the CPU and CUDA implementations of mslk::fmha_fwd (schema in
+// Torch glue shared by the CPU and CUDA implementations of mslk::fmha_fused_fwd (schema in
 // attention_ops.cpp): argument checks and the CPU path (dense mask + reference forward).
 #pragma once
 #include <ATen/core/Tensor.h>
@@ -21,6 +21,8 @@ struct FmhaFwdArgs {
   int64_t window_left;
   int64_t window_right;
   double scale;
+  const std::optional<at::Tensor>& block_tables;
+  int64_t page_size;
 };
 
 // Shape, dtype, device and descriptor checks common to every backend (no device sync).
@@ -30,6 +32,6 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cpu(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& seqstart_q, const std::optional<at::Tensor>& seqstart_k,
     const std::optional<at::Tensor>& seqlen_k, int64_t max_seqlen_q, int64_t mask_kind, int64_t window_left,
-    int64_t window_right, double scale);
+    int64_t window_right, double scale, const std::optional<at::Tensor>& block_tables, int64_t page_size);
 
 }  // namespace mslk::attention

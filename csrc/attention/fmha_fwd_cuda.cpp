@@ -1,4 +1,4 @@
-// CUDA backend of mslk::fmha_fwd: the fused kernel of kernels/fmha_fwd_kernel.cuh (fp16/bf16,
+// CUDA backend of mslk::fmha_fused_fwd: the fused kernel of kernels/fmha_fwd_kernel.cuh (fp16/bf16,
 // head dims <= 256). Pads head dims to a multiple of 8 and copies inputs whose strides or base
 // address are not 16-byte aligned (the kernel loads 16-byte chunks); everything else is passed as
 // strides, so expand()ed K/V are read in place.
@@ -16,7 +16,7 @@
 
 namespace mslk::attention {
 namespace {
-constexpr const char* kOp = "mslk::fmha_fwd";
+constexpr const char* kOp = "mslk::fmha_fused_fwd";
 
 bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
@@ -36,9 +36,9 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
     const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& seqstart_q, const std::optional<at::Tensor>& seqstart_k,
     const std::optional<at::Tensor>& seqlen_k, int64_t max_seqlen_q, int64_t mask_kind, int64_t window_left,
-    int64_t window_right, double scale) {
+    int64_t window_right, double scale, const std::optional<at::Tensor>& block_tables, int64_t page_size) {
   fmha_fwd_check({q_in, k_in, v_in, bias, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q, mask_kind, window_left,
-                  window_right, scale});
+                  window_right, scale, block_tables, page_size});
   check_dtype(q_in, kOp, "q", {at::kHalf, at::kBFloat16});
   const int64_t B = q_in.size(0), Mq = q_in.size(1), H = q_in.size(2), Mkv = k_in.size(1);
   const int64_t K = q_in.size(3), Kv = v_in.size(3);
@@ -93,6 +93,15 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
     p.seqlen_k = lk.data_ptr<int>();
   }
   p.num_seqs = int(num_seqs);
+  at::Tensor bt;
+  if (given(block_tables)) {  // page values are checked by the kernel (rows outside k/v read as zeros)
+    bt = block_tables->contiguous();
+    p.block_table = bt.data_ptr<int>();
+    p.bt_stride = bt.size(1);
+    p.bt_cols = int(bt.size(1));
+    p.page_size = int(page_size);
+    p.kv_rows = k.size(1);
+  }
   // Only varlen blocks use the bound. Without seqstart_q every batch has Mq query rows and `out`
   // / `lse` come from at::empty: a smaller grid would leave rows >= max_seqlen_q uninitialized
   // (the CPU path ignores max_seqlen_q), so the dense case always launches for Mq rows.
@@ -110,4 +119,4 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
 }  // namespace
 }  // namespace mslk::attention
 
-TORCH_LIBRARY_IMPL(mslk, CUDA, m) { m.impl("fmha_fwd", &mslk::attention::fmha_fwd_cuda); }
+TORCH_LIBRARY_IMPL(mslk, CUDA, m) { m.impl("fmha_fused_fwd", &mslk::attention::fmha_fwd_cuda); }

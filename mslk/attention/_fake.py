@@ -11,9 +11,9 @@ def _fmha_reference_fwd(q, k, v, bias=None, scale=1.0, output_dtype=None):
     return out, lse
 
 
-@torch.library.register_fake("mslk::fmha_fwd")
+@torch.library.register_fake("mslk::fmha_fused_fwd")
 def _fmha_fwd(q, k, v, bias=None, seqstart_q=None, seqstart_k=None, seqlen_k=None, max_seqlen_q=-1, mask_kind=0,
-              window_left=-1, window_right=-1, scale=1.0):
+              window_left=-1, window_right=-1, scale=1.0, block_tables=None, page_size=0):
     B, Mq, H, _ = q.shape
     out = q.new_empty((B, Mq, H, v.shape[-1]))
     lse = q.new_empty((B, H, Mq), dtype=torch.float64 if q.dtype == torch.float64 else torch.float32)

@@ -1,4 +1,4 @@
-"""mslk::fmha_fwd (the fused attention forward behind cutlass.FwOp): the CPU path and the mask
+"""mslk::fmha_fused_fwd (the fused attention forward behind cutlass.FwOp): the CPU path and the mask
 descriptor translation here; the CUDA kernel against the float64 oracle wherever a GPU exists."""
 
 import math
@@ -11,8 +11,8 @@ from mslk.attention.fmha import cutlass, dispatch, reference
 from mslk.attention.fmha.common import Inputs, _kernel_registered
 from test.attention import oracle as o
 
-HAS_OP = hasattr(torch.ops.mslk, "fmha_fwd")
-HAS_CUDA_KERNEL = HAS_OP and torch.cuda.is_available() and _kernel_registered("mslk::fmha_fwd", "CUDA")
+HAS_OP = hasattr(torch.ops.mslk, "fmha_fused_fwd")
+HAS_CUDA_KERNEL = HAS_OP and torch.cuda.is_available() and _kernel_registered("mslk::fmha_fused_fwd", "CUDA")
 needs_cuda = pytest.mark.skipif(not HAS_CUDA_KERNEL, reason="needs a GPU and a CUDA build of mslk")
 pytestmark = pytest.mark.skipif(not HAS_OP, reason="native library not loaded")
 
@@ -57,6 +57,23 @@ def varlen_masks():
     ]
 
 
+def paged_masks(device="cpu", page_size=4):
+    """Paged masks over shuffled physical pages (with pages no lane uses); K/V have 14 pages."""
+    g = torch.Generator().manual_seed(page_size)
+    bt = torch.randperm(14, generator=g)[:12].reshape(3, 4).to(torch.int32)  # 3 lanes x 4 pages
+    row = 4 * page_size
+    ql, kl = [2, 0, 5], [row - 1, 3, row]
+    return [
+        ab.PagedBlockDiagonalPaddedKeysMask.from_seqlens(ql, kl, bt, page_size, device=device),
+        ab.PagedBlockDiagonalCausalWithOffsetPaddedKeysMask.from_seqlens(ql, kl, bt, page_size, device=device),
+        ab.PagedBlockDiagonalCausalLocalPaddedKeysMask.from_seqlens_local(ql, kl, bt, page_size, 3, device=device),
+        ab.PagedBlockDiagonalGappyKeysMask.from_seqlens(ql, [1, 0, page_size + 2, 0], [row - 2, 5, row - page_size - 2],
+                                                        bt, page_size, device=device),
+        ab.PagedBlockDiagonalCausalWithOffsetGappyKeysMask.from_seqlens(ql, [page_size - 1, 2, 0, 0], [page_size + 2, 1, row],
+                                                                        bt, page_size, device=device),
+    ]
+
+
 def make_bias(spec, B, H, mq, mkv, dtype, device, gen=None):
     if spec == "tensor":
         return rand((1, H, mq, mkv), torch.float32, device, gen)  # broadcast over B
@@ -73,7 +90,7 @@ def oracle(q, k, v, bias, scale):
 def run_op(q, k, v, bias, scale):
     desc = cutlass.mask_descriptor(bias, q.device)
     tb = desc.pop("bias")
-    return torch.ops.mslk.fmha_fwd(q, k, v, tb, scale=scale, **desc)
+    return torch.ops.mslk.fmha_fused_fwd(q, k, v, tb, scale=scale, **desc)
 
 
 # ---- CPU: the op's CPU path, which also checks the descriptor translation ----------------------
@@ -103,12 +120,44 @@ def test_cpu_varlen_masks(idx):
     torch.testing.assert_close(lse.double(), want_lse, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("page_size", [4, 16])
+@pytest.mark.parametrize("idx", range(5))
+def test_cpu_paged_masks(idx, page_size):
+    bias = paged_masks("cpu", page_size)[idx]
+    g = torch.Generator().manual_seed(idx)
+    mq, phys = bias.q_seqinfo.total, 14 * page_size
+    q, k, v = rand((1, mq, 2, 16), gen=g), rand((1, phys, 2, 16), gen=g), rand((1, phys, 2, 8), gen=g)
+    out, lse = run_op(q, k, v, bias, 0.25)
+    want_out, want_lse = oracle(q, k, v, bias, 0.25)
+    torch.testing.assert_close(out.double(), want_out, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(lse.double(), want_lse, atol=1e-5, rtol=1e-5)
+
+
+def test_cpu_paged_errors():
+    bias = paged_masks("cpu", 4)[0]
+    q, k = torch.zeros(1, bias.q_seqinfo.total, 2, 8), torch.zeros(1, 14 * 4, 2, 8)
+    d = cutlass.mask_descriptor(bias)
+    d.pop("bias")
+    with pytest.raises(ValueError, match="pages outside"):
+        torch.ops.mslk.fmha_fused_fwd(q, k[:, :20], k[:, :20], **d)
+    with pytest.raises(ValueError, match="page_size"):
+        torch.ops.mslk.fmha_fused_fwd(q, k, k, **{**d, "page_size": 0})
+    with pytest.raises(ValueError, match="one row per sequence"):
+        torch.ops.mslk.fmha_fused_fwd(q, k, k, **{**d, "block_tables": d["block_tables"][:2]})
+    with pytest.raises(TypeError, match="block_tables"):
+        torch.ops.mslk.fmha_fused_fwd(q, k, k, **{**d, "block_tables": d["block_tables"].long()})
+    with pytest.raises(ValueError, match="needs seqstart_q"):
+        torch.ops.mslk.fmha_fused_fwd(q, k, k, block_tables=d["block_tables"], page_size=4)
+    with pytest.raises(ValueError, match="needs seqlen_k"):
+        torch.ops.mslk.fmha_fused_fwd(q, k, k, **{**d, "seqlen_k": None})
+
+
 def test_cpu_padded_keys_without_varlen_and_fully_masked_rows():
     g = torch.Generator().manual_seed(0)
     B, M, N, H = 3, 5, 7, 2
     q, k, v = rand((B, M, H, 8), gen=g), rand((B, N, H, 8), gen=g), rand((B, N, H, 8), gen=g)
     seqlen = torch.tensor([7, 0, 3], dtype=torch.int32)
-    out, lse = torch.ops.mslk.fmha_fwd(q, k, v, seqlen_k=seqlen, mask_kind=2, scale=1.0)
+    out, lse = torch.ops.mslk.fmha_fused_fwd(q, k, v, seqlen_k=seqlen, mask_kind=2, scale=1.0)
     bias = torch.zeros(B, 1, M, N)
     for b, n in enumerate(seqlen.tolist()):
         bias[b, :, :, n:] = -math.inf
@@ -148,7 +197,7 @@ def test_operator_class_is_gated(monkeypatch):
     assert not cutlass.FwOp.is_available()
     assert any("MSLK_EXPERIMENTAL_ATTN" in r for r in cutlass.FwOp.not_supported_reasons(Inputs(q, q, q)))
     monkeypatch.setenv("MSLK_EXPERIMENTAL_ATTN", "1")
-    assert cutlass.FwOp.is_available() == (HAS_OP and _kernel_registered("mslk::fmha_fwd", "CUDA"))
+    assert cutlass.FwOp.is_available() == (HAS_OP and _kernel_registered("mslk::fmha_fused_fwd", "CUDA"))
     # honest limits
     reasons = cutlass.FwOp.not_supported_reasons(Inputs(q.float(), q.float(), q.float()))
     assert any("dtype" in r for r in reasons)
@@ -156,7 +205,7 @@ def test_operator_class_is_gated(monkeypatch):
     assert any("> 256" in r for r in cutlass.FwOp.not_supported_reasons(Inputs(big, big, big)))
     assert any("dropout" in r for r in cutlass.FwOp.not_supported_reasons(Inputs(q, q, q, p=0.1)))
     for t in (ab.PagedBlockDiagonalPaddedKeysMask, ab.PagedBlockDiagonalGappyKeysMask):
-        assert t not in cutlass.FwOp.SUPPORTED_ATTN_BIAS_TYPES
+        assert t in cutlass.FwOp.SUPPORTED_ATTN_BIAS_TYPES  # paged K/V read through the block table
     # CPU inputs never go to it; without a GPU, dispatch still picks the reference
     assert dispatch._dispatch_fw(Inputs(q, q, q), False) is reference.FwOp
 
@@ -164,13 +213,13 @@ def test_operator_class_is_gated(monkeypatch):
 def test_cpu_errors():
     q = torch.zeros(1, 4, 2, 8)
     with pytest.raises(ValueError, match="mask_kind"):
-        torch.ops.mslk.fmha_fwd(q, q, q, mask_kind=7)
+        torch.ops.mslk.fmha_fused_fwd(q, q, q, mask_kind=7)
     with pytest.raises(ValueError, match="seqstart_k"):
-        torch.ops.mslk.fmha_fwd(q, q, q, seqstart_q=torch.tensor([0, 4], dtype=torch.int32))
+        torch.ops.mslk.fmha_fused_fwd(q, q, q, seqstart_q=torch.tensor([0, 4], dtype=torch.int32))
     with pytest.raises(ValueError, match="seqlen_k"):
-        torch.ops.mslk.fmha_fwd(q, q, q, seqlen_k=torch.tensor([1, 2], dtype=torch.int32))
+        torch.ops.mslk.fmha_fused_fwd(q, q, q, seqlen_k=torch.tensor([1, 2], dtype=torch.int32))
     with pytest.raises(ValueError, match="broadcast"):
-        torch.ops.mslk.fmha_fwd(q, q, q, torch.zeros(3, 4, 4))
+        torch.ops.mslk.fmha_fused_fwd(q, q, q, torch.zeros(3, 4, 4))
 
 
 def _opcheck_args(device, dtype):
@@ -184,6 +233,11 @@ def _opcheck_args(device, dtype):
         ((q, k, v), dict(mask_kind=1, scale=0.3)),
         ((q, k, v, rand((2, 6, 7), torch.float32, device, g)), dict(mask_kind=3, window_left=2, window_right=1)),
         ((q, k, v), dict(seqstart_q=sq, seqstart_k=sk, max_seqlen_q=4, mask_kind=2)),
+        # paged: 2 lanes of 2 pages of 2 keys over the 3 (+1 partial) pages of k / v
+        ((q, k, v), dict(seqstart_q=sq, seqstart_k=torch.tensor([0, 1, 0], dtype=torch.int32, device=device),
+                         seqlen_k=torch.tensor([4, 2], dtype=torch.int32, device=device), mask_kind=2,
+                         block_tables=torch.tensor([[2, 0], [1, 2]], dtype=torch.int32, device=device),
+                         page_size=2)),
     ]
 
 
@@ -191,7 +245,7 @@ def _opcheck_args(device, dtype):
 def test_opcheck(device):
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     for args, kwargs in _opcheck_args(device, dtype):
-        torch.library.opcheck(torch.ops.mslk.fmha_fwd.default, args, kwargs)
+        torch.library.opcheck(torch.ops.mslk.fmha_fused_fwd.default, args, kwargs)
 
 
 # ---- CUDA: the kernel against the float64 oracle -------------------------------------------------
@@ -312,3 +366,17 @@ def test_cuda_through_operator_class(monkeypatch):
     out, ctx = cutlass.FwOp.apply(Inputs(q, k, v, m.to("cuda")), needs_gradient=True)
     assert ctx.lse.shape == (3, 3, 70)  # padded varlen LSE
     assert torch.isinf(ctx.lse[1]).all() and (ctx.lse[1] > 0).all()
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("page_size", [16, 64, 256])
+@pytest.mark.parametrize("idx", range(5))
+def test_cuda_paged_masks(dtype, d, page_size, idx):
+    bias = paged_masks("cuda", page_size)[idx]
+    g = torch.Generator().manual_seed(idx + d + page_size)
+    mq, phys = bias.q_seqinfo.total, 14 * page_size
+    q, k, v = (rand((1, mq, 4, d), dtype, "cuda", g), rand((1, phys, 4, d), dtype, "cuda", g),
+               rand((1, phys, 4, d), dtype, "cuda", g))
+    check_cuda(q, k, v, bias)

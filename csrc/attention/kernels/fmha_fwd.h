@@ -43,6 +43,15 @@ struct FmhaFwdParams {
   const int* seqstart_k;
   const int* seqlen_k;
   int num_seqs;
+  // Paged K/V (block_table != null; varlen only): logical key x of lane s is row
+  // block_table[s * bt_stride + x / page_size] * page_size + x % page_size of k / v (batch 0);
+  // rows outside [0, kv_rows) read as zeros. Lane s's keys are x in [seqstart_k[s], + seqlen_k[s]),
+  // within the lane's bt_cols * page_size logical keys.
+  const int* block_table;
+  int64_t bt_stride;
+  int page_size;
+  int bt_cols;
+  int64_t kv_rows;
   int max_seqlen_q;  // upper bound of the query block lengths (grid size)
   int mask_kind;
   int64_t window_left, window_right;  // < 0: unbounded

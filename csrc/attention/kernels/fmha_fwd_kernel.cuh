@@ -96,6 +96,43 @@ __device__ __forceinline__ void load_tile(T* s, const T* base, int64_t off, int6
   }
 }
 
+// Element offset of tile row r of a K/V tile: dense rows (off + r * row_stride), or through the
+// page table (paged K/V); -1 for a row that must read as zeros.
+struct DenseRows {
+  int64_t off, row_stride;
+  __device__ __forceinline__ int64_t operator()(int r) const { return off + r * row_stride; }
+};
+struct PagedRows {
+  const int* bt;     // this lane's block-table row
+  int64_t first;     // logical key of tile row 0
+  int64_t head_off;  // element offset of this head in a row
+  int64_t row_stride, kv_rows;
+  int page_size;
+  __device__ __forceinline__ int64_t operator()(int r) const {
+    const int64_t x = first + r;
+    const int64_t page = bt[x / page_size];
+    const int64_t row = page * page_size + x % page_size;
+    return page < 0 || row >= kv_rows ? -1 : head_off + row * row_stride;
+  }
+};
+
+// Async load of a [ROWS][D] K/V tile whose row r sits at element offset rows(r) (see above);
+// rows >= rows_valid, rows at offset -1 and columns >= cols_valid are zero-filled.
+template <typename T, int D, int ROWS, int THREADS, typename Rows>
+__device__ __forceinline__ void load_rows(T* s, const T* base, const Rows& rows, int rows_valid, int cols_valid,
+                                          int tid) {
+  constexpr int CPR = D / 8;
+  static_assert(ROWS * CPR % THREADS == 0, "tile chunks must divide evenly among the threads");
+#pragma unroll
+  for (int n = 0; n < ROWS * CPR / THREADS; ++n) {
+    const int i = tid + n * THREADS;
+    const int r = i / CPR, c = (i % CPR) * 8;
+    const int64_t ro = r < rows_valid && c < cols_valid ? rows(r) : -1;
+    const T* src = ro >= 0 ? base + ro + c : base;
+    cp_async_16(smem_u32(s + swz<D>(r, c)), src, ro >= 0 ? 16 : 0);
+  }
+}
+
 constexpr int64_t kUnbounded = int64_t(1) << 40;
 
 template <typename T, int D, int BM, int BN>
@@ -134,7 +171,8 @@ __global__ void __launch_bounds__(BM / 16 * 32) fmha_fwd_kernel(const FmhaFwdPar
   }
   // Memory safety against inconsistent descriptors (the glue cannot check device-side values).
   lq = max(0, min(lq, p.Mq - max(q0, 0)));
-  lk = max(0, min(lk, p.Mkv - max(k0, 0)));
+  const bool paged = p.block_table != nullptr;
+  lk = max(0, min(lk, (paged ? p.bt_cols * p.page_size : p.Mkv) - max(k0, 0)));
   if (q0 < 0 || k0 < 0) return;
   const int r0 = tile * BM;
   if (r0 >= lq) return;
@@ -159,6 +197,24 @@ __global__ void __launch_bounds__(BM / 16 * 32) fmha_fwd_kernel(const FmhaFwdPar
   const int64_t q_off = int64_t(bq) * p.q_sb + int64_t(q0 + r0) * p.q_sm + int64_t(h) * p.q_sh;
   const int64_t k_off = int64_t(bq) * p.k_sb + int64_t(k0) * p.k_sm + int64_t(h) * p.k_sh;
   const int64_t v_off = int64_t(bq) * p.v_sb + int64_t(k0) * p.v_sm + int64_t(h) * p.v_sh;
+  // K / V tile of keys [n, n + BN) of this lane into smem tile dst (dense or through the page table)
+  const int* bt_row = paged ? p.block_table + int64_t(s) * p.bt_stride : nullptr;
+  auto load_k = [&](T* dst, int n) {
+    if (paged) {
+      const PagedRows rows{bt_row, int64_t(k0) + n, int64_t(h) * p.k_sh, p.k_sm, p.kv_rows, p.page_size};
+      load_rows<T, D, BN, THREADS>(dst, k, rows, lk - n, p.K, tid);
+    } else {
+      load_rows<T, D, BN, THREADS>(dst, k, DenseRows{k_off + int64_t(n) * p.k_sm, p.k_sm}, lk - n, p.K, tid);
+    }
+  };
+  auto load_v = [&](T* dst, int n) {
+    if (paged) {
+      const PagedRows rows{bt_row, int64_t(k0) + n, int64_t(h) * p.v_sh, p.v_sm, p.kv_rows, p.page_size};
+      load_rows<T, D, BN, THREADS>(dst, v, rows, lk - n, p.Kv, tid);
+    } else {
+      load_rows<T, D, BN, THREADS>(dst, v, DenseRows{v_off + int64_t(n) * p.v_sm, p.v_sm}, lk - n, p.Kv, tid);
+    }
+  };
 
   float o[OB][4];
 #pragma unroll
@@ -173,9 +229,9 @@ __global__ void __launch_bounds__(BM / 16 * 32) fmha_fwd_kernel(const FmhaFwdPar
 
   if (n_tiles > 0) {
     load_tile<T, D, BM, THREADS>(sQ, q, q_off, p.q_sm, lq - r0, p.K, tid);
-    load_tile<T, D, BN, THREADS>(sK, k, k_off + int64_t(n_begin) * p.k_sm, p.k_sm, lk - n_begin, p.K, tid);
+    load_k(sK, n_begin);
     cp_async_commit();
-    load_tile<T, D, BN, THREADS>(sV, v, v_off + int64_t(n_begin) * p.v_sm, p.v_sm, lk - n_begin, p.Kv, tid);
+    load_v(sV, n_begin);
     cp_async_commit();
   }
 
@@ -190,7 +246,7 @@ __global__ void __launch_bounds__(BM / 16 * 32) fmha_fwd_kernel(const FmhaFwdPar
 
     if (it + 1 < n_tiles) {
       const int n1 = n0 + BN;
-      load_tile<T, D, BN, THREADS>(sK + nxt * BN * D, k, k_off + int64_t(n1) * p.k_sm, p.k_sm, lk - n1, p.K, tid);
+      load_k(sK + nxt * BN * D, n1);
     }
     cp_async_commit();  // possibly empty: keeps the group count uniform
 
@@ -291,7 +347,7 @@ __global__ void __launch_bounds__(BM / 16 * 32) fmha_fwd_kernel(const FmhaFwdPar
 
     if (it + 1 < n_tiles) {
       const int n1 = n0 + BN;
-      load_tile<T, D, BN, THREADS>(sV + nxt * BN * D, v, v_off + int64_t(n1) * p.v_sm, p.v_sm, lk - n1, p.Kv, tid);
+      load_v(sV + nxt * BN * D, n1);
     }
     cp_async_commit();
   }

@@ -1,11 +1,11 @@
 """General CUDA attention (the spec's `cutlass` class), backed by mslk's own fused kernel.
 
-`FwOp` runs `torch.ops.mslk.fmha_fwd` (csrc/attention/kernels/fmha_fwd_kernel.cuh): a
+`FwOp` runs `torch.ops.mslk.fmha_fused_fwd` (csrc/attention/kernels/fmha_fwd_kernel.cuh): a
 FlashAttention-2 style forward on SM80+ tensor cores (mma.sync), with every supported mask
 evaluated inside the kernel from a small descriptor. What it supports today is a subset of the
 spec's cutlass contract (which allows FP32 and head dims up to 65536): fp16/bf16, head dims up to
 256 (K != Kv allowed), no dropout, BMK/BMHK/BMGHK layouts, and the masks in
-SUPPORTED_ATTN_BIAS_TYPES. Varlen LSE uses the padded layout [num_seqs, H, max_Mq] (+inf past each
+SUPPORTED_ATTN_BIAS_TYPES, paged K/V included (read through the block table inside the kernel). Varlen LSE uses the padded layout [num_seqs, H, max_Mq] (+inf past each
 sequence), as the spec's cutlass does.
 
 EXPERIMENTAL: the kernel compiles but has not yet run on a GPU. The operator reports itself
@@ -25,10 +25,10 @@ from mslk.attention.fmha import _backends as _b
 from mslk.attention.fmha import attn_bias as _ab
 from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase, Context, Inputs, _kernel_registered
 
-_OP_NAME = "mslk::fmha_fwd"
+_OP_NAME = "mslk::fmha_fused_fwd"
 _ENV = "MSLK_EXPERIMENTAL_ATTN"
 
-# mask_kind values of mslk::fmha_fwd
+# mask_kind values of mslk::fmha_fused_fwd
 MASK_NONE, MASK_CAUSAL_TOP_LEFT, MASK_CAUSAL_BOTTOM_RIGHT, MASK_LOCAL_BOTTOM_RIGHT = 0, 1, 2, 3
 
 _DENSE_MASKS = (
@@ -49,11 +49,12 @@ def _kind(causal: bool, bottom_right: bool) -> int:
 
 
 def mask_descriptor(attn_bias: Any, device: Optional[torch.device] = None) -> Dict[str, Any]:
-    """The keyword arguments of `torch.ops.mslk.fmha_fwd` that describe `attn_bias` (mask_kind,
+    """The keyword arguments of `torch.ops.mslk.fmha_fused_fwd` that describe `attn_bias` (mask_kind,
     window_left, window_right, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q, bias). Raises
     NotImplementedError for an unsupported bias type."""
     d: Dict[str, Any] = dict(mask_kind=MASK_NONE, window_left=-1, window_right=-1, seqstart_q=None,
-                             seqstart_k=None, seqlen_k=None, max_seqlen_q=-1, bias=None)
+                             seqstart_k=None, seqlen_k=None, max_seqlen_q=-1, bias=None, block_tables=None,
+                             page_size=0)
     t = type(attn_bias)
     if attn_bias is None:
         return d
@@ -75,6 +76,23 @@ def mask_descriptor(attn_bias: Any, device: Optional[torch.device] = None) -> Di
     if t is _ab.LocalAttentionFromBottomRightMask:
         d.update(mask_kind=MASK_LOCAL_BOTTOM_RIGHT, window_left=attn_bias.window_left,
                  window_right=attn_bias.window_right)
+        return d
+    if t in _b.PAGED_MASKS:
+        # Paged lanes: seqstart_k holds each lane's start relative to its own pages (0 for padded
+        # lanes), and block_tables maps lane pages onto the physical K/V rows.
+        kw = attn_bias._block_kwargs()
+        d["mask_kind"] = _kind(bool(kw.get("causal", False)), bool(kw.get("bottom_right", False)))
+        if kw.get("window", 0):
+            d["window_left"] = int(kw["window"]) - 1
+        qi, ki = attn_bias.q_seqinfo, attn_bias.k_seqinfo
+        dev = device if device is not None else qi.seqstart.device
+        starts = [s for s, _ in attn_bias._logical_offsets()]
+        d["seqstart_q"] = qi.seqstart.to(dev)
+        d["seqstart_k"] = torch.tensor(starts + [0], dtype=torch.int32, device=dev)
+        d["seqlen_k"] = ki.seqlen.to(dev)
+        d["max_seqlen_q"] = int(qi.max_seqlen)
+        d["block_tables"] = attn_bias.block_tables.to(device=dev, dtype=torch.int32)
+        d["page_size"] = int(attn_bias.page_size)
         return d
     if t in _VARLEN_MASKS:
         kw = attn_bias._block_kwargs()
@@ -118,14 +136,14 @@ class FwOp(AttentionFwOpBase):
     EXPERIMENTAL, never yet run on a GPU: unavailable (and never dispatched automatically) unless
     MSLK_EXPERIMENTAL_ATTN=1 is set in the environment."""
 
-    OPERATOR = None  # resolved lazily: torch.ops.mslk.fmha_fwd
+    OPERATOR = None  # resolved lazily: torch.ops.mslk.fmha_fused_fwd
     NAME = "cutlassF-pt"
     SUPPORTED_DEVICES = {"cuda"}
     CUDA_MINIMUM_COMPUTE_CAPABILITY = (8, 0)
     SUPPORTED_DTYPES = set(_b.HALF)
     SUPPORTED_MAX_K = 256
     SUPPORTED_MIN_K = 1
-    SUPPORTED_ATTN_BIAS_TYPES = (*_DENSE_MASKS, *_VARLEN_MASKS)
+    SUPPORTED_ATTN_BIAS_TYPES = (*_DENSE_MASKS, *_VARLEN_MASKS, *_b.PAGED_MASKS)
     SUPPORTS_DROPOUT = False
     SUPPORTS_CUSTOM_SCALE = True
     SUPPORTS_DIFFERENT_VALUE_EMBED = True
@@ -139,7 +157,7 @@ class FwOp(AttentionFwOpBase):
 
     @classmethod
     def is_available(cls) -> bool:
-        return (os.environ.get(_ENV) == "1" and hasattr(torch.ops.mslk, "fmha_fwd")
+        return (os.environ.get(_ENV) == "1" and hasattr(torch.ops.mslk, "fmha_fused_fwd")
                 and _kernel_registered(_OP_NAME, "CUDA"))
 
     @classmethod
@@ -173,7 +191,7 @@ class FwOp(AttentionFwOpBase):
             if grouped and tb.ndim >= 3:
                 # [.., G, H, Mq, Mkv] broadcast -> [B, G*H, Mq, Mkv]
                 tb = tb.expand(B, G, H, q.shape[1], k.shape[1]).reshape(B, G * H, q.shape[1], k.shape[1])
-        out, lse = torch.ops.mslk.fmha_fwd(q, k, v, tb, scale=inp.scale_float, **desc)
+        out, lse = torch.ops.mslk.fmha_fused_fwd(q, k, v, tb, scale=inp.scale_float, **desc)
         if isinstance(bias, _ab.VARLEN_BIASES) and not cls.VARLEN_LSE_PACKED:
             lse = _packed_to_padded_lse(lse, bias.q_seqinfo.seqstart_py, bias.q_seqinfo.max_seqlen)
         if grouped:

@@ -31,3 +31,28 @@ requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+# MSLK_TEST_TIMEOUT=N (the GPU round sets it): a test running longer than N seconds (a hung
+# kernel, a grid barrier that never completes) dumps every thread's traceback and ends the
+# process, instead of eating the whole device call. (pytest-timeout is not on the GPU machine.)
+# The test id and the traceback go to MSLK_WATCHDOG_FILE (default stderr), outside pytest's capture.
+_TIMEOUT = float(os.environ.get("MSLK_TEST_TIMEOUT", "0") or 0)
+_WATCH = open(os.environ["MSLK_WATCHDOG_FILE"], "a") if _TIMEOUT > 0 and os.environ.get("MSLK_WATCHDOG_FILE") else None
+
+
+@pytest.fixture(autouse=True)
+def _watchdog(request):
+    if _TIMEOUT <= 0:
+        yield
+        return
+    import faulthandler
+    import sys
+
+    out = _WATCH or sys.__stderr__
+    print(f"[watchdog] {request.node.nodeid}", file=out, flush=True)
+    faulthandler.dump_traceback_later(_TIMEOUT, exit=True, file=out)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()

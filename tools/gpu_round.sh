@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # One full round on a GPU machine (no network needed): build with every core, C++ tests, the
 # whole pytest suite with GPU tests required, the benchmarks, the demo; a short summary last.
-# Logs and benchmark tables go to $OUT/round.tgz (OUT default ./out). Args: optional pytest selection.
-# Env: BENCHES (see below), SKIP_TESTS=1 (build + benchmarks only).
+# Logs and benchmark tables go to $OUT/round.tgz (OUT default ./out), re-packed after every step so
+# a call cut short by the device's time limit still returns what was done. Args: optional pytest
+# selection (default: each test/<domain> folder in its own pytest process, so a hang or crash in
+# one domain costs only that domain). Env: BENCHES (see below), SKIP_TESTS=1 (build + benchmarks
+# only), TEST_TIMEOUT (seconds per pytest process, default 300), MSLK_TEST_TIMEOUT (seconds per
+# test, default 120: a hung test dumps its traceback and ends its process; see test/conftest.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-$PWD/out}
@@ -11,21 +15,32 @@ mkdir -p "$OUT"    # returns at most 8 files)
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 [ -d .deps/cutlass/include ] && export MSLK_CUTLASS_DIR="$PWD/.deps/cutlass"
 status=()
+pack() { tar czf "$FINAL/round.tgz" -C "$FINAL" round 2>/dev/null; }
+export MSLK_TEST_TIMEOUT=${MSLK_TEST_TIMEOUT:-120}
 
 t0=$(date +%s)
 MSLK_CUDA=ON bash tools/build.sh >"$OUT/build.log" 2>&1 && b=ok || b=FAILED
 status+=("build: $b in $(( $(date +%s) - t0 )) s ($(nproc) cores)")
+pack
 [ "$b" = ok ] || { tail -40 "$OUT/build.log"; printf '%s\n' "${status[@]}"; exit 1; }
 
 if [ -d build/test/cpp ]; then
   ctest --test-dir build --output-on-failure >"$OUT/ctest.log" 2>&1
   status+=("ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)")
 fi
-[ $# -gt 0 ] || set -- test
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  MSLK_REQUIRE_GPU=1 python3 -m pytest -q -p no:cacheprovider "$@" >"$OUT/pytest.log" 2>&1
-  status+=("pytest: $(tail -1 "$OUT/pytest.log")")
-  grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20
+  if [ $# -gt 0 ]; then groups=("$*"); else groups=(test/*/); fi
+  for g in "${groups[@]}"; do
+    name=$(echo "$g" | tr -c 'A-Za-z0-9_.-' '_' | sed 's/_*$//')
+    # shellcheck disable=SC2086
+    MSLK_WATCHDOG_FILE="$OUT/watchdog_$name.log" MSLK_REQUIRE_GPU=1 timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q -p no:cacheprovider $g \
+      >"$OUT/pytest_$name.log" 2>&1
+    rc=$?
+    [ $rc = 124 ] && echo "TIMEOUT after ${TEST_TIMEOUT:-300} s" >>"$OUT/pytest_$name.log"
+    status+=("pytest $g: $(tail -1 "$OUT/pytest_$name.log") (rc $rc)")
+    grep -E "^(FAILED|ERROR)|Timeout|TIMEOUT" "$OUT/pytest_$name.log" | head -10
+    pack
+  done
 fi
 
 # BENCHES: which bench/<domain> folders to run ("all" default, "none", or e.g. "quantize gemm"):
@@ -37,6 +52,7 @@ for b in bench/*/bench_*.py; do
   n=$(basename "$b" .py)
   python3 -m "bench.$(basename "$(dirname "$b")").$n" --out "$OUT/${n#bench_}.md" >"$OUT/$n.log" 2>&1 \
     && status+=("$n: ok") || { status+=("$n: FAILED"); tail -20 "$OUT/$n.log"; }
+  pack
 done
 python3 tools/demo.py >"$OUT/demo.log" 2>&1 && status+=("demo: ok") || status+=("demo: FAILED")
 
@@ -44,4 +60,4 @@ echo "================ summary ================"
 for f in "$OUT"/*.md; do [ -f "$f" ] && { echo "--- $(basename "$f")"; grep '^|' "$f"; }; done
 tail -3 "$OUT/demo.log"
 printf '%s\n' "${status[@]}"
-tar czf "$FINAL/round.tgz" -C "$FINAL" round && rm -rf "$OUT"
+pack && rm -rf "$OUT"

@@ -33,7 +33,8 @@ def _backward(ctx, grads):
     return list(d_attn), list(d_lses), None, None, None, None, None, None, None
 
 
-torch.library.register_autograd("mslk::fmha_merge_attentions_varargs", _backward, setup_context=_setup_context)
+if hasattr(_ops, "fmha_merge_attentions_varargs"):  # absent under MSLK_PYTHON_ONLY=1
+    torch.library.register_autograd("mslk::fmha_merge_attentions_varargs", _backward, setup_context=_setup_context)
 
 
 def to_kernel_layout(attn: torch.Tensor, lse: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -2,10 +2,12 @@
 // reduces to one or more calls of the backend's single contract (fp8_rowwise_params.h), so
 // the CPU reference and the CUDA kernels see identical inputs.
 //
-// Grouped forms whose group sizes live in a tensor (M_sizes, offsets) read them to the host
-// and launch one GEMM per group. This is a stopgap (a host sync, not CUDA-graph safe) until a
-// device-side grouped kernel lands; f8f8bf16_rowwise_grouped_dynamic needs no sync (it runs
-// the full batch and zeroes the rows past zero_start_index_M on the device).
+// Grouped forms whose group sizes live in a tensor, grouped along M (_grouped_stacked with
+// M_sizes, the 2D x 3D _grouped_mm with offsets), go to the backend's device-side grouped GEMM
+// (no host sync, CUDA-graph safe; group-size values are then not validated). Where it does not
+// apply (the CPU reference, unaligned operands, the other _grouped_mm layouts) the sizes are read
+// to the host and one GEMM runs per group. f8f8bf16_rowwise_grouped_dynamic needs no sync (it
+// runs the full batch and zeroes the rows past zero_start_index_M on the device).
 #include "gemm/fp8_rowwise.h"
 
 #include <ATen/ops/arange.h>
@@ -100,6 +102,36 @@ std::vector<int64_t> host_ints(const Tensor& t, const char* op, const char* arg,
   check_same_device(t, ref, op, arg, "XQ");
   Tensor c = t.to(at::kCPU, at::kLong).contiguous();
   return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+// Groups along M on the device (see the note at the top). out [total_M, N] contiguous bf16;
+// xs [total_M], ws [G * N] float32 vectors. Returns false when the backend cannot take it.
+bool try_device_grouped(const RowwiseBackend& be, const Tensor& XQ, const Tensor& WQ, const Tensor& xs,
+                        const Tensor& ws, const Tensor& sizes, bool ends, const Tensor& out, const char* op,
+                        const char* arg) {
+  if (!be.grouped || !out.is_contiguous()) return false;
+  check_dtype(sizes, op, arg, {at::kInt, at::kLong});
+  check_dim(sizes, op, arg, 1, 1);
+  check_same_device(sizes, XQ, op, arg, "XQ");
+  const int64_t G = WQ.size(0);
+  TORCH_CHECK_VALUE(sizes.size(0) == G, op, ": argument '", arg, "' must hold one value per group (", G,
+                    "), got shape ", sizes.sizes());
+  const Tensor sz = sizes.contiguous();
+  Fp8GroupedParams p;
+  p.x = static_cast<const uint8_t*>(XQ.const_data_ptr());
+  p.w = static_cast<const uint8_t*>(WQ.const_data_ptr());
+  p.x_scale = xs.const_data_ptr<float>();
+  p.w_scale = ws.const_data_ptr<float>();
+  p.out = out.data_ptr();
+  p.sizes = sz.const_data_ptr();
+  p.sizes_int64 = sz.scalar_type() == at::kLong;
+  p.sizes_are_ends = ends;
+  p.G = G, p.total_M = XQ.size(0), p.N = WQ.size(1), p.K = XQ.size(1);
+  p.ldx = XQ.size(0) > 1 ? XQ.stride(0) : p.K;
+  p.ldw = p.N > 1 ? WQ.stride(1) : p.K;
+  p.w_gs = G > 1 ? WQ.stride(0) : p.N * p.ldw;
+  p.fast_accum = true;
+  return be.grouped(p);
 }
 
 void check_out(const Tensor& out, at::IntArrayRef shape, const Tensor& ref, const char* op) {
@@ -268,6 +300,10 @@ Tensor rowwise_grouped_stacked(const RowwiseBackend& b, const Tensor& XQ, const 
   c10::OptionalDeviceGuard guard(XQ.device());
   const Tensor xs = scale_vec(x_scale, total_M, XQ, op, "x_scale", "one per row of XQ");
   const Tensor ws = scale_vec(w_scale, G * N, XQ, op, "w_scale", "[G, N]");
+  if (total_M > 0 && N > 0 && G > 0 && K > 0) {
+    Tensor out = at::empty({total_M, N}, XQ.options().dtype(at::kBFloat16));
+    if (try_device_grouped(b, XQ, WQ, xs, ws, M_sizes, false, out, op, "M_sizes")) return out;
+  }
   const auto sizes = host_ints(M_sizes, op, "M_sizes", XQ);
   TORCH_CHECK_VALUE(static_cast<int64_t>(sizes.size()) == G, op, ": argument 'M_sizes' must hold one size per group (",
                     G, "), got shape ", M_sizes.sizes());
@@ -358,10 +394,12 @@ Tensor rowwise_grouped_mm(const RowwiseBackend& b, const Tensor& XQ, const Tenso
                       WQ.sizes());
     const Tensor xs = scale_vec(x_scale, TM, XQ, op, "x_scale", "one per row of XQ");
     const Tensor ws = scale_vec(w_scale, G * N, XQ, op, "w_scale", "[G, N]");
+    Tensor out = make_out({TM, N});
+    if (TM > 0 && N > 0 && G > 0 && K > 0 && try_device_grouped(b, XQ, WQ, xs, ws, *offsets, true, out, op, "offsets"))
+      return out;
     const auto e = ends(TM, "M");
     TORCH_CHECK_VALUE(static_cast<int64_t>(e.size()) == G, op, ": 'offsets' must hold one end per group (", G,
                       "), got ", e.size());
-    Tensor out = make_out({TM, N});
     int64_t r0 = 0;
     for (int64_t g = 0; g < G; ++g) {
       const int64_t m = e[g] - r0;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "gemm/fp8_grouped_params.h"
 #include "gemm/fp8_rowwise_params.h"
 
 namespace mslk::gemm {
@@ -16,6 +17,9 @@ using at::TensorList;
 
 struct RowwiseBackend {
   void (*run)(const RowwiseGemmParams&);
+  // Device-side grouped GEMM (fp8_grouped_params.h), or null. Returns false, having done
+  // nothing, when it cannot take the problem: the glue then runs one GEMM per group.
+  bool (*grouped)(const Fp8GroupedParams&);
 };
 
 Tensor rowwise(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,

@@ -48,7 +48,7 @@ void cpu_run(const RowwiseGemmParams& p) {
   });
 }
 
-constexpr RowwiseBackend kCpuBackend{cpu_run};
+constexpr RowwiseBackend kCpuBackend{cpu_run, nullptr};  // group sizes are host-visible: per-group calls
 using CpuOps = RowwiseOps<&kCpuBackend>;
 
 }  // namespace

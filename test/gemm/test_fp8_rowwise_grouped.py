@@ -104,3 +104,73 @@ def test_grouped_mm_2d_2d_k_groups(device):
     check(out[0], xq[:, :32], wq[:, :32], xs[0], ws[0])
     assert torch.all(out[1] == 0)
     check(out[2], xq[:, 32:], wq[:, 32:], xs[2], ws[2])
+
+
+# ---- the device-side grouped kernel (CUDA) against the per-group host path and float64 --------
+
+@pytest.fixture(params=["device", "host"])
+def grouped_kernel(request, monkeypatch):
+    # "host": sizes read to the host, one GEMM per group; "device": the CUTLASS grouped kernel
+    # (the default on CUDA). On CPU both run the reference.
+    if request.param == "host":
+        monkeypatch.setenv("MSLK_FP8_GROUPED_KERNEL", "host")
+    else:
+        monkeypatch.delenv("MSLK_FP8_GROUPED_KERNEL", raising=False)
+    return request.param
+
+
+@pytest.mark.parametrize("sizes", [[0, 300, 1, 0, 77, 128, 2, 0], [1] * 300, [0, 0, 0], [513]])
+def test_grouped_stacked_many_shapes(device, grouped_kernel, sizes):
+    G, N, K = len(sizes), 136, 144  # N, K not multiples of the 128 tile
+    total = sum(sizes) + 5
+    xq, wq = rand_fp8((total, K), device), rand_fp8((G, N, K), device)
+    xs, ws = rand_scale(total, device), rand_scale(N, device, (G,))
+    ms = torch.tensor(sizes, dtype=torch.int64, device=device)
+    out = ops.f8f8bf16_rowwise_grouped_stacked(xq, wq, xs, ws, ms)
+    r = 0
+    for g, m in enumerate(sizes):
+        if m:
+            check(out[r:r + m], xq[r:r + m], wq[g], xs[r:r + m], ws[g])
+        r += m
+    assert torch.all(out[r:] == 0)
+
+
+def test_grouped_mm_2d_3d_strided(device, grouped_kernel):
+    G, N, K = 5, 64, 128
+    ends = [0, 40, 41, 41, 200]
+    big = rand_fp8((200, 2 * K), device)
+    xq = big[:, K:]  # row stride 2K, last stride 1
+    wq = rand_fp8((G, N, K), device)
+    xs, ws = rand_scale(200, device), rand_scale(N, device, (G,))
+    out = torch.full((200, N), float("nan"), dtype=torch.bfloat16, device=device)  # poisoned output buffer
+    ops.f8f8bf16_rowwise_grouped_mm(xq, wq, xs, ws, torch.tensor(ends, dtype=torch.int32, device=device), out)
+    r = 0
+    for g, e in enumerate(ends):
+        if e > r:
+            check(out[r:e], xq[r:e], wq[g], xs[r:e], ws[g])
+        r = e
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_grouped_stacked_is_graph_capturable():
+    # The device path reads M_sizes on the GPU only: capturing it in a CUDA graph works (a host
+    # sync would raise during capture), and replays follow new sizes written into the same tensor.
+    G, N, K, total = 4, 128, 256, 96
+    xq, wq = rand_fp8((total, K), "cuda"), rand_fp8((G, N, K), "cuda")
+    xs, ws = rand_scale(total, "cuda"), rand_scale(N, "cuda", (G,))
+    ms = torch.tensor([10, 0, 50, 20], dtype=torch.int64, device="cuda")
+    ops.f8f8bf16_rowwise_grouped_stacked(xq, wq, xs, ws, ms)  # warm-up outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = ops.f8f8bf16_rowwise_grouped_stacked(xq, wq, xs, ws, ms)
+    for sizes in ([10, 0, 50, 20], [0, 96, 0, 0], [1, 2, 3, 4]):
+        ms.copy_(torch.tensor(sizes))
+        graph.replay()
+        torch.cuda.synchronize()
+        r = 0
+        for g, m in enumerate(sizes):
+            if m:
+                check(out[r:r + m], xq[r:r + m], wq[g], xs[r:r + m], ws[g])
+            r += m
+        assert torch.all(out[r:] == 0)

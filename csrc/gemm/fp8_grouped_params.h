@@ -1,0 +1,30 @@
+// The device-side grouped form of the rowwise FP8 GEMM (f8f8bf16_rowwise_grouped_stacked and the
+// 2D x 3D f8f8bf16_rowwise_grouped_mm): groups along M whose sizes stay in a device tensor, so
+// the call never syncs with the host (CUDA-graph safe). Torch-free: kernel TUs include it.
+//
+//   group g owns rows [S_g, S_g + m_g) of x / out, clipped to [0, total_M), where m_g is
+//   sizes[g] (counts) or sizes[g] - sizes[g - 1] (cumulative ends, sizes[-1] = 0), negatives
+//   counting as 0, and S_g the sum of the earlier m's;
+//   out[r, n] = bf16(x_scale[r] * (w_scale[g * N + n] * sum_k x[r, k] * w[g, n, k])) there,
+//   and out rows past the last group are 0.
+// Values are not validated on the device (the glue checks them wherever they are host-visible).
+#pragma once
+#include <cstdint>
+
+namespace mslk::gemm {
+
+struct Fp8GroupedParams {
+  const uint8_t* x = nullptr;        // [total_M, K] E4M3FN, row r at r * ldx
+  const uint8_t* w = nullptr;        // [G, N, K] E4M3FN, (g, n) at g * w_gs + n * ldw
+  const float* x_scale = nullptr;    // [total_M]
+  const float* w_scale = nullptr;    // [G * N]
+  void* out = nullptr;               // [total_M, N] bfloat16, contiguous
+  const void* sizes = nullptr;       // [G] int32 / int64
+  bool sizes_int64 = false;
+  bool sizes_are_ends = false;       // cumulative ends (offsets) instead of counts (M_sizes)
+  int64_t G = 0, total_M = 0, N = 0, K = 0;
+  int64_t ldx = 0, ldw = 0, w_gs = 0;
+  bool fast_accum = true;
+};
+
+}  // namespace mslk::gemm

@@ -23,13 +23,15 @@
 
 // S(max_m, max_weight_mib, ctas_per_sm, min_k_per_split): how the skinny kernel splits K. The
 // first row with M <= max_m and N*K <= max_weight_mib MiB wins (-1: no limit). splits =
-// (ctas_per_sm * SMs) / (CTAs of one split: L * ceil(N / 64)), at least 1 (at most one wave),
-// at most K / min_k_per_split: K splits buy CTAs for small N, but every split adds an fp32
-// partial of L*M*N to write and re-read. First guesses; regenerate from bench runs.
+// (ctas_per_sm * SMs) / (CTAs of one split: L * ceil(N / 64)), at least 1, at most
+// K / min_k_per_split. K splits buy CTAs (bytes in flight) for small N, but every split adds an
+// fp32 partial of L*M*N to write and re-read (8 * M / min_k of the weight bytes at most), hence
+// longer splits for more tokens. ctas_per_sm <= 4 (what fits): at most one wave. First guesses;
+// regenerate from bench/gemm/bench_fp8_rowwise.py runs.
 #define MSLK_FP8_SKINNY_SPLITS(S) \
-  S(16, 16, 8, 256)               \
+  S(4, 16, 4, 256)                \
   S(16, -1, 4, 512)               \
-  S(64, -1, 2, 1024)
+  S(64, -1, 4, 1024)
 
 namespace mslk::gemm {
 

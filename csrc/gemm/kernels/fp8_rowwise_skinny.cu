@@ -66,6 +66,12 @@ static_assert(kNumFp8SkinnySplits > 0 && kFp8SkinnySplits[kNumFp8SkinnySplits - 
                   kFp8SkinnySplits[kNumFp8SkinnySplits - 1].max_weight_mib < 0,
               "fp8_rowwise_configs.h: the last MSLK_FP8_SKINNY_SPLITS row must cover M <= 64 and any size");
 static_assert(MSLK_FP8_SKINNY_AUTO_MAX_M <= kMaxM, "the skinny kernel takes M <= 64");
+constexpr bool splits_fit_one_wave() {
+  for (const auto& r : kFp8SkinnySplits)
+    if (r.ctas_per_sm < 1 || r.ctas_per_sm > 4 || r.min_k_per_split < kChunk) return false;
+  return true;
+}
+static_assert(splits_fit_one_wave(), "MSLK_FP8_SKINNY_SPLITS: ctas_per_sm in 1..4 (what fits), min_k >= 256");
 
 __device__ __forceinline__ uint64_t evict_first_policy() {
   uint64_t pol;
@@ -229,8 +235,14 @@ __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
 }
 
 // out = epilogue(sum over s in order of workspace[s][l][m][n]), one thread per element.
+// Launched as a programmatic dependent of skinny_kernel (sm_90): its launch overlaps the main
+// kernel's tail, and griddepcontrol.wait returns once that grid has completed with its writes
+// visible (a no-op when launched without the attribute).
 template <typename OutT>
 __global__ void __launch_bounds__(kReduceThreads) skinny_reduce(const RowwiseGemmParams p, const int splits) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   const int64_t mn = p.M * p.N, total = p.L * mn;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * kReduceThreads + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * kReduceThreads) {
@@ -255,12 +267,21 @@ cudaError_t launch(const RowwiseGemmParams& p, int splits, int64_t kps, cudaStre
   skinny_kernel<MT, OutT><<<grid, kThreads, 0, s>>>(p, kps);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess || splits == 1) return e;
-  int dev = 0, sms = 0;
+  int dev = 0, sms = 0, major = 0;
   if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
   if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
+  if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess) return e;
   const int64_t blocks = div_up(p.L * p.M * p.N, kReduceThreads);
-  skinny_reduce<OutT><<<static_cast<unsigned>(blocks < 8 * sms ? blocks : 8 * sms), kReduceThreads, 0, s>>>(p, splits);
-  return cudaGetLastError();
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks < 8 * sms ? blocks : 8 * sms));
+  cfg.blockDim = dim3(kReduceThreads);
+  cfg.stream = s;
+  cudaLaunchAttribute pdl[1];
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = pdl;
+  cfg.numAttrs = major >= 9 ? 1 : 0;  // programmatic dependent launch: sm_90+
+  return cudaLaunchKernelEx(&cfg, skinny_reduce<OutT>, p, splits);
 }
 
 template <typename OutT>

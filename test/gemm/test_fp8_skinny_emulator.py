@@ -15,6 +15,7 @@ _spec.loader.exec_module(emu)
 # (M, N, K, extra): every token tile (MT 1, 2, 4, 8), N and K off the tile, tails, strides, batches.
 CASES = [
     (1, 72, 48, {}),
+    (3, 20, 16, {"lda_pad": 16}),
     (2, 16, 96, {"bias": False}),
     (7, 100, 272, {"lda_pad": 32}),
     (8, 64, 512, {"ldd_pad": 5}),

@@ -18,10 +18,12 @@
 // operands place physical k kb+16t+8h+4s+i at logical k 16s+4t+i: a bijection of the 64 k.
 //
 // Block: 4 warps, 16 weight rows each (64 rows per CTA), all warps at the same k so the
-// activation chunk staged in shared memory serves all four. A chunk is 256 k: per thread 8
-// 16-byte weight loads (2 rows x 4 steps), issued one chunk ahead (128 B in flight per thread),
-// and the activations [8*MT tokens][256 k] by cp.async, double-buffered, zero-filled past M and
-// past the split's end (so the K tail and the rows past N are zeros on both sides).
+// activation chunk staged in shared memory serves all four. A chunk is 4 steps (256 k) for
+// M <= 16, 2 steps for more tokens (registers): per thread 2 rows x steps 16-byte weight loads,
+// issued one chunk ahead (128 / 64 B in flight per thread, 64 / 32 KB per SM at the 4 CTAs per
+// SM that 128 registers allow), and the activations [8*MT tokens][chunk] by cp.async,
+// double-buffered. Loads past the split's end (the K tail) and rows past N / tokens past M
+// read nothing and give zeros, on both operands.
 //
 // Accumulation is float32: on sm_90 ptxas lowers each m16n8k32 e4m3 MMA to exact e4m3 -> f16
 // conversions, two HMMA.16816.F32 and float32 adds into C (see the SASS). We keep that shape in

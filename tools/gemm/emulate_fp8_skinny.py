@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-CONFIGS = Path(__file__).resolve().parents[2] / "csrc/gemm/kernels/fp8_rowwise_configs.h"
+KERNELS = Path(__file__).resolve().parents[2] / "csrc/gemm/kernels"
+CONFIGS = KERNELS / "fp8_rowwise_configs.h"
 WARPS, THREADS = 4, 128
 ROWS_PER_CTA = 16 * WARPS
 STEP, CHUNK, MAX_M = 64, 256, 64
@@ -75,6 +76,18 @@ def skinny_splits(M, N, K, L, sms, table=None):
 def skinny_applies(p):
     return (1 <= p["M"] <= MAX_M and p["K"] % 16 == 0 and p["lda"] % 16 == 0 and p["ldb"] % 16 == 0
             and p["batch_a"] % 16 == 0 and p["batch_b"] % 16 == 0 and p["a_off"] % 16 == 0 and p["b_off"] % 16 == 0)
+
+
+def kernel_constants(path=KERNELS / "fp8_rowwise_skinny.cu"):
+    """The kernel's tile constants, read from its source (so this mirror cannot drift silently)."""
+    text = path.read_text()
+
+    def const(name):
+        return int(re.search(rf"constexpr int (?:\w+ = \w+, )?{name} = (\d+)", text).group(1))
+
+    steps = re.search(r"kSteps = MT >= (\d+) \? (\d+) : (\d+);", text)
+    return dict(warps=const("kWarps"), step=const("kStep"), chunk=const("kChunk"), max_m=const("kMaxM"),
+                steps=tuple(int(v) for v in steps.groups()))
 
 
 def tile_mt(M):

@@ -6,7 +6,8 @@ Also checks each mslk result against _scaled_mm once per shape (max relative dif
 
 At the decode sizes (--skinny-ms, default 1, 16, 64) it also times the decode-shape kernel
 forced with MSLK_FP8_GEMM_KERNEL=skinny, eagerly and as a CUDA graph (device time without the
-host's per-call cost), against the floor: the weight read N*K bytes at the measured copy rate.
+host's per-call cost), against the floor: the weight read N*K bytes at the measured copy rate;
+and the CUTLASS kernel forced the same way (graph), the data for MSLK_FP8_SKINNY_AUTO_MAX_M.
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def main():
             flops = 2.0 * M * N * K
             tf_ours, tf_peer = flops / (t_ours * 1e-3) / 1e12, flops / (t_peer * 1e-3) / 1e12
             floor_us = N * K / bw * 1e6
-            sk = ["-"] * 6
+            sk = ["-"] * 7
             if M in skinny_ms:
                 with forced_kernel("skinny"):
                     c = ours(*sets[0]).float()
@@ -122,11 +123,16 @@ def main():
                     t_sk = time_ms(ours, sets)
                     t_skg = time_graph_ms(ours, sets)
                 try:
+                    with forced_kernel("cutlass"):
+                        t_cug = time_graph_ms(ours, sets)
+                except RuntimeError:  # a build without CUTLASS
+                    t_cug = float("nan")
+                try:
                     t_peerg = time_graph_ms(peer, sets)
                 except RuntimeError:
                     t_peerg = float("nan")
                 sk = [f"{t_sk * 1e3:.1f}", f"{t_skg * 1e3:.1f}", f"{floor_us:.1f}", f"{t_skg * 1e3 / floor_us:.2f}x",
-                      f"{t_peerg / t_skg:.2f}x", f"{rel_sk:.1e}"]
+                      f"{t_peerg / t_skg:.2f}x", f"{t_cug * 1e3:.1f}", f"{rel_sk:.1e}"]
             rows.append([M, N, K, f"{t_ours * 1e3:.1f}", f"{tf_ours:.0f}", f"{t_peer * 1e3:.1f}", f"{tf_peer:.0f}",
                          f"{t_peer / t_ours:.2f}x", f"{rel:.1e}", *sk])
             print(" | ".join(str(c) for c in rows[-1]), flush=True)
@@ -134,7 +140,7 @@ def main():
         torch.cuda.empty_cache()
     header = ["M", "N", "K", "mslk us", "mslk TFLOP/s", "_scaled_mm us", "_scaled_mm TFLOP/s", "speedup",
               "max rel diff", "skinny us", "skinny graph us", "floor us", "skinny graph / floor",
-              "speedup (graphs)", "skinny rel diff"]
+              "speedup (graphs)", "cutlass graph us", "skinny rel diff"]
     write_results(args.out, "FP8 rowwise GEMM: mslk f8f8bf16_rowwise vs torch._scaled_mm (fast accum)", header,
                   rows, notes="BF16 output, row scales on both sides, use_fast_accum=True for both. skinny: "
                   "MSLK_FP8_GEMM_KERNEL=skinny; graph columns time CUDA graphs of both ops (device time); "

@@ -55,8 +55,8 @@ constexpr int kReduceThreads = 256;
 
 // Per token tile: 64-k steps per chunk (a chunk is one activation stage and one weight register
 // buffer: 32 * steps bytes per thread in flight). Four CTAs per SM must fit (128 registers);
-// more tokens need more accumulator and fragment registers, hence fewer steps (no spills then,
-// ptxas -v: MT 1, 8: none; MT 2, 4: a few bytes outside the inner loop).
+// more tokens need more accumulator and fragment registers, hence fewer steps (ptxas -v, sm_90a:
+// MT 1, 8 spill nothing; MT 2 reloads two 4-byte values per chunk, MT 4 spills outside the loop).
 template <int MT>
 struct Tile {
   static constexpr int kSteps = MT >= 4 ? 2 : 4;

@@ -3,20 +3,29 @@
 Prints and writes (--out) TFLOP/s of both and the speedup, for M in {1..8192} over the
 (N, K) shapes of common LLM projections. Inputs rotate through enough copies to exceed L2.
 Also checks each mslk result against _scaled_mm once per shape (max relative difference).
+
+At the decode sizes (--skinny-ms, default 1, 16, 64) it also times the decode-shape kernel
+forced with MSLK_FP8_GEMM_KERNEL=skinny, eagerly and as a CUDA graph (device time without the
+host's per-call cost), against the floor: the weight read N*K bytes at the measured copy rate;
+and the CUTLASS kernel forced the same way (graph), the data for MSLK_FP8_SKINNY_AUTO_MAX_M.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 from pathlib import Path
 
 import torch
 
 import mslk  # noqa: F401
-from bench.common import copies_to_exceed_l2, time_ms, write_results
+from bench.common import copies_to_exceed_l2, copy_bandwidth_tbs, time_ms, write_results
 
 FP8 = torch.float8_e4m3fn
 MS = [1, 16, 64, 128, 512, 2048, 8192]
+SKINNY_MS = [1, 16, 64]
+ENV = "MSLK_FP8_GEMM_KERNEL"
 NKS = [(8192, 8192), (28672, 8192), (8192, 28672), (7168, 16384), (1280, 8192), (8192, 1024)]
 
 
@@ -37,12 +46,59 @@ def peer(xq, wq, xs, ws):
                             use_fast_accum=True)
 
 
+class forced_kernel:
+    """MSLK_FP8_GEMM_KERNEL=name inside the block (the op reads it on every call)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        self.prev = os.environ.get(ENV)
+        os.environ[ENV] = self.name
+
+    def __exit__(self, *exc):
+        if self.prev is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = self.prev
+
+
+def time_graph_ms(fn, arg_sets, reps: int = 15) -> float:
+    """Device time per call: one CUDA graph of a pass over arg_sets, replayed; median of reps."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for a in arg_sets:  # warm-up outside capture
+            fn(*a)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for a in arg_sets:
+            fn(*a)
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / len(arg_sets))
+    del graph
+    return statistics.median(times)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results_fp8_rowwise.md"))
     ap.add_argument("--ms", type=str, default=",".join(map(str, MS)))
+    ap.add_argument("--skinny-ms", type=str, default=",".join(map(str, SKINNY_MS)))
     args = ap.parse_args()
     ms = [int(m) for m in args.ms.split(",")]
+    skinny_ms = {int(m) for m in args.skinny_ms.split(",") if m}
+    bw = copy_bandwidth_tbs() * 1e12  # the measured copy rate (read + write), ~4.1 TB/s on the H200
+    print(f"copy rate {bw / 1e12:.2f} TB/s; weight-read floor = N*K bytes at that rate")
     rows = []
     for N, K in NKS:
         for M in ms:
@@ -58,15 +114,37 @@ def main():
                 t_peer = float("nan")
             flops = 2.0 * M * N * K
             tf_ours, tf_peer = flops / (t_ours * 1e-3) / 1e12, flops / (t_peer * 1e-3) / 1e12
+            floor_us = N * K / bw * 1e6
+            sk = ["-"] * 7
+            if M in skinny_ms:
+                with forced_kernel("skinny"):
+                    c = ours(*sets[0]).float()
+                    rel_sk = ((c - b).abs().max() / b.abs().max().clamp(min=1e-30)).item()
+                    t_sk = time_ms(ours, sets)
+                    t_skg = time_graph_ms(ours, sets)
+                try:
+                    with forced_kernel("cutlass"):
+                        t_cug = time_graph_ms(ours, sets)
+                except RuntimeError:  # a build without CUTLASS
+                    t_cug = float("nan")
+                try:
+                    t_peerg = time_graph_ms(peer, sets)
+                except RuntimeError:
+                    t_peerg = float("nan")
+                sk = [f"{t_sk * 1e3:.1f}", f"{t_skg * 1e3:.1f}", f"{floor_us:.1f}", f"{t_skg * 1e3 / floor_us:.2f}x",
+                      f"{t_peerg / t_skg:.2f}x", f"{t_cug * 1e3:.1f}", f"{rel_sk:.1e}"]
             rows.append([M, N, K, f"{t_ours * 1e3:.1f}", f"{tf_ours:.0f}", f"{t_peer * 1e3:.1f}", f"{tf_peer:.0f}",
-                         f"{t_peer / t_ours:.2f}x", f"{rel:.1e}"])
+                         f"{t_peer / t_ours:.2f}x", f"{rel:.1e}", *sk])
             print(" | ".join(str(c) for c in rows[-1]), flush=True)
             del sets
         torch.cuda.empty_cache()
     header = ["M", "N", "K", "mslk us", "mslk TFLOP/s", "_scaled_mm us", "_scaled_mm TFLOP/s", "speedup",
-              "max rel diff"]
+              "max rel diff", "skinny us", "skinny graph us", "floor us", "skinny graph / floor",
+              "speedup (graphs)", "cutlass graph us", "skinny rel diff"]
     write_results(args.out, "FP8 rowwise GEMM: mslk f8f8bf16_rowwise vs torch._scaled_mm (fast accum)", header,
-                  rows, notes="BF16 output, row scales on both sides, use_fast_accum=True for both.")
+                  rows, notes="BF16 output, row scales on both sides, use_fast_accum=True for both. skinny: "
+                  "MSLK_FP8_GEMM_KERNEL=skinny; graph columns time CUDA graphs of both ops (device time); "
+                  f"floor = N*K bytes at the measured copy rate, {bw / 1e12:.2f} TB/s.")
     print(f"wrote {args.out}")
 
 

@@ -1,5 +1,9 @@
-// CUDA backend of the rowwise FP8 GEMM ops: runs the contract on the current stream.
+// CUDA backend of the rowwise FP8 GEMM ops: plans the call (MSLK_FP8_GEMM_KERNEL, read on every
+// call), allocates the kernel's workspace from the caching allocator on the current stream
+// (CUDA-graph safe) and runs the contract there.
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
@@ -13,8 +17,32 @@
 namespace mslk::gemm {
 namespace {
 
-void cuda_run(const RowwiseGemmParams& p) {
-  C10_CUDA_CHECK(fp8_rowwise_run(p, c10::cuda::getCurrentCUDAStream().stream()));
+constexpr const char* kEnv = "MSLK_FP8_GEMM_KERNEL";
+
+void cuda_run(const RowwiseGemmParams& p0) {
+  const char* env_raw = std::getenv(kEnv);
+  const char* env = env_raw ? env_raw : "";
+  Fp8GemmKernel want = Fp8GemmKernel::kAuto;
+  TORCH_CHECK(parse_fp8_gemm_kernel(env_raw, &want), kEnv, " must be auto, skinny, cutlass or simt, got '", env, "'");
+  const Fp8RowwisePlan plan = fp8_rowwise_plan(p0, want);
+  const auto refused = [&] {
+    return c10::str(kEnv, "=", env, " forces a kernel that cannot take this problem (M=", p0.M, ", N=", p0.N,
+                    ", K=", p0.K, ", L=", p0.L, ", row strides ", p0.lda, "/", p0.ldb, ", ",
+                    p0.out_dtype == OutDtype::kFloat16 ? "fp16" : "bf16",
+                    " output); the skinny kernel needs sm_89+, M <= 64, K % 16 == 0 and 16-byte aligned rows, CUTLASS "
+                    "bf16 output and TMA alignment; unset it or use auto");
+  };
+  TORCH_CHECK(plan.ok, refused());
+  RowwiseGemmParams p = p0;
+  at::Tensor workspace;
+  if (const size_t bytes = fp8_rowwise_workspace_bytes(p, plan)) {
+    workspace = at::empty({static_cast<int64_t>(bytes / sizeof(float))},
+                          at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, c10::cuda::current_device()));
+    p.workspace = workspace.data_ptr<float>();
+  }
+  const cudaError_t e = fp8_rowwise_run(p, plan, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(!(e == cudaErrorNotSupported && want != Fp8GemmKernel::kAuto), refused());
+  C10_CUDA_CHECK(e);
 }
 
 // MSLK_FP8_GROUPED_KERNEL=host: one GEMM per group with the sizes read to the host (the old

@@ -42,8 +42,11 @@ def test_cpu_exact_rule():
 @requires_cuda
 @pytest.mark.parametrize("M,N,K", [(1, 8192, 1024), (64, 1024, 2048), (300, 512, 4096), (2048, 1280, 512)])
 @pytest.mark.parametrize("fast", [True, False])
-def test_cuda_large_matches_cpu(M, N, K, fast):
-    # Aligned shapes: the CUTLASS path (both tile configs of the bucket table).
+@pytest.mark.parametrize("kernel", ["auto", "cutlass"])
+def test_cuda_large_matches_cpu(monkeypatch, M, N, K, fast, kernel):
+    # Aligned shapes. auto: the skinny kernel for M <= 64, CUTLASS above; forced cutlass
+    # (MSLK_FP8_GEMM_KERNEL): both tile configs of the bucket table (needs a CUTLASS build).
+    monkeypatch.setenv("MSLK_FP8_GEMM_KERNEL", kernel)
     xq, wq = rand_fp8((M, K), "cuda"), rand_fp8((N, K), "cuda")
     xs, ws = rand_scale(M, "cuda"), rand_scale(N, "cuda")
     bias = torch.randn(N, device="cuda").to(torch.bfloat16)

@@ -17,7 +17,32 @@
   B(64, 64, 128, 128, 1, 1)         \
   B(-1, 128, 128, 128, 2, 1)
 
+// The decode-shape kernel (fp8_rowwise_skinny.cu): MSLK_FP8_GEMM_KERNEL=auto takes it for
+// M <= this (when its alignment rules hold); the kernel itself takes M <= 64.
+#define MSLK_FP8_SKINNY_AUTO_MAX_M 64
+
+// S(max_m, max_weight_mib, ctas_per_sm, min_k_per_split): how the skinny kernel splits K. The
+// first row with M <= max_m and N*K <= max_weight_mib MiB wins (-1: no limit). splits =
+// (ctas_per_sm * SMs) / (CTAs of one split: L * ceil(N / 64)), at least 1, at most
+// K / min_k_per_split. K splits buy CTAs (bytes in flight) for small N, but every split adds an
+// fp32 partial of L*M*N to write and re-read (8 * M / min_k of the weight bytes at most), hence
+// longer splits for more tokens. ctas_per_sm <= 4 (what fits): at most one wave. First guesses;
+// regenerate from bench/gemm/bench_fp8_rowwise.py runs.
+#define MSLK_FP8_SKINNY_SPLITS(S) \
+  S(4, 16, 4, 256)                \
+  S(16, -1, 4, 512)               \
+  S(64, -1, 4, 1024)
+
 namespace mslk::gemm {
+
+struct Fp8SkinnySplitRow {
+  long long max_m, max_weight_mib;
+  int ctas_per_sm, min_k_per_split;
+};
+#define MSLK_FP8_SKINNY_SPLIT_ENTRY(mm, mw, c, k) Fp8SkinnySplitRow{mm, mw, c, k},
+inline constexpr Fp8SkinnySplitRow kFp8SkinnySplits[] = {MSLK_FP8_SKINNY_SPLITS(MSLK_FP8_SKINNY_SPLIT_ENTRY)};
+#undef MSLK_FP8_SKINNY_SPLIT_ENTRY
+inline constexpr int kNumFp8SkinnySplits = sizeof(kFp8SkinnySplits) / sizeof(kFp8SkinnySplits[0]);
 
 struct Fp8RowwiseConfig {
   int tile_m, tile_n, tile_k, cluster_m, cluster_n;

@@ -1,7 +1,9 @@
-// Picks the kernel of one rowwise FP8 GEMM: the CUTLASS row of fp8_rowwise_configs.h that the
-// shape-bucket table names, when the operands meet TMA's rules; else the SIMT kernel.
+// Picks the kernel of one rowwise FP8 GEMM: the decode-shape kernel for M <= the table's
+// threshold, else the CUTLASS row of fp8_rowwise_configs.h that the shape-bucket table names
+// (when the operands meet TMA's rules), else the SIMT kernel; or the kernel a caller forces.
 #include <climits>
 #include <cstdint>
+#include <cstring>
 
 #include "gemm/kernels/fp8_rowwise.h"
 #include "gemm/kernels/fp8_rowwise_configs.h"
@@ -68,33 +70,103 @@ bool cutlass_applies(const RowwiseGemmParams& p) {
 }  // namespace
 #endif  // MSLK_HAS_CUTLASS
 
-cudaError_t fp8_rowwise_run(const RowwiseGemmParams& p, cudaStream_t s) {
-  if (p.M <= 0 || p.N <= 0 || p.L <= 0) return cudaSuccess;
+namespace {
+
+bool cutlass_takes(const RowwiseGemmParams& p) {
+#if MSLK_HAS_CUTLASS
+  return pick_config(p.M, p.fast_accum) >= 0 && cutlass_applies(p);
+#else
+  (void)p;
+  return false;
+#endif
+}
+
+cudaError_t run_cutlass(const RowwiseGemmParams& p, cudaStream_t s) {
 #if MSLK_HAS_CUTLASS
   const int cfg = pick_config(p.M, p.fast_accum);
-  if (cfg >= 0 && cutlass_applies(p)) {
-    // A broadcast operand (batch stride 0) cannot be a TMA batch mode: launch per batch.
-    const bool broadcast = p.L > 1 && (p.batch_a == 0 || p.batch_b == 0 || p.batch_d == 0);
-    cudaError_t e = cudaSuccess;
-    if (!broadcast) {
-      e = kRun[cfg](p, s);
-    } else {
-      for (int64_t l = 0; l < p.L && e == cudaSuccess; ++l) {
-        RowwiseGemmParams q = p;
-        q.L = 1;
-        q.a += l * p.batch_a;
-        q.b += l * p.batch_b;
-        q.out = static_cast<char*>(p.out) + l * p.batch_d * 2;
-        q.x_scale += l * p.batch_xs;
-        q.w_scale += l * p.batch_ws;
-        if (q.bias) q.bias += l * p.batch_bias;
-        e = kRun[cfg](q, s);
-      }
-    }
-    if (e != cudaErrorNotSupported) return e;
+  // A broadcast operand (batch stride 0) cannot be a TMA batch mode: launch per batch.
+  const bool broadcast = p.L > 1 && (p.batch_a == 0 || p.batch_b == 0 || p.batch_d == 0);
+  if (!broadcast) return kRun[cfg](p, s);
+  cudaError_t e = cudaSuccess;
+  for (int64_t l = 0; l < p.L && e == cudaSuccess; ++l) {
+    RowwiseGemmParams q = p;
+    q.L = 1;
+    q.a += l * p.batch_a;
+    q.b += l * p.batch_b;
+    q.out = static_cast<char*>(p.out) + l * p.batch_d * 2;
+    q.x_scale += l * p.batch_xs;
+    q.w_scale += l * p.batch_ws;
+    if (q.bias) q.bias += l * p.batch_bias;
+    e = kRun[cfg](q, s);
   }
+  return e;
+#else
+  (void)p, (void)s;
+  return cudaErrorNotSupported;
 #endif
-  return fp8_rowwise_simt(p, s);
+}
+
+}  // namespace
+
+bool parse_fp8_gemm_kernel(const char* name, Fp8GemmKernel* out) {
+  if (!name || !*name || !std::strcmp(name, "auto")) return *out = Fp8GemmKernel::kAuto, true;
+  if (!std::strcmp(name, "skinny")) return *out = Fp8GemmKernel::kSkinny, true;
+  if (!std::strcmp(name, "cutlass")) return *out = Fp8GemmKernel::kCutlass, true;
+  if (!std::strcmp(name, "simt")) return *out = Fp8GemmKernel::kSimt, true;
+  return false;
+}
+
+Fp8RowwisePlan fp8_rowwise_plan(const RowwiseGemmParams& p, Fp8GemmKernel want) {
+  Fp8RowwisePlan plan;
+  plan.want = want;
+  // The current device's SM count (K splits) and compute capability (e4m3 mma.sync: sm_89+);
+  // on an error the launch reports it.
+  int dev = 0, sms = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess) {
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  }
+  const bool skinny = major * 10 + minor >= 89 && fp8_rowwise_skinny_applies(p);
+  switch (want) {
+    case Fp8GemmKernel::kAuto:
+      plan.kernel = p.M <= MSLK_FP8_SKINNY_AUTO_MAX_M && skinny ? Fp8GemmKernel::kSkinny
+                    : cutlass_takes(p)                                                 ? Fp8GemmKernel::kCutlass
+                                                                                       : Fp8GemmKernel::kSimt;
+      break;
+    case Fp8GemmKernel::kSkinny:
+      plan.kernel = want, plan.ok = skinny;
+      break;
+    case Fp8GemmKernel::kCutlass:
+      plan.kernel = want, plan.ok = cutlass_takes(p);
+      break;
+    case Fp8GemmKernel::kSimt:
+      plan.kernel = want;
+      break;
+  }
+  if (plan.ok && plan.kernel == Fp8GemmKernel::kSkinny) plan.splits = fp8_rowwise_skinny_splits(p, sms);
+  return plan;
+}
+
+size_t fp8_rowwise_workspace_bytes(const RowwiseGemmParams& p, const Fp8RowwisePlan& plan) {
+  if (!plan.ok || plan.kernel != Fp8GemmKernel::kSkinny || plan.splits <= 1) return 0;
+  return static_cast<size_t>(plan.splits) * static_cast<size_t>(p.L * p.M * p.N) * sizeof(float);
+}
+
+cudaError_t fp8_rowwise_run(const RowwiseGemmParams& p, const Fp8RowwisePlan& plan, cudaStream_t s) {
+  if (p.M <= 0 || p.N <= 0 || p.L <= 0) return cudaSuccess;
+  if (!plan.ok) return cudaErrorNotSupported;
+  switch (plan.kernel) {
+    case Fp8GemmKernel::kSkinny:
+      return fp8_rowwise_skinny(p, plan.splits, s);
+    case Fp8GemmKernel::kCutlass: {
+      const cudaError_t e = run_cutlass(p, s);
+      if (e == cudaErrorNotSupported && plan.want == Fp8GemmKernel::kAuto) return fp8_rowwise_simt(p, s);
+      return e;
+    }
+    default:
+      return fp8_rowwise_simt(p, s);
+  }
 }
 
 }  // namespace mslk::gemm

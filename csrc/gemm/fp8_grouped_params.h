@@ -8,10 +8,22 @@
 //   out[r, n] = bf16(x_scale[r] * (w_scale[g * N + n] * sum_k x[r, k] * w[g, n, k])) there,
 //   and out rows past the last group are 0.
 // Values are not validated on the device (the glue checks them wherever they are host-visible).
+//
+// Groups known on the host (the list forms) come instead as a device array of descriptors,
+// one GEMM each (any M, N, K per group, own pointers and row strides, no tail rows).
 #pragma once
 #include <cstdint>
 
 namespace mslk::gemm {
+
+struct Fp8GroupDesc {
+  const uint8_t* a;   // [m, k], row stride lda
+  const uint8_t* b;   // [n, k], row stride ldb
+  void* d;            // [m, n] bfloat16, row stride ldd
+  const float* xs;    // [m]
+  const float* ws;    // [n], 16-byte aligned
+  int64_t m, n, k, lda, ldb, ldd;
+};
 
 struct Fp8GroupedParams {
   const uint8_t* x = nullptr;        // [total_M, K] E4M3FN, row r at r * ldx
@@ -25,6 +37,9 @@ struct Fp8GroupedParams {
   int64_t G = 0, total_M = 0, N = 0, K = 0;
   int64_t ldx = 0, ldw = 0, w_gs = 0;
   bool fast_accum = true;
+  // Descriptor mode (non-null: x, w, scales, out and sizes are unused; total_M is the sum of the
+  // groups' m, for the tile heuristic). The glue has checked every descriptor for TMA's rules.
+  const Fp8GroupDesc* descs = nullptr;
 };
 
 }  // namespace mslk::gemm

@@ -17,6 +17,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/accumulate.h>
 
+#include <cstring>
+
 #include "common/checks.h"
 
 namespace mslk::gemm {
@@ -253,6 +255,50 @@ void run_group(const RowwiseBackend& b, const Tensor& X, const Tensor& W, const 
   gemm(b, X.unsqueeze(0), W.unsqueeze(0), xv, wv, std::nullopt, out2d.unsqueeze(0), true);
 }
 
+// The list forms in one device-side grouped launch: descriptors built here (sizes are known on the
+// host), copied to the device from pinned memory without a sync. False: some group breaks TMA's
+// rules (or K == 0), nothing was launched, and the caller loops over the groups.
+bool try_device_list(const RowwiseBackend& be, TensorList XQ, TensorList WQ, TensorList x_scale,
+                     TensorList w_scale, const std::vector<Tensor>& outs, const char* op) {
+  if (!be.grouped) return false;
+  auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  std::vector<Fp8GroupDesc> descs;  // scale copies made below are stream-ordered: safe to free on return
+  int64_t total_m = 0;
+  for (size_t g = 0; g < XQ.size(); ++g) {
+    const int64_t m = XQ[g].size(0), n = WQ[g].size(0), k = XQ[g].size(1);
+    const Tensor xv = scale_vec(x_scale[g], m, XQ[g], op, "x_scale", "one per row of XQ");
+    const Tensor wv = scale_vec(w_scale[g], n, XQ[g], op, "w_scale", "one per row of WQ");
+    if (m == 0 || n == 0) continue;
+    Fp8GroupDesc d{};
+    d.a = static_cast<const uint8_t*>(XQ[g].const_data_ptr());
+    d.b = static_cast<const uint8_t*>(WQ[g].const_data_ptr());
+    d.d = outs[g].data_ptr();
+    d.xs = xv.const_data_ptr<float>();
+    d.ws = wv.const_data_ptr<float>();
+    d.m = m, d.n = n, d.k = k;
+    d.lda = m > 1 ? XQ[g].stride(0) : k;
+    d.ldb = n > 1 ? WQ[g].stride(0) : k;
+    d.ldd = m > 1 ? outs[g].stride(0) : n;
+    const bool ok = k > 0 && k % 16 == 0 && d.lda % 16 == 0 && d.ldb % 16 == 0 && d.ldd % 8 == 0 && aligned(d.a) &&
+                    aligned(d.b) && aligned(d.d) && aligned(d.ws) && m <= INT32_MAX && n <= INT32_MAX &&
+                    k <= INT32_MAX;
+    if (!ok) return false;
+    descs.push_back(d);
+    total_m += m;
+  }
+  if (descs.empty()) return true;  // every group is empty
+  const int64_t bytes = static_cast<int64_t>(descs.size() * sizeof(Fp8GroupDesc));
+  Tensor host = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+  std::memcpy(host.data_ptr(), descs.data(), static_cast<size_t>(bytes));
+  const Tensor dev = host.to(XQ[0].device(), /*non_blocking=*/true);  // pinned: no sync, kept alive until copied
+  Fp8GroupedParams p;
+  p.descs = static_cast<const Fp8GroupDesc*>(dev.const_data_ptr());
+  p.G = static_cast<int64_t>(descs.size());
+  p.total_M = total_m;
+  p.fast_accum = true;
+  return be.grouped(p);
+}
+
 }  // namespace
 
 std::vector<Tensor> rowwise_grouped(const RowwiseBackend& b, TensorList XQ, TensorList WQ, TensorList x_scale,
@@ -261,10 +307,10 @@ std::vector<Tensor> rowwise_grouped(const RowwiseBackend& b, TensorList XQ, Tens
   std::vector<Tensor> outs;
   if (XQ.empty()) return outs;
   c10::OptionalDeviceGuard guard(XQ[0].device());
-  for (size_t g = 0; g < XQ.size(); ++g) {
+  for (size_t g = 0; g < XQ.size(); ++g)
     outs.push_back(at::empty({XQ[g].size(0), WQ[g].size(0)}, XQ[g].options().dtype(at::kBFloat16)));
-    run_group(b, XQ[g], WQ[g], x_scale[g], w_scale[g], outs.back(), op);
-  }
+  if (try_device_list(b, XQ, WQ, x_scale, w_scale, outs, op)) return outs;
+  for (size_t g = 0; g < XQ.size(); ++g) run_group(b, XQ[g], WQ[g], x_scale[g], w_scale[g], outs[g], op);
   return outs;
 }
 
@@ -282,11 +328,14 @@ Tensor rowwise_grouped_cat(const RowwiseBackend& b, TensorList XQ, TensorList WQ
   }
   c10::OptionalDeviceGuard guard(XQ[0].device());
   Tensor out = at::empty({total, N}, XQ[0].options().dtype(at::kBFloat16));
+  std::vector<Tensor> parts;
   int64_t r0 = 0;
   for (size_t g = 0; g < XQ.size(); ++g) {
-    run_group(b, XQ[g], WQ[g], x_scale[g], w_scale[g], out.narrow(0, r0, XQ[g].size(0)), op);
+    parts.push_back(out.narrow(0, r0, XQ[g].size(0)));
     r0 += XQ[g].size(0);
   }
+  if (try_device_list(b, XQ, WQ, x_scale, w_scale, parts, op)) return out;
+  for (size_t g = 0; g < XQ.size(); ++g) run_group(b, XQ[g], WQ[g], x_scale[g], w_scale[g], parts[g], op);
   return out;
 }
 

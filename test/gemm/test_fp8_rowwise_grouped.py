@@ -174,3 +174,26 @@ def test_grouped_stacked_is_graph_capturable():
                 check(out[r:r + m], xq[r:r + m], wq[g], xs[r:r + m], ws[g])
             r += m
         assert torch.all(out[r:] == 0)
+
+
+@pytest.mark.parametrize("ks", [[64, 128, 32, 256], [64, 72, 32, 256]])  # K=72: the whole list loops
+def test_grouped_list_and_cat_paths(device, grouped_kernel, ks):
+    Ms, Ns = [17, 0, 1, 130], [40, 136, 8, 264]
+    XQ = [rand_fp8((m, k), device) for m, k in zip(Ms, ks)]
+    WQ = [rand_fp8((n, k), device) for n, k in zip(Ns, ks)]
+    XS = [rand_scale(m, device) for m in Ms]
+    WS = [rand_scale(n, device) for n in Ns]
+    outs = ops.f8f8bf16_rowwise_grouped(XQ, WQ, XS, WS)
+    for o, x, w, xs, ws, m, n in zip(outs, XQ, WQ, XS, WS, Ms, Ns):
+        assert o.shape == (m, n)
+        if m:
+            check(o, x, w, xs, ws)
+    same_n = [rand_fp8((48, k), device) for k in ks]
+    ws48 = [rand_scale(48, device) for _ in Ms]
+    cat = ops.f8f8bf16_rowwise_grouped_cat(XQ, same_n, XS, ws48)
+    assert cat.shape == (sum(Ms), 48)
+    r = 0
+    for x, w, xs, ws, m in zip(XQ, same_n, XS, ws48, Ms):
+        if m:
+            check(cat[r:r + m], x, w, xs, ws)
+        r += m

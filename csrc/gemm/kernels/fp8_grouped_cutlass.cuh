@@ -62,6 +62,28 @@ __global__ void __launch_bounds__(kFp8SetupThreads)
     fp8_grouped_setup_kernel(const Fp8GroupedParams p, Fp8GroupArrays<Shape, StrideA, StrideB, StrideD> arr) {
   __shared__ long long scan[kFp8SetupThreads];
   const int tid = static_cast<int>(threadIdx.x);
+  if (p.descs != nullptr) {  // groups given one by one: copy them into CUTLASS's arrays
+    for (int64_t g = static_cast<int64_t>(blockIdx.x) * kFp8SetupThreads + tid; g < p.G;
+         g += static_cast<int64_t>(gridDim.x) * kFp8SetupThreads) {
+      const Fp8GroupDesc dg = p.descs[g];
+      arr.shapes[g] = Shape(static_cast<int>(dg.m), static_cast<int>(dg.n), static_cast<int>(dg.k));
+      arr.a[g] = reinterpret_cast<const cutlass::float_e4m3_t*>(dg.a);
+      arr.b[g] = reinterpret_cast<const cutlass::float_e4m3_t*>(dg.b);
+      arr.d[g] = static_cast<cutlass::bfloat16_t*>(dg.d);
+      arr.xs[g] = dg.xs;
+      arr.ws[g] = dg.ws;
+      StrideA sa{};
+      cute::get<0>(sa) = dg.lda;
+      arr.sa[g] = sa;
+      StrideB sb{};
+      cute::get<0>(sb) = dg.ldb;
+      arr.sb[g] = sb;
+      StrideD sd{};
+      cute::get<0>(sd) = dg.ldd;
+      arr.sd[g] = sd;
+    }
+    return;
+  }
   const auto* x = reinterpret_cast<const cutlass::float_e4m3_t*>(p.x);
   const auto* w = reinterpret_cast<const cutlass::float_e4m3_t*>(p.w);
   auto* out = static_cast<cutlass::bfloat16_t*>(p.out);
@@ -229,9 +251,11 @@ struct CutlassFp8Grouped {
     void* workspace = ws_bytes > 0 ? static_cast<void*>(buf + o_work) : nullptr;
 
     // Enough blocks to zero a large tail quickly; otherwise every block only scans G sizes.
-    const long long tail16 = p.total_M * p.N / 8;
+    const long long tail16 = p.descs != nullptr ? 0 : p.total_M * p.N / 8;
     const long long want = (tail16 + kFp8SetupThreads * 8 - 1) / (kFp8SetupThreads * 8);
-    const unsigned blocks = static_cast<unsigned>(want < 1 ? 1 : (want > 2 * sms ? 2 * sms : want));
+    long long nb = want < 1 ? 1 : (want > 2 * sms ? 2 * sms : want);
+    if (p.descs != nullptr) nb = (p.G + kFp8SetupThreads - 1) / kFp8SetupThreads;
+    const unsigned blocks = static_cast<unsigned>(nb);
     fp8_grouped_setup_kernel<Shape, StrideA, StrideB, StrideD><<<blocks, kFp8SetupThreads, 0, stream>>>(p, arr);
     e = cudaGetLastError();
     if (e == cudaSuccess) {

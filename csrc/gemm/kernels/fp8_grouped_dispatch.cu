@@ -60,6 +60,7 @@ bool aligned(const void* ptr, int bytes) { return reinterpret_cast<uintptr_t>(pt
 // TMA: 16-byte aligned bases and strides (16 FP8 / 8 bf16 elements); the per-group w_scale
 // vectors 16-byte aligned (w_scale base and N % 4); int32 problem sizes.
 bool cutlass_applies(const Fp8GroupedParams& p) {
+  if (p.descs != nullptr) return p.G > 0 && p.G <= INT_MAX && p.total_M > 0;  // the glue checked each group
   return p.sizes != nullptr && p.G > 0 && p.G <= INT_MAX && p.total_M > 0 && p.total_M <= INT_MAX && p.N > 0 &&
          p.N <= INT_MAX && p.K > 0 && p.K <= INT_MAX && p.K % 16 == 0 && p.N % 8 == 0 && p.ldx % 16 == 0 &&
          p.ldw % 16 == 0 && p.w_gs % 16 == 0 && aligned(p.x, 16) && aligned(p.w, 16) && aligned(p.out, 16) &&

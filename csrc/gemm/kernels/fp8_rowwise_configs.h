@@ -9,13 +9,21 @@
   X(0, 128, 128, 128, 2, 1, 1, 1)   \
   X(1, 128, 128, 128, 2, 1, 1, 0)   \
   X(2, 64, 128, 128, 1, 1, 0, 1)    \
-  X(3, 64, 128, 128, 1, 1, 0, 0)
+  X(3, 64, 128, 128, 1, 1, 0, 0)    \
+  X(4, 128, 256, 128, 2, 1, 1, 1)   \
+  X(5, 128, 256, 128, 2, 1, 1, 0)   \
+  X(6, 128, 128, 128, 1, 1, 0, 1)   \
+  X(7, 128, 128, 128, 1, 1, 0, 0)
 
 // B(max_m, tile_m, tile_n, tile_k, cluster_m, cluster_n): the first bucket with M <= max_m
-// wins (max_m < 0: no limit). Regenerate from bench/gemm/bench_fp8_rowwise.py runs.
+// wins (max_m < 0: no limit). Generated: bench/gemm/tune_fp8_rowwise.py times every row on the
+// H200, tools/gemm/regen_fp8_buckets.py rewrites the lines between the markers.
+// (MSLK_FP8_ROWWISE_TILE=<row id> forces a row's tile, in the call's accumulation mode.)
+// BEGIN GENERATED BUCKETS
 #define MSLK_FP8_ROWWISE_BUCKETS(B) \
   B(64, 64, 128, 128, 1, 1)         \
   B(-1, 128, 128, 128, 2, 1)
+// END GENERATED BUCKETS
 
 // The decode-shape kernel (fp8_rowwise_skinny.cu): MSLK_FP8_GEMM_KERNEL=auto takes it for
 // M <= this (when its alignment rules hold); the kernel itself takes M <= 64.

@@ -2,6 +2,7 @@
 // threshold, else the CUTLASS row of fp8_rowwise_configs.h that the shape-bucket table names
 // (when the operands meet TMA's rules), else the SIMT kernel; or the kernel a caller forces.
 #include <climits>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 
@@ -38,18 +39,46 @@ constexpr int find_config(const Fp8RowwiseBucket& b, bool fast) {
   return -1;
 }
 
+constexpr bool same_tile(const Fp8RowwiseConfig& a, const Fp8RowwiseConfig& b) {
+  return a.tile_m == b.tile_m && a.tile_n == b.tile_n && a.tile_k == b.tile_k && a.cluster_m == b.cluster_m &&
+         a.cluster_n == b.cluster_n && a.fast_accum == b.fast_accum;
+}
+
 constexpr bool table_is_consistent() {
-  for (int i = 0; i < kNumFp8RowwiseConfigs; ++i)
+  for (int i = 0; i < kNumFp8RowwiseConfigs; ++i) {
     if (kIds[i] != i) return false;
+    for (int j = i + 1; j < kNumFp8RowwiseConfigs; ++j)  // buckets name a row by tile and cluster
+      if (same_tile(kFp8RowwiseConfigs[i], kFp8RowwiseConfigs[j])) return false;
+  }
   for (int j = 0; j < kNumFp8RowwiseBuckets; ++j)
     if (find_config(kFp8RowwiseBuckets[j], true) < 0 || find_config(kFp8RowwiseBuckets[j], false) < 0) return false;
   return kNumFp8RowwiseBuckets > 0 && kFp8RowwiseBuckets[kNumFp8RowwiseBuckets - 1].max_m < 0;
 }
 static_assert(table_is_consistent(),
-              "fp8_rowwise_configs.h: ids must be 0..n-1 in order, every bucket must name a tile present with "
-              "fast_accum 0 and 1, and the last bucket must have no limit (max_m < 0)");
+              "fp8_rowwise_configs.h: ids must be 0..n-1 in order, no two rows may share tile, cluster and "
+              "fast_accum, every bucket must name a tile present with fast_accum 0 and 1, and the last bucket "
+              "must have no limit (max_m < 0)");
+
+// MSLK_FP8_ROWWISE_TILE=<row id> (tuning; read per call): the tile of that row in the call's
+// accumulation mode instead of the bucket table's. -1: not set; -2: no such row (refused).
+int forced_config(bool fast) {
+  const char* s = std::getenv("MSLK_FP8_ROWWISE_TILE");
+  if (!s || !*s) return -1;
+  char* end = nullptr;
+  const long id = std::strtol(s, &end, 10);
+  if (*end != '\0' || id < 0 || id >= kNumFp8RowwiseConfigs) return -2;
+  const auto& c = kFp8RowwiseConfigs[id];
+  for (int i = 0; i < kNumFp8RowwiseConfigs; ++i) {
+    const auto& r = kFp8RowwiseConfigs[i];
+    if (r.tile_m == c.tile_m && r.tile_n == c.tile_n && r.tile_k == c.tile_k && r.cluster_m == c.cluster_m &&
+        r.cluster_n == c.cluster_n && r.cooperative == c.cooperative && r.fast_accum == fast)
+      return i;
+  }
+  return -2;
+}
 
 int pick_config(int64_t M, bool fast) {
+  if (const int f = forced_config(fast); f != -1) return f >= 0 ? f : -1;
   for (int j = 0; j < kNumFp8RowwiseBuckets; ++j)
     if (kFp8RowwiseBuckets[j].max_m < 0 || M <= kFp8RowwiseBuckets[j].max_m)
       return find_config(kFp8RowwiseBuckets[j], fast);

@@ -1,0 +1,87 @@
+"""Times every kernel choice of f8f8bf16_rowwise on the issue's shape grid, for the bucket table.
+
+For each (M, N, K): every CUTLASS row of fp8_rowwise_configs.h (forced with
+MSLK_FP8_GEMM_KERNEL=cutlass MSLK_FP8_ROWWISE_TILE=<row>), the decode kernel (skinny, M <= 64)
+and torch._scaled_mm, with fast accumulation. Writes JSON (--json) that
+tools/gemm/regen_fp8_buckets.py turns into the MSLK_FP8_ROWWISE_BUCKETS table, and a markdown
+table (--out). Rows of the other accumulation mode share the tile and are not timed twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+from pathlib import Path
+
+import torch
+
+import mslk  # noqa: F401
+from bench.common import copies_to_exceed_l2, time_ms, write_results
+from bench.gemm.bench_fp8_rowwise import MS, NKS, make, ours, peer
+
+CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/gemm/kernels/fp8_rowwise_configs.h"
+
+
+def fast_rows():
+    """(row id, tile name) of the fast-accumulation rows of the config table."""
+    rows = []
+    for m in re.finditer(r"X\((\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+)\)",
+                         CONFIGS_H.read_text()):
+        i, tm, tn, tk, cm, cn, coop, fast = map(int, m.groups())
+        if fast:
+            rows.append((i, f"{tm}x{tn}x{tk}_c{cm}x{cn}_{'coop' if coop else 'pp'}"))
+    return rows
+
+
+def timed(env, fn, sets):
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        fn(*sets[0])
+        return time_ms(fn, sets)
+    except RuntimeError as e:  # a forced kernel that cannot take the shape
+        print(f"  {env}: {str(e).splitlines()[0][:120]}")
+        return float("nan")
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", type=Path, default=Path(__file__).with_name("tune_fp8_rowwise.json"))
+    ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results_tune_fp8_rowwise.md"))
+    ap.add_argument("--ms", type=str, default=",".join(map(str, MS)))
+    args = ap.parse_args()
+    rows_cfg = fast_rows()
+    points, table = [], []
+    for N, K in NKS:
+        for M in [int(m) for m in args.ms.split(",")]:
+            sets = [make(M, N, K) for _ in range(copies_to_exceed_l2(M * K + N * K + 2 * M * N))]
+            t = {"peer": time_ms(peer, sets)}
+            for rid, name in rows_cfg:
+                t[name] = timed({"MSLK_FP8_GEMM_KERNEL": "cutlass", "MSLK_FP8_ROWWISE_TILE": str(rid)}, ours, sets)
+            if M <= 64:
+                t["skinny"] = timed({"MSLK_FP8_GEMM_KERNEL": "skinny"}, ours, sets)
+            points.append({"M": M, "N": N, "K": K, "us": {k: v * 1e3 for k, v in t.items()}})
+            best = min((v, k) for k, v in t.items() if k != "peer" and v == v)
+            table.append([M, N, K, f"{t['peer'] * 1e3:.1f}"] + [f"{t.get(n, float('nan')) * 1e3:.1f}" for _, n in rows_cfg]
+                         + [f"{t.get('skinny', float('nan')) * 1e3:.1f}", best[1], f"{t['peer'] / best[0]:.2f}x"])
+            print(" | ".join(map(str, table[-1])), flush=True)
+            del sets
+        torch.cuda.empty_cache()
+    args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                     "configs": [n for _, n in rows_cfg], "points": points}, indent=1))
+    header = ["M", "N", "K", "_scaled_mm us"] + [n for _, n in rows_cfg] + ["skinny us", "best", "best vs _scaled_mm"]
+    write_results(args.out, "FP8 rowwise GEMM tuning: every kernel choice, us (fast accumulation)", header, table,
+                  notes="Regenerate the bucket table: python3 tools/gemm/regen_fp8_buckets.py " + str(args.json))
+    print(f"wrote {args.json} and {args.out}")
+
+
+if __name__ == "__main__":
+    main()

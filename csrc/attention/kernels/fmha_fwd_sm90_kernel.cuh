@@ -1,0 +1,484 @@
+// Hopper (sm_90a) fused attention forward, FlashAttention-3 structure, for fp16/bf16.
+//
+// One CTA per (128-row query tile, head, sequence); 3 warpgroups (384 threads):
+//   WG0 producer: one thread issues TMA loads -- Q once, then K and V tiles of BN keys into a
+//       kStages-deep shared-memory ring, each stage guarded by a full (TMA transaction) and an
+//       empty (consumer release) mbarrier; K and V have separate rings so S = Q K^T can start
+//       before V lands. It gives its registers away (setmaxnreg.dec).
+//   WG1, WG2 consumers: 64 query rows each. S = Q K^T by wgmma (both operands from smem, K-major),
+//       mask only on tiles that cross the allowed band or the key-lane end, online softmax in
+//       registers (exp2, scale pre-multiplied by log2 e), P rounded to fp16/bf16 in registers and
+//       used as the register A operand of O += P V (V as MN-major B from smem).
+// Shared-memory tiles use the 128-byte swizzle that both TMA (CU_TENSOR_MAP_SWIZZLE_128B) and
+// wgmma (GMMA::Layout_*_SW128_Atom) understand: each 64-column block of a tile is one TMA box of
+// [rows][64] elements, rows 128 bytes apart, 16-byte chunks XOR-ed with (row & 7).
+// tools/attention/check_fmha_sm90_layouts.cu checks these layouts and the register fragment
+// reinterpretations on the host; tools/attention/emulate_fmha_sm90.py emulates the tile schedule,
+// the barrier phases and the masking.
+//
+// TODO(perf): intra-warpgroup overlap (issue S_{j+1} = Q K_{j+1}^T before the softmax of S_j),
+// ping-pong scheduling of the two consumer warpgroups (named barriers around their GEMMs),
+// a persistent tile scheduler, and a TMA-store epilogue through shared memory.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "attention/kernels/fmha_fwd_sm90.h"
+
+#if MSLK_HAS_CUTLASS
+#include <cuda.h>  // CUtensorMap and the driver enums (types only: no -lcuda)
+#include <cudaTypedefs.h>
+#include <cute/arch/mma_sm90.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/numeric_types.h>
+
+namespace mslk::attention::sm90 {
+using namespace cute;
+
+// ---- tile configuration per padded head dim. BM is fixed: two consumer warpgroups x 64 rows.
+// smem = BM*D*2 + stages * 2 (K and V) * BN*D*2 bytes: d64 144 KiB, d128 160 KiB, d256 192 KiB
+// (+1 KiB alignment slack and the barriers); the limit is 227 KiB.
+struct TileCfg {
+  int d, bn, stages;
+};
+inline constexpr TileCfg kTileCfgs[] = {{64, 128, 4}, {128, 128, 2}, {256, 64, 2}};
+constexpr TileCfg tile_cfg(int d) {
+  for (const TileCfg& c : kTileCfgs)
+    if (c.d == d) return c;
+  return TileCfg{0, 0, 0};
+}
+
+constexpr int kBM = 128;
+constexpr int kColBlock = 64;  // elements per 128-byte swizzled row = columns of one TMA box
+constexpr int kThreads = 384;
+constexpr int kConsumerWarps = 8;
+constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 <= 64K registers
+static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register budget");
+
+template <typename Element, int D>
+struct Traits {
+  static constexpr int kBN = tile_cfg(D).bn, kStages = tile_cfg(D).stages;
+  static_assert(kBN > 0 && D % kColBlock == 0 && kBN % 16 == 0 && kBN <= 256, "tile config");
+  static_assert(sizeof(Element) == 2, "16-bit inputs only (MN-major V needs them)");
+  using SmemLayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kBM>, Int<D>>{}));
+  using SmemLayoutK =
+      decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kBN>, Int<D>, Int<kStages>>{}));
+  // V seen as the (D x BN) MN-major B operand; the 8-key atoms vary fastest so that each 64-column
+  // block of a stage is one [BN][64] TMA box, byte-for-byte the K layout.
+  using SmemLayoutVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
+                                              Shape<Int<D>, Int<kBN>, Int<kStages>>{}, Step<_2, _1, _3>{}));
+  using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBN>, Int<D>>>(),
+                                        Layout<Shape<_2, _1, _1>>{}));
+  using MmaPV = decltype(make_tiled_mma(GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<D>, Int<kBN>>,
+                                                             GMMA::Major::K, GMMA::Major::MN>(),
+                                        Layout<Shape<_2, _1, _1>>{}));
+  // P as the A operand of one thread: (8 values of a 16-key step, 1, BN/16 steps), compact; its
+  // linear order equals the S accumulator's (checked by tools/attention/check_fmha_sm90_layouts.cu).
+  using LayoutP = Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>;
+  static constexpr uint32_t kQBytes = kBM * D * sizeof(Element);
+  static constexpr uint32_t kKVBytes = kBN * D * sizeof(Element);
+};
+
+template <typename Element, int D>
+struct SharedStorage {
+  using Tr = Traits<Element, D>;
+  cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutQ>, 1024> q;
+  cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutK>, 1024> k;
+  cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutVt>, 1024> v;
+  uint64_t bar_q;
+  uint64_t full_k[Tr::kStages], empty_k[Tr::kStages], full_v[Tr::kStages], empty_v[Tr::kStages];
+};
+
+// Kernel arguments. Tensor maps view a tensor as [batches][heads][rows][cols]; a mode whose
+// stride is 0 (size 1, or broadcast by expand()) has extent 1 and its coordinate multiplier is 0.
+struct Args {  // CUtensorMap carries its own (64-byte) alignment
+  CUtensorMap tq, tk, tv;
+  FmhaFwdParams p;
+  int q_hm, q_bm, k_hm, k_bm, v_hm, v_bm;  // 1: index the head / batch mode, 0: broadcast
+  float scale_log2;                        // scale * log2(e)
+};
+
+// ---- the (query block, key lane) of a sequence and the allowed band of a mask
+struct Block {
+  int bq, q0, lq, k0, lk;
+  bool ok;
+};
+__host__ __device__ inline Block block_of(const FmhaFwdParams& p, int s) {
+  Block b;
+  if (p.seqstart_q != nullptr) {
+    b.bq = 0;
+    b.q0 = p.seqstart_q[s];
+    b.lq = p.seqstart_q[s + 1] - b.q0;
+    b.k0 = p.seqstart_k[s];
+    b.lk = p.seqlen_k != nullptr ? p.seqlen_k[s] : p.seqstart_k[s + 1] - b.k0;
+  } else {
+    b.bq = s;
+    b.q0 = 0;
+    b.lq = p.Mq;
+    b.k0 = 0;
+    b.lk = p.seqlen_k != nullptr ? p.seqlen_k[s] : p.Mkv;
+  }
+  // Memory safety against inconsistent descriptors (the glue cannot check device-side values).
+  b.ok = b.q0 >= 0 && b.k0 >= 0;
+  b.lq = max(0, min(b.lq, p.Mq - max(b.q0, 0)));
+  b.lk = max(0, min(b.lk, p.Mkv - max(b.k0, 0)));
+  return b;
+}
+
+constexpr int64_t kUnbounded = int64_t(1) << 40;
+
+// Key j is allowed for query i (block-relative) iff j < lk and lo <= j - i - shift <= hi.
+struct Band {
+  int64_t shift, lo, hi;
+};
+__host__ __device__ inline Band band_of(const FmhaFwdParams& p, int lq, int lk) {
+  const bool causal = p.mask_kind == kMaskCausalTopLeft || p.mask_kind == kMaskCausalBottomRight;
+  const bool bottom_right = p.mask_kind == kMaskCausalBottomRight || p.mask_kind == kMaskLocalBottomRight;
+  Band b;
+  b.shift = bottom_right ? int64_t(lk) - lq : 0;
+  b.hi = causal ? 0 : kUnbounded;
+  if (p.window_right >= 0 && p.window_right < b.hi) b.hi = p.window_right;
+  b.lo = p.window_left >= 0 ? -p.window_left : -kUnbounded;
+  return b;
+}
+
+// Key tiles [n_begin, n_begin + n_tiles * bn) that hold an allowed key for some row of [r0, r1].
+struct KeyTiles {
+  int n_begin, n_tiles;
+};
+__host__ __device__ inline KeyTiles key_tiles(const Band& b, int r0, int r1, int lk, int bn) {
+  int64_t jb = int64_t(r0) + b.shift + b.lo, je = int64_t(r1) + b.shift + b.hi + 1;
+  jb = jb < 0 ? 0 : (jb > lk ? lk : jb);
+  je = je < 0 ? 0 : (je > lk ? lk : je);
+  KeyTiles t;
+  t.n_begin = int(jb) / bn * bn;
+  t.n_tiles = je > jb ? int((je - t.n_begin + bn - 1) / bn) : 0;
+  return t;
+}
+
+// ---- device helpers
+__device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+// One TMA box into shared memory, completing `bytes` of the transaction on `bar`.
+__device__ __forceinline__ void tma_load_4d(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1, int c2,
+                                            int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
+      : "memory");
+}
+__device__ __forceinline__ float fast_exp2(float x) {  // exp2(-inf) = +0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+template <typename Element>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<Element, cutlass::bfloat16_t>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// A wgmma accumulator fragment ((2 cols, 2 rows, N/8), 1, 1) seen as (2 rows, (2 cols, N/8)).
+template <class L>
+CUTE_HOST_DEVICE constexpr auto acc_rowcol(L l) {
+  static_assert(rank(L{}) == 3 && size<1>(L{}) == 1 && size<2>(L{}) == 1, "one wgmma tile per thread");
+  auto v = get<0>(l);
+  return make_layout(get<1>(v), make_layout(get<0>(v), get<2>(v)));
+}
+
+template <typename Element, int D>
+__global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid_constant__ Args args) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tr = Traits<Element, D>;
+  constexpr int BN = Tr::kBN, kStages = Tr::kStages;
+  const FmhaFwdParams& p = args.p;
+
+  // 1024-byte alignment of the tiles: the 128-byte swizzle is a function of the address bits.
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t pad = (1024u - (smem_u32(smem_raw) & 1023u)) & 1023u;
+  auto& ss = *reinterpret_cast<SharedStorage<Element, D>*>(smem_raw + pad);
+
+  const int h = blockIdx.y, s = blockIdx.z;
+  const int r0 = (gridDim.x - 1 - blockIdx.x) * kBM;  // longest (causal) tiles first
+  const Block blk = block_of(p, s);
+  if (!blk.ok || r0 >= blk.lq) return;  // uniform over the CTA, before any barrier
+  const int lq = blk.lq, lk = blk.lk;
+  const Band band = band_of(p, lq, lk);
+  const KeyTiles kt = key_tiles(band, r0, min(r0 + kBM, lq) - 1, lk, BN);
+
+  if (threadIdx.x == 0) {
+    cutlass::arch::ClusterTransactionBarrier::init(&ss.bar_q, 1);
+#pragma unroll
+    for (int st = 0; st < kStages; ++st) {
+      cutlass::arch::ClusterTransactionBarrier::init(&ss.full_k[st], 1);
+      cutlass::arch::ClusterTransactionBarrier::init(&ss.full_v[st], 1);
+      cutlass::arch::ClusterBarrier::init(&ss.empty_k[st], kConsumerWarps);
+      cutlass::arch::ClusterBarrier::init(&ss.empty_v[st], kConsumerWarps);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+
+  // ================= producer warpgroup
+  if (threadIdx.x < 128) {
+    cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
+    if (threadIdx.x == 0 && kt.n_tiles > 0) {
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&args.tq)) : "memory");
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&args.tk)) : "memory");
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&args.tv)) : "memory");
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.bar_q, Tr::kQBytes);
+#pragma unroll
+      for (int cb = 0; cb < D / kColBlock; ++cb)
+        tma_load_4d(&args.tq, &ss.bar_q, ss.q.data() + cb * kBM * kColBlock, cb * kColBlock, blk.q0 + r0,
+                    h * args.q_hm, blk.bq * args.q_bm);
+      for (int it = 0; it < kt.n_tiles; ++it) {
+        const int st = it % kStages;
+        const uint32_t phase = (it / kStages) & 1;
+        const int row = blk.k0 + kt.n_begin + it * BN;
+        // A fresh barrier passes a parity-1 wait: the first kStages tiles do not wait.
+        cutlass::arch::ClusterBarrier::wait(&ss.empty_k[st], phase ^ 1);
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_k[st], Tr::kKVBytes);
+#pragma unroll
+        for (int cb = 0; cb < D / kColBlock; ++cb)
+          tma_load_4d(&args.tk, &ss.full_k[st], ss.k.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
+                      h * args.k_hm, blk.bq * args.k_bm);
+        cutlass::arch::ClusterBarrier::wait(&ss.empty_v[st], phase ^ 1);
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_v[st], Tr::kKVBytes);
+#pragma unroll
+        for (int cb = 0; cb < D / kColBlock; ++cb)
+          tma_load_4d(&args.tv, &ss.full_v[st], ss.v.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
+                      h * args.v_hm, blk.bq * args.v_bm);
+      }
+    }
+    return;
+  }
+
+  // ================= consumer warpgroups
+  cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
+  const int ctid = threadIdx.x - 128;  // 0..255; the tiled MMAs give rows [64*cwg, 64*cwg+64) to warpgroup cwg
+  const int cwg = ctid / 128, lane = threadIdx.x % 32;
+
+  typename Tr::MmaQK mma_qk;
+  typename Tr::MmaPV mma_pv;
+  auto thr_qk = mma_qk.get_thread_slice(ctid);
+  auto thr_pv = mma_pv.get_thread_slice(ctid);
+  Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Tr::SmemLayoutQ{});
+  Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Tr::SmemLayoutK{});
+  Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Tr::SmemLayoutVt{});
+  Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // wgmma descriptors (1, 1, D/16)
+  Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (1, 1, D/16, stages)
+  Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (1, 1, BN/16, stages)
+  Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBM>, Int<BN>>{});
+  Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<kBM>, Int<D>>{});
+  Tensor tOrP = make_tensor<Element>(typename Tr::LayoutP{});
+  Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<BN>>{}));  // (row, key) in the tile
+  Tensor tOcO = thr_pv.partition_C(make_identity_tensor(Shape<Int<kBM>, Int<D>>{}));   // (row, col)
+  Tensor S_rc = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
+  Tensor O_rc = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
+  Tensor Oc_rc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
+  static_assert(size(tOrP) == size(tSrS) && size<0>(S_rc) == 2 && size<0>(O_rc) == 2, "fragment shapes");
+
+  float m_i[2] = {-INFINITY, -INFINITY};  // running row max (log2 domain), rows of S_rc
+  float l_i[2] = {0.f, 0.f};              // running row sum, this thread's columns only
+  clear(tOrO);
+  const float scale_log2 = args.scale_log2;
+  const int wr0 = r0 + cwg * 64;  // first query row of this warpgroup
+
+  if (kt.n_tiles > 0) cutlass::arch::ClusterTransactionBarrier::wait(&ss.bar_q, 0);
+  for (int it = 0; it < kt.n_tiles; ++it) {
+    const int st = it % kStages;
+    const uint32_t phase = (it / kStages) & 1;
+    const int n0 = kt.n_begin + it * BN;
+
+    // ---- S = Q K^T
+    cutlass::arch::ClusterTransactionBarrier::wait(&ss.full_k[st], phase);
+    warpgroup_fence_operand(tSrS);
+    warpgroup_arrive();
+    mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tSrQ); ++kb) {
+      cute::gemm(mma_qk, tSrQ(_, _, kb), tSrK(_, _, kb, st), tSrS);
+      mma_qk.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tSrS);
+    __syncwarp();
+    if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty_k[st]);
+
+    // ---- scale to the log2 domain; mask only tiles that cross the band or the lane end
+    const int64_t dmin = int64_t(n0) - (wr0 + 63) - band.shift, dmax = int64_t(n0) + BN - 1 - wr0 - band.shift;
+    const bool need_mask = n0 + BN > lk || dmin < band.lo || dmax > band.hi;
+    CUTE_UNROLL
+    for (int i = 0; i < size(tSrS); ++i) {
+      float x = tSrS(i) * scale_log2;
+      if (need_mask) {
+        const int qi = r0 + get<0>(tScS(i)), kj = n0 + get<1>(tScS(i));
+        const int64_t d = int64_t(kj) - qi - band.shift;
+        if (kj >= lk || d < band.lo || d > band.hi) x = -INFINITY;
+      }
+      tSrS(i) = x;
+    }
+
+    // ---- online softmax; the 4 lanes of a quad share a row
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(S_rc); ++c) mx = fmaxf(mx, S_rc(r, c));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_i[r], mx);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: keep exp2 finite
+      const float alpha = fast_exp2(m_i[r] - m_use);
+      m_i[r] = m_new;
+      float sum = 0.f;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(S_rc); ++c) {
+        const float e = fast_exp2(S_rc(r, c) - m_use);
+        S_rc(r, c) = e;
+        sum += e;
+      }
+      l_i[r] = l_i[r] * alpha + sum;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(O_rc); ++c) O_rc(r, c) *= alpha;
+    }
+    CUTE_UNROLL
+    for (int i = 0; i < size(tSrS); ++i) tOrP(i) = static_cast<Element>(tSrS(i));
+
+    // ---- O += P V
+    cutlass::arch::ClusterTransactionBarrier::wait(&ss.full_v[st], phase);
+    if (n0 + BN > lk) {
+      // Keys past the lane end have P = 0, but their V rows (another sequence, padding, or TMA
+      // zero fill) may hold NaN/Inf and 0 * NaN = NaN: zero them. Both warpgroups write the same
+      // zeros; each fences and syncs its own 128 threads before its wgmma reads them.
+      Tensor sVs = sVt(_, _, st);
+      for (int idx = (lk - n0) * D + ctid % 128; idx < BN * D; idx += 128) sVs(idx % D, idx / D) = Element(0.f);
+      cutlass::arch::fence_view_async_shared();
+      named_barrier_sync(1 + cwg, 128);
+    }
+    warpgroup_fence_operand(tOrO);
+    warpgroup_arrive();
+    mma_pv.accumulate_ = GMMA::ScaleOut::One;
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_pv, tOrP(_, _, kb), tOrV(_, _, kb, st), tOrO);
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tOrO);
+    __syncwarp();
+    if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty_v[st]);
+  }
+
+  // ---- epilogue: O / l and LSE = ln(sum exp); rows with no allowed key get O = 0, LSE = -inf
+  Element* out = static_cast<Element*>(p.out);
+  constexpr float kLn2 = 0.6931471805599453f;
+  CUTE_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    float l = l_i[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const int i = r0 + get<0>(Oc_rc(r, 0));
+    if (i < lq) {
+      Element* orow = out + int64_t(blk.bq) * p.o_sb + int64_t(blk.q0 + i) * p.o_sm + int64_t(h) * p.o_sh;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(O_rc); c += 2) {  // (c, c+1): adjacent columns
+        const int col = get<1>(Oc_rc(r, c));
+        if (col < p.Kv) *reinterpret_cast<uint32_t*>(orow + col) = pack2<Element>(O_rc(r, c) * inv, O_rc(r, c + 1) * inv);
+      }
+      if (get<1>(Oc_rc(r, 0)) == 0)
+        p.lse[(int64_t(blk.bq) * p.H + h) * p.Mq + blk.q0 + i] = l > 0.f ? (m_i[r] + log2f(l)) * kLn2 : -INFINITY;
+    }
+  }
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
+// ---- host side
+using EncodeTiledFn = PFN_cuTensorMapEncodeTiled_v12000;
+// The driver entry point through the runtime (no -lcuda); process-wide, device-independent.
+inline EncodeTiledFn encode_tiled_fn() {
+  static const EncodeTiledFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return EncodeTiledFn(nullptr);
+    }
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  return fn;
+}
+
+// Tensor map over [batches][heads][rows][cols] with element strides; boxes of [box_rows][64].
+// A stride-0 mode gets extent 1 (and a packed stride the driver accepts); *_mul = 0 marks it.
+inline bool encode_map(CUtensorMap* map, const void* base, bool bf16, int cols, int rows, int heads, int batches,
+                       int64_t s_row, int64_t s_head, int64_t s_batch, int box_rows, int* head_mul, int* batch_mul) {
+  const EncodeTiledFn fn = encode_tiled_fn();
+  if (fn == nullptr) return false;
+  constexpr uint64_t es = 2;
+  const int64_t st[3] = {s_row, s_head, s_batch};
+  const int ext[3] = {rows, heads, batches};
+  cuuint64_t dim[4] = {cuuint64_t(cols), 1, 1, 1};
+  cuuint64_t stride[3];
+  uint64_t packed = uint64_t(cols) * es;
+  for (int i = 0; i < 3; ++i) {
+    dim[i + 1] = st[i] != 0 ? cuuint64_t(ext[i]) : 1;
+    stride[i] = st[i] != 0 ? cuuint64_t(st[i]) * es : packed;
+    packed = stride[i] * dim[i + 1];
+  }
+  *head_mul = s_head != 0;
+  *batch_mul = s_batch != 0;
+  const cuuint32_t box[4] = {cuuint32_t(kColBlock), cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t elem_stride[4] = {1, 1, 1, 1};
+  const CUresult r = fn(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+                        const_cast<void*>(base), dim, stride, box, elem_stride, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // out-of-bounds elements read as zero
+  return r == CUDA_SUCCESS;
+}
+
+template <typename Element, int D>
+cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
+  using Tr = Traits<Element, D>;
+  if (fmha_fwd_sm90_head_dim(p) != D) return cudaErrorNotSupported;
+  if (p.num_seqs <= 0 || p.H <= 0 || p.max_seqlen_q <= 0) return cudaSuccess;
+  Args a{};
+  a.p = p;
+  a.scale_log2 = p.scale * 1.4426950408889634f;
+  const bool bf16 = p.is_bf16 != 0;
+  if (!encode_map(&a.tq, p.q, bf16, p.K, p.Mq, p.H, p.B, p.q_sm, p.q_sh, p.q_sb, kBM, &a.q_hm, &a.q_bm) ||
+      !encode_map(&a.tk, p.k, bf16, p.K, p.Mkv, p.H, p.B, p.k_sm, p.k_sh, p.k_sb, Tr::kBN, &a.k_hm, &a.k_bm) ||
+      !encode_map(&a.tv, p.v, bf16, p.Kv, p.Mkv, p.H, p.B, p.v_sm, p.v_sh, p.v_sb, Tr::kBN, &a.v_hm, &a.v_bm))
+    return cudaErrorNotSupported;
+  const size_t smem = sizeof(SharedStorage<Element, D>) + 1024;
+  auto kern = fmha_fwd_sm90_kernel<Element, D>;
+  cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (err != cudaSuccess) return err;
+  const dim3 grid((p.max_seqlen_q + kBM - 1) / kBM, p.H, p.num_seqs);
+  kern<<<grid, kThreads, smem, stream>>>(a);
+  return cudaGetLastError();
+}
+
+template <int D>
+cudaError_t launch_dtype(const FmhaFwdParams& p, cudaStream_t stream) {
+  return p.is_bf16 ? launch<cutlass::bfloat16_t, D>(p, stream) : launch<cutlass::half_t, D>(p, stream);
+}
+
+}  // namespace mslk::attention::sm90
+#endif  // MSLK_HAS_CUTLASS

@@ -8,10 +8,12 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include <cstdlib>
 #include <limits>
 
 #include "attention/fmha_fwd.h"
 #include "attention/kernels/fmha_fwd.h"
+#include "attention/kernels/fmha_fwd_sm90.h"
 #include "common/checks.h"
 
 namespace mslk::attention {
@@ -102,7 +104,15 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
   p.window_right = window_right;
   p.scale = float(scale);
   p.is_bf16 = q.scalar_type() == at::kBFloat16;
-  C10_CUDA_CHECK(fmha_fwd(p, c10::cuda::getCurrentCUDAStream().stream()));
+  const FmhaKernelChoice choice = fmha_kernel_choice();
+  TORCH_CHECK_VALUE(choice != FmhaKernelChoice::kInvalid, kOp,
+                    ": MSLK_FMHA_KERNEL must be unset, 'auto', 'sm80' or 'sm90'; got '", std::getenv("MSLK_FMHA_KERNEL"), "'");
+  const cudaError_t err = fmha_fwd(p, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(!(err == cudaErrorNotSupported && choice == FmhaKernelChoice::kSm90), kOp,
+              ": MSLK_FMHA_KERNEL=sm90 forces the Hopper kernel, which does not take this problem (it needs an sm_90 "
+              "GPU, no tensor bias, head dims <= 256 and TMA-compatible strides); unset MSLK_FMHA_KERNEL or set it "
+              "to 'auto' or 'sm80'");
+  C10_CUDA_CHECK(err);
   if (Kvp != Kv) out = out.narrow(3, 0, Kv).contiguous();
   return {out, lse};
 }

@@ -1,0 +1,443 @@
+"""CPU emulation of csrc/attention/kernels/fmha_fwd_sm90_kernel.cuh (no GPU needed).
+
+What it mirrors from the kernel, line by line:
+  * the CTA's work: block_of / band_of / key_tiles, the reversed tile order, the early exit;
+  * the tensor maps of encode_map (4-d [batches][heads][rows][cols], stride-0 modes become extent 1
+    with a 0 coordinate multiplier) and TMA box semantics: a [box_rows][64] box at coordinates
+    (c0, c1, c2, c3), out-of-bounds elements read as zero, written with the 128-byte swizzle at the
+    kernel's smem offsets (cb * rows * 64 (+ stage * BN * D)) -- tools/attention/check_fmha_sm90_layouts.cu
+    proves that CuTe's GMMA layouts read exactly these offsets;
+  * the mbarrier protocol (full: 1 arrival + transaction bytes; empty: 8 consumer-warp arrivals;
+    parity waits) under random interleavings of the producer thread, the asynchronous TMA
+    completions and the two consumer warpgroups -- checking no deadlock, that a parity wait is
+    never more than one phase behind (parity aliasing), that no stage is overwritten while a
+    consumer reads it and that every consumer reads the tile it expects;
+  * the consumer math with the fragment ownership the layout checker proves (row = 64*wg +
+    16*warp + lane/4 + 8*r, col = 8*nb + 2*(lane%4) + v): scale to log2, need_mask and the
+    per-element band test, online softmax with quad max/sum, the V tail zeroing, the epilogue
+    (each output element written exactly once, LSE index) -- against a float64 reference.
+K/V rows outside every key lane and Q rows outside every query block hold NaN, so any read of
+them that leaks into a result shows up.
+Run: python3 tools/attention/emulate_fmha_sm90.py   (about a minute)
+"""
+import itertools
+import math
+import sys
+
+import numpy as np
+
+LOG2E, LN2 = 1.4426950408889634, 0.6931471805599453
+UNB = 1 << 40
+BM, COLB = 128, 64
+TILE_CFG = {64: (128, 4), 128: (128, 2), 256: (64, 2)}  # d -> (BN, stages), as kTileCfgs
+
+
+def tma_offset(row, col, rows):
+    cb, c = col // 64, col % 64
+    return cb * rows * 64 + row * 64 + ((c // 8) ^ (row % 8)) * 8 + c % 8
+
+
+# ---- tensor maps and TMA ------------------------------------------------------------------------
+def encode_map(gmem, cols, rows, heads, batches, s_row, s_head, s_batch, box_rows):
+    st = [s_row, s_head, s_batch]
+    ext = [rows, heads, batches]
+    dims = [cols] + [ext[i] if st[i] != 0 else 1 for i in range(3)]
+    strides = [1] + [st[i] if st[i] != 0 else 0 for i in range(3)]  # element strides (extent-1: never used)
+    return dict(g=gmem, dims=dims, strides=strides, box=(COLB, box_rows), hm=int(s_head != 0), bm=int(s_batch != 0))
+
+
+def tma_load(m, smem, dst, c0, c1, c2, c3):
+    """One box: smem[dst + swizzled(r, c)] = tensor[c3][c2][c1 + r][c0 + c] or 0 out of bounds."""
+    bc, br = m["box"]
+    d, s = m["dims"], m["strides"]
+    r = np.arange(br)[:, None]
+    c = np.arange(bc)[None, :]
+    ok = ((0 <= c1 + r) & (c1 + r < d[1]) & (0 <= c0 + c) & (c0 + c < d[0])
+          & (0 <= c2 < d[2]) & (0 <= c3 < d[3]))
+    src = (c1 + r) * s[1] + c2 * s[2] + c3 * s[3] + c0 + c
+    vals = np.where(ok, m["g"][np.where(ok, src, 0)], 0.0)
+    smem[dst + r * 64 + ((c // 8) ^ (r % 8)) * 8 + c % 8] = vals
+    return bc * br * 2  # bytes (out-of-bounds elements count too)
+
+
+def read_tile(smem, base, rows, D):
+    """The (rows x D) tile at smem[base:] as the wgmma sees it (offsets proven by the layout checker)."""
+    r = np.arange(rows)[:, None]
+    c = np.arange(D)[None, :]
+    return smem[base + (c // 64) * rows * 64 + r * 64 + (((c % 64) // 8) ^ (r % 8)) * 8 + c % 8]
+
+
+# ---- mbarrier ----------------------------------------------------------------------------------
+class MBar:
+    def __init__(self, count):
+        self.count, self.pending, self.tx, self.phase = count, count, 0, 0
+
+    def _maybe_flip(self):
+        if self.pending == 0 and self.tx == 0:
+            self.phase += 1
+            self.pending = self.count
+
+    def arrive(self, expect_tx=0):
+        assert self.pending > 0
+        self.tx += expect_tx
+        self.pending -= 1
+        self._maybe_flip()
+
+    def complete_tx(self, b):
+        self.tx -= b
+        assert self.tx >= 0 or self.pending > 0
+        self._maybe_flip()
+
+    def ready(self, parity, waiter_phase):
+        """try_wait.parity: true iff the phase with this parity has completed. waiter_phase is the
+        phase number the waiter means (-1: the one before the first); parity aliasing would occur
+        if the barrier were not exactly 0 or 1 phases past it."""
+        assert (waiter_phase & 1) == parity, "kernel parity != parity of the phase it means"
+        assert self.phase - waiter_phase in (0, 1), \
+            f"parity aliasing: barrier at phase {self.phase}, waiter means phase {waiter_phase}"
+        return (self.phase & 1) != parity
+
+
+def allowed_block(lq, lk, kind, wl, wr):
+    i = np.arange(lq)[:, None]
+    j = np.arange(lk)[None, :]
+    shift = lk - lq if kind in (2, 3) else 0
+    d = j - i - shift
+    a = np.ones((lq, lk), bool)
+    if kind in (1, 2):
+        a &= d <= 0
+    if wl >= 0:
+        a &= d >= -wl
+    if wr >= 0:
+        a &= d <= wr
+    return a
+
+
+# ---- the kernel's work split --------------------------------------------------------------------
+def block_of(p, s):
+    if p["seqstart_q"] is not None:
+        bq, q0 = 0, p["seqstart_q"][s]
+        lq = p["seqstart_q"][s + 1] - q0
+        k0 = p["seqstart_k"][s]
+        lk = p["seqlen_k"][s] if p["seqlen_k"] is not None else p["seqstart_k"][s + 1] - k0
+    else:
+        bq, q0, lq, k0 = s, 0, p["Mq"], 0
+        lk = p["seqlen_k"][s] if p["seqlen_k"] is not None else p["Mkv"]
+    ok = q0 >= 0 and k0 >= 0
+    lq = max(0, min(lq, p["Mq"] - max(q0, 0)))
+    lk = max(0, min(lk, p["Mkv"] - max(k0, 0)))
+    return bq, q0, lq, k0, lk, ok
+
+
+def band_of(p, lq, lk):
+    kind = p["mask_kind"]
+    causal, br = kind in (1, 2), kind in (2, 3)
+    shift = lk - lq if br else 0
+    hi = 0 if causal else UNB
+    if p["wr"] >= 0 and p["wr"] < hi:
+        hi = p["wr"]
+    lo = -p["wl"] if p["wl"] >= 0 else -UNB
+    return shift, lo, hi
+
+
+def key_tiles(band, r0, r1, lk, bn):
+    shift, lo, hi = band
+    jb, je = r0 + shift + lo, r1 + shift + hi + 1
+    jb = min(max(jb, 0), lk)
+    je = min(max(je, 0), lk)
+    n_begin = jb // bn * bn
+    n_tiles = (je - n_begin + bn - 1) // bn if je > jb else 0
+    return n_begin, n_tiles
+
+
+def fast_exp2(x):
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.exp2(x)
+
+
+def kernel_cta(p, a, D, gridx, bx, h, s, rng, stats):
+    BN, S = TILE_CFG[D]
+    r0 = (gridx - 1 - bx) * BM
+    bq, q0, lq, k0, lk, ok = block_of(p, s)
+    if not ok or r0 >= lq:
+        return
+    band = band_of(p, lq, lk)
+    n_begin, n_tiles = key_tiles(band, r0, min(r0 + BM, lq) - 1, lk, BN)
+    stats["tiles"] += n_tiles
+    shift, lo, hi = band
+
+    sq = np.full(BM * D, np.nan)
+    sk = np.full(S * BN * D, np.nan)
+    sv = np.full(S * BN * D, np.nan)
+    bar_q = MBar(1)
+    full_k, full_v = [MBar(1) for _ in range(S)], [MBar(1) for _ in range(S)]
+    empty_k, empty_v = [MBar(8) for _ in range(S)], [MBar(8) for _ in range(S)]
+    stage_tile_k, stage_tile_v = [None] * S, [None] * S  # which tile a stage holds (None: in flight)
+    readers = {("k", st): 0 for st in range(S)} | {("v", st): 0 for st in range(S)}
+
+    # ---- producer as a generator: yields while blocked; TMA completions are queued as events
+    pending_tx = []
+
+    def issue(bar, kind, st, it, loads):
+        tot = 0
+        for (m, buf, dst, c) in loads:
+            assert kind is None or readers[(kind, st)] == 0, "TMA overwrites a stage a consumer still reads"
+            tot += tma_load(m, buf, dst, *c)
+        if kind is not None:
+            (stage_tile_k if kind == "k" else stage_tile_v)[st] = None
+        pending_tx.append((bar, tot, kind, st, it))
+
+    def producer():
+        if n_tiles == 0:
+            return
+        qb = BM * D * 2
+        bar_q.arrive(qb)
+        issue(bar_q, None, 0, -1, [(a["tq"], sq, cb * BM * 64, (cb * 64, q0 + r0, h * a["tq"]["hm"], bq * a["tq"]["bm"]))
+                                   for cb in range(D // 64)])
+        for it in range(n_tiles):
+            st, ph = it % S, (it // S) & 1
+            row = k0 + n_begin + it * BN
+            for kind, full, empty, m, buf in (("k", full_k, empty_k, a["tk"], sk), ("v", full_v, empty_v, a["tv"], sv)):
+                while not empty[st].ready(ph ^ 1, it // S - 1):
+                    yield
+                full[st].arrive(BN * D * 2)
+                issue(full[st], kind, st, it, [(m, buf, st * BN * D + cb * BN * 64,
+                                                (cb * 64, row, h * m["hm"], bq * m["bm"])) for cb in range(D // 64)])
+
+    # ---- consumer warpgroup as a generator
+    out, lse, written = p["out"], p["lse"], p["written"]
+    scale_log2 = p["scale"] * LOG2E
+    results = {}
+
+    def consumer(wg):
+        rows = np.arange(64) + 64 * wg          # tile rows of this warpgroup
+        m_i = np.full(64, -np.inf)
+        l_part = np.zeros((64, 4))              # per row, per quad lane (its columns)
+        o = np.zeros((64, D))
+        cols = np.arange(BN)
+        quad = (cols % 8) // 2                  # lane % 4 owning a column
+        wr0 = r0 + 64 * wg
+        if n_tiles > 0:
+            while not bar_q.ready(0, 0):
+                yield
+        Q = read_tile(sq, 0, BM, D)[rows]
+        for it in range(n_tiles):
+            st, ph = it % S, (it // S) & 1
+            n0 = n_begin + it * BN
+            while not full_k[st].ready(ph, it // S):
+                yield
+            assert stage_tile_k[st] == it, f"K stage {st} holds tile {stage_tile_k[st]}, expected {it}"
+            readers[("k", st)] += 1
+            K = read_tile(sk, st * BN * D, BN, D)
+            yield  # the wgmma runs while others proceed
+            with np.errstate(invalid="ignore"):
+                Sm = Q @ K.T
+            readers[("k", st)] -= 1
+            for _ in range(4):
+                empty_k[st].arrive()
+            # scale + mask
+            dmin = n0 - (wr0 + 63) - shift
+            dmax = n0 + BN - 1 - wr0 - shift
+            need_mask = n0 + BN > lk or dmin < lo or dmax > hi
+            x = Sm * scale_log2
+            if need_mask:
+                qi = (r0 + rows)[:, None]
+                kj = (n0 + cols)[None, :]
+                d = kj - qi - shift
+                x = np.where((kj >= lk) | (d < lo) | (d > hi), -np.inf, x)
+            else:  # the skip must be exact: every element of the warpgroup's 64 rows allowed
+                stats["unmasked"] += 1
+                d = (n0 + cols)[None, :] - (r0 + rows)[:, None] - shift
+                assert n0 + BN <= lk and (d >= lo).all() and (d <= hi).all(), "need_mask skipped a masked element"
+            # online softmax: quad max = row max over the 4 lanes' columns
+            mx = np.max(x, axis=1)
+            m_new = np.maximum(m_i, mx)
+            m_use = np.where(m_new == -np.inf, 0.0, m_new)
+            alpha = fast_exp2(m_i - m_use)
+            m_i = m_new
+            e = fast_exp2(x - m_use[:, None])
+            for t in range(4):
+                l_part[:, t] = l_part[:, t] * alpha + e[:, quad == t].sum(1)
+            o = o * alpha[:, None]
+            # O += P V
+            while not full_v[st].ready(ph, it // S):
+                yield
+            assert stage_tile_v[st] == it, f"V stage {st} holds tile {stage_tile_v[st]}, expected {it}"
+            readers[("v", st)] += 1
+            if n0 + BN > lk:
+                for idx in range((lk - n0) * D, BN * D):
+                    sv[st * BN * D + tma_offset(idx // D, idx % D, BN)] = 0.0
+            V = read_tile(sv, st * BN * D, BN, D)
+            yield
+            o = o + e @ V
+            readers[("v", st)] -= 1
+            for _ in range(4):
+                empty_v[st].arrive()
+        # epilogue
+        l = l_part.sum(1)
+        inv = np.where(l > 0, 1.0 / np.where(l > 0, l, 1), 0.0)
+        for rr in range(64):
+            i = r0 + rows[rr]
+            if i < lq:
+                base = bq * p["o_sb"] + (q0 + i) * p["o_sm"] + h * p["o_sh"]
+                for col in range(0, D, 2):
+                    if col < p["Kv"]:
+                        out[base + col:base + col + 2] = o[rr, col:col + 2] * inv[rr]
+                        written[base + col:base + col + 2] += 1
+                li = (bq * p["H"] + h) * p["Mq"] + q0 + i
+                lse[li] = (m_i[rr] + math.log2(l[rr])) * LN2 if l[rr] > 0 else -np.inf
+        results[wg] = True
+
+    actors = [producer(), consumer(0), consumer(1)]
+    alive = [True, True, True]
+    stuck = 0
+    while any(alive) or pending_tx:
+        choices = [i for i in range(3) if alive[i]] + (["tx"] if pending_tx else [])
+        c = choices[rng.integers(len(choices))]
+        if c == "tx":
+            bar, tot, kind, st, it = pending_tx.pop(rng.integers(len(pending_tx)))
+            if kind == "k":
+                stage_tile_k[st] = it
+            elif kind == "v":
+                stage_tile_v[st] = it
+            bar.complete_tx(tot)
+            stuck = 0
+            continue
+        try:
+            next(actors[c])
+            stuck += 1
+        except StopIteration:
+            alive[c] = False
+            stuck = 0
+        assert stuck < 100000, "deadlock"
+    assert results == {0: True, 1: True}
+
+
+def run_case(rng, B, Mq, Mkv, H, K, Kv, kind, wl, wr, varlen=None, seqlen_k=None, kv_bcast_head=False):
+    d = max(K, Kv)
+    D = 64 if d <= 64 else 128 if d <= 128 else 256
+    BN, S = TILE_CFG[D]
+    q = rng.standard_normal((B, Mq, H, K))
+    Hk = 1 if kv_bcast_head else H
+    k = rng.standard_normal((B, Mkv, Hk, K))
+    v = rng.standard_normal((B, Mkv, Hk, Kv))
+    # Poison: Q rows outside every query block, K/V rows outside every key lane.
+    dense = np.full((B, Mq, Mkv), -np.inf)
+    qrows = np.zeros((B, Mq), bool)
+    krows = np.zeros((B, Mkv), bool)
+    if varlen is not None:
+        sqs, sks = varlen
+        nseq = len(sqs) - 1
+        for s_ in range(nseq):
+            lq = sqs[s_ + 1] - sqs[s_]
+            lk = seqlen_k[s_] if seqlen_k is not None else sks[s_ + 1] - sks[s_]
+            dense[0, sqs[s_]:sqs[s_] + lq, sks[s_]:sks[s_] + lk][allowed_block(lq, lk, kind, wl, wr)] = 0.0
+            qrows[0, sqs[s_]:sqs[s_] + lq] = True
+            krows[0, sks[s_]:sks[s_] + lk] = True
+        maxq = max(sqs[s_ + 1] - sqs[s_] for s_ in range(nseq))
+    else:
+        nseq = B
+        for b in range(B):
+            lk = seqlen_k[b] if seqlen_k is not None else Mkv
+            dense[b, :, :lk][allowed_block(Mq, lk, kind, wl, wr)] = 0.0
+            krows[b, :lk] = True
+        qrows[:] = True
+        maxq = Mq
+    q[~qrows] = np.nan
+    k[~krows] = np.nan
+    v[~krows] = np.nan
+    # strided storage: q head-major ([B, H, Mq, K]), k/v [B, Mkv, Hk, *]
+    qs = np.ascontiguousarray(q.transpose(0, 2, 1, 3))
+    st0 = lambda n, s: 0 if n == 1 else s  # noqa: E731  the glue's st(): size-1 dims get stride 0
+    p = dict(Mq=Mq, Mkv=Mkv, H=H, K=K, Kv=Kv, mask_kind=kind, wl=wl, wr=wr, scale=0.37,
+             q_sb=st0(B, H * Mq * K), q_sm=st0(Mq, K), q_sh=st0(H, Mq * K),
+             k_sb=st0(B, Mkv * Hk * K), k_sm=st0(Mkv, Hk * K), k_sh=0 if kv_bcast_head else st0(H, K),
+             v_sb=st0(B, Mkv * Hk * Kv), v_sm=st0(Mkv, Hk * Kv), v_sh=0 if kv_bcast_head else st0(H, Kv),
+             o_sb=Mq * H * Kv, o_sm=H * Kv, o_sh=Kv)
+    p["seqstart_q"], p["seqstart_k"] = (varlen if varlen is not None else (None, None))
+    p["seqlen_k"] = seqlen_k
+    p["out"] = np.zeros(B * Mq * H * Kv)
+    p["written"] = np.zeros(B * Mq * H * Kv)
+    p["lse"] = np.full(B * H * Mq, -np.inf)
+    a = dict(tq=encode_map(qs.ravel(), K, Mq, H, B, p["q_sm"], p["q_sh"], p["q_sb"], BM),
+             tk=encode_map(k.ravel(), K, Mkv, H, B, p["k_sm"], p["k_sh"], p["k_sb"], BN),
+             tv=encode_map(v.ravel(), Kv, Mkv, H, B, p["v_sm"], p["v_sh"], p["v_sb"], BN))
+    stats = {"tiles": 0, "unmasked": 0}
+    gridx = (maxq + BM - 1) // BM
+    for s_ in range(nseq):
+        for h in range(H):
+            for bx in range(gridx):
+                kernel_cta(p, a, D, gridx, bx, h, s_, rng, stats)
+    out = p["out"].reshape(B, Mq, H, Kv)
+    lse = p["lse"].reshape(B, H, Mq)
+    wr_all = p["written"].reshape(B, Mq, H, Kv)
+    err = 0.0
+    for b in range(B):
+        for hh in range(H):
+            hk = 0 if kv_bcast_head else hh
+            rows = qrows[b]
+            kk = np.nan_to_num(k[b, :, hk], nan=0.0)
+            vv = np.nan_to_num(v[b, :, hk], nan=0.0)
+            qq = np.nan_to_num(q[b, :, hh], nan=0.0)
+            sres = qq @ kk.T * 0.37 + dense[b]
+            mx = sres.max(1, keepdims=True)
+            fin = np.isfinite(mx[:, 0])
+            e = np.where(fin[:, None], np.exp(sres - np.where(fin[:, None], mx, 0)), 0.0)
+            l = e.sum(1)
+            want = np.where(fin[:, None], e @ vv / np.where(fin, l, 1)[:, None], 0.0)
+            want_lse = np.where(fin, mx[:, 0] + np.log(np.where(fin, l, 1)), -np.inf)
+            got = out[b, rows, hh]
+            assert np.isfinite(got).all(), "NaN/Inf leaked into the output"
+            err = max(err, np.abs(got - want[rows]).max(initial=0))
+            assert (wr_all[b, rows, hh] == 1).all() and (wr_all[b, ~rows, hh] == 0).all(), "each output written once"
+            got_l, want_l = lse[b, hh, rows], want_lse[rows]
+            assert np.array_equal(np.isneginf(got_l), np.isneginf(want_l)), (b, hh, got_l, want_l)
+            f = np.isfinite(want_l)
+            err = max(err, np.abs(got_l[f] - want_l[f]).max(initial=0))
+    return err, stats
+
+
+def main():
+    rng = np.random.default_rng(0)
+    cases = []
+    for kind, (wl, wr) in itertools.product([0, 1, 2, 3], [(-1, -1), (70, -1), (3, 2), (0, 0)]):
+        cases.append(dict(B=1, Mq=200, Mkv=330, H=1, K=64, Kv=64, kind=kind, wl=wl, wr=wr))
+        cases.append(dict(B=2, Mq=300, Mkv=90, H=1, K=64, Kv=64, kind=kind, wl=wl, wr=wr))
+    cases += [
+        dict(B=1, Mq=1, Mkv=1, H=1, K=64, Kv=64, kind=1, wl=-1, wr=-1),
+        # windows whose edge falls on the last row / column of a tile (need_mask boundaries)
+        dict(B=1, Mq=128, Mkv=256, H=1, K=64, Kv=64, kind=0, wl=62, wr=-1),
+        dict(B=1, Mq=128, Mkv=256, H=1, K=64, Kv=64, kind=0, wl=63, wr=-1),
+        dict(B=1, Mq=128, Mkv=384, H=1, K=64, Kv=64, kind=0, wl=-1, wr=64),
+        dict(B=1, Mq=128, Mkv=384, H=1, K=64, Kv=64, kind=0, wl=-1, wr=63),
+        dict(B=1, Mq=128, Mkv=384, H=1, K=64, Kv=64, kind=0, wl=-1, wr=62),
+        # long key lanes: many trips around the stage ring (parities wrap)
+        dict(B=1, Mq=130, Mkv=2100, H=1, K=64, Kv=64, kind=0, wl=-1, wr=-1),
+        dict(B=1, Mq=100, Mkv=1000, H=1, K=256, Kv=256, kind=2, wl=-1, wr=-1),
+        dict(B=1, Mq=1000, Mkv=1000, H=1, K=128, Kv=128, kind=1, wl=-1, wr=-1),
+        dict(B=2, Mq=7, Mkv=7, H=2, K=128, Kv=128, kind=2, wl=-1, wr=-1, kv_bcast_head=True),
+        dict(B=1, Mq=1, Mkv=300, H=1, K=256, Kv=256, kind=2, wl=-1, wr=-1),
+        dict(B=1, Mq=150, Mkv=140, H=1, K=256, Kv=64, kind=3, wl=40, wr=10),
+        dict(B=1, Mq=130, Mkv=200, H=1, K=24, Kv=128, kind=0, wl=-1, wr=-1),
+        dict(B=2, Mq=140, Mkv=300, H=1, K=64, Kv=64, kind=2, wl=-1, wr=-1, seqlen_k=[290, 0]),
+        # varlen: empty and very unequal blocks, padded / gappy key lanes
+        dict(B=1, Mq=400, Mkv=600, H=2, K=64, Kv=64, kind=2, wl=-1, wr=-1,
+             varlen=([0, 13, 13, 400], [0, 40, 50, 600])),
+        dict(B=1, Mq=300, Mkv=768, H=1, K=128, Kv=128, kind=1, wl=100, wr=-1,
+             varlen=([0, 20, 25, 300], [0, 256, 512, 768]), seqlen_k=[30, 0, 250]),
+        dict(B=1, Mq=300, Mkv=768, H=1, K=64, Kv=64, kind=3, wl=3, wr=6,
+             varlen=([0, 150, 151, 300], [0, 256, 512, 768]), seqlen_k=[200, 3, 256], kv_bcast_head=True),
+        dict(B=1, Mq=260, Mkv=500, H=1, K=64, Kv=64, kind=0, wl=-1, wr=-1,
+             varlen=([0, 0, 260], [7, 7, 400]), seqlen_k=[0, 93]),
+    ]
+    worst = 0.0
+    for c in cases:
+        err, stats = run_case(rng, **c)
+        worst = max(worst, err)
+        print(f"err {err:.2e} tiles {stats['tiles']:4d} unmasked {stats['unmasked']:4d}  {c}", flush=True)
+        assert err < 1e-9, c
+    print("OK, worst", worst)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -30,6 +30,7 @@ LOG2E, LN2 = 1.4426950408889634, 0.6931471805599453
 UNB = 1 << 40
 BM, COLB = 128, 64
 TILE_CFG = {64: (128, 4), 128: (128, 2), 256: (64, 2)}  # d -> (BN, stages), as kTileCfgs
+OVERLAP = {64: True, 128: True, 256: True}  # kTileCfgs' overlap; main() also runs the other order
 
 
 def tma_offset(row, col, rows):
@@ -211,31 +212,43 @@ def kernel_cta(p, a, D, gridx, bx, h, s, rng, stats):
 
     def consumer(wg):
         rows = np.arange(64) + 64 * wg          # tile rows of this warpgroup
-        m_i = np.full(64, -np.inf)
-        l_part = np.zeros((64, 4))              # per row, per quad lane (its columns)
-        o = np.zeros((64, D))
         cols = np.arange(BN)
         quad = (cols % 8) // 2                  # lane % 4 owning a column
         wr0 = r0 + 64 * wg
-        if n_tiles > 0:
-            while not bar_q.ready(0, 0):
+        c = dict(m_i=np.full(64, -np.inf), l_part=np.zeros((64, 4)))  # l: per row, per quad lane
+
+        def wait_full(bar, it):
+            while not bar.ready((it // S) & 1, it // S):
                 yield
-        Q = read_tile(sq, 0, BM, D)[rows]
-        for it in range(n_tiles):
-            st, ph = it % S, (it // S) & 1
-            n0 = n_begin + it * BN
-            while not full_k[st].ready(ph, it // S):
-                yield
+
+        def issue_qk(it):  # the wgmma reads K_it some time before its wait: hold the stage until then
+            st = it % S
             assert stage_tile_k[st] == it, f"K stage {st} holds tile {stage_tile_k[st]}, expected {it}"
             readers[("k", st)] += 1
-            K = read_tile(sk, st * BN * D, BN, D)
-            yield  # the wgmma runs while others proceed
-            with np.errstate(invalid="ignore"):
-                Sm = Q @ K.T
-            readers[("k", st)] -= 1
+            return read_tile(sk, st * BN * D, BN, D)
+
+        def finish_qk(it, K):  # after wgmma.wait: release the stage (4 warps of this warpgroup)
+            readers[("k", it % S)] -= 1
             for _ in range(4):
-                empty_k[st].arrive()
-            # scale + mask
+                empty_k[it % S].arrive()
+            with np.errstate(invalid="ignore"):
+                return Q @ K.T
+
+        def issue_pv(it):
+            st, n0 = it % S, n_begin + it * BN
+            assert stage_tile_v[st] == it, f"V stage {st} holds tile {stage_tile_v[st]}, expected {it}"
+            if n0 + BN > lk:  # the tail zeroing, then fence + warpgroup barrier
+                for idx in range((lk - n0) * D, BN * D):
+                    sv[st * BN * D + tma_offset(idx // D, idx % D, BN)] = 0.0
+            readers[("v", st)] += 1
+            return read_tile(sv, st * BN * D, BN, D)
+
+        def finish_pv(it):
+            readers[("v", it % S)] -= 1
+            for _ in range(4):
+                empty_v[it % S].arrive()
+
+        def softmax(Sm, n0):  # returns (exp2(S - m), alpha); advances m_i, l_part
             dmin = n0 - (wr0 + 63) - shift
             dmax = n0 + BN - 1 - wr0 - shift
             need_mask = n0 + BN > lk or dmin < lo or dmax > hi
@@ -249,30 +262,57 @@ def kernel_cta(p, a, D, gridx, bx, h, s, rng, stats):
                 stats["unmasked"] += 1
                 d = (n0 + cols)[None, :] - (r0 + rows)[:, None] - shift
                 assert n0 + BN <= lk and (d >= lo).all() and (d <= hi).all(), "need_mask skipped a masked element"
-            # online softmax: quad max = row max over the 4 lanes' columns
-            mx = np.max(x, axis=1)
-            m_new = np.maximum(m_i, mx)
+            mx = np.max(x, axis=1)  # quad max = row max over the 4 lanes' columns
+            m_new = np.maximum(c["m_i"], mx)
             m_use = np.where(m_new == -np.inf, 0.0, m_new)
-            alpha = fast_exp2(m_i - m_use)
-            m_i = m_new
+            alpha = fast_exp2(c["m_i"] - m_use)
+            c["m_i"] = m_new
             e = fast_exp2(x - m_use[:, None])
             for t in range(4):
-                l_part[:, t] = l_part[:, t] * alpha + e[:, quad == t].sum(1)
-            o = o * alpha[:, None]
-            # O += P V
-            while not full_v[st].ready(ph, it // S):
+                c["l_part"][:, t] = c["l_part"][:, t] * alpha + e[:, quad == t].sum(1)
+            return e, alpha
+
+        o = np.zeros((64, D))
+        if n_tiles > 0:
+            yield from wait_full(bar_q, 0)
+        Q = read_tile(sq, 0, BM, D)[rows]
+        if n_tiles > 0 and not OVERLAP[D]:
+            for it in range(n_tiles):
+                n0 = n_begin + it * BN
+                yield from wait_full(full_k[it % S], it)
+                K = issue_qk(it)
+                yield  # the wgmma runs while others proceed
+                e, alpha = softmax(finish_qk(it, K), n0)
+                o = o * alpha[:, None]
+                yield from wait_full(full_v[it % S], it)
+                V = issue_pv(it)
                 yield
-            assert stage_tile_v[st] == it, f"V stage {st} holds tile {stage_tile_v[st]}, expected {it}"
-            readers[("v", st)] += 1
-            if n0 + BN > lk:
-                for idx in range((lk - n0) * D, BN * D):
-                    sv[st * BN * D + tma_offset(idx // D, idx % D, BN)] = 0.0
-            V = read_tile(sv, st * BN * D, BN, D)
+                o = o + e @ V
+                finish_pv(it)
+        elif n_tiles > 0:
+            yield from wait_full(full_k[0], 0)
+            K = issue_qk(0)
             yield
-            o = o + e @ V
-            readers[("v", st)] -= 1
-            for _ in range(4):
-                empty_v[st].arrive()
+            P, _ = softmax(finish_qk(0, K), n_begin)  # O is still 0
+            for it in range(1, n_tiles):
+                yield from wait_full(full_k[it % S], it)
+                K = issue_qk(it)
+                yield from wait_full(full_v[(it - 1) % S], it - 1)
+                V = issue_pv(it - 1)
+                yield
+                e, alpha = softmax(finish_qk(it, K), n_begin + it * BN)  # wgmma.wait_group 1
+                yield
+                o = o + P @ V  # wgmma.wait_group 0
+                finish_pv(it - 1)
+                o = o * alpha[:, None]
+                P = e
+            last = n_tiles - 1
+            yield from wait_full(full_v[last % S], last)
+            V = issue_pv(last)
+            yield
+            o = o + P @ V
+            finish_pv(last)
+        m_i, l_part = c["m_i"], c["l_part"]
         # epilogue
         l = l_part.sum(1)
         inv = np.where(l > 0, 1.0 / np.where(l > 0, l, 1), 0.0)
@@ -431,11 +471,16 @@ def main():
              varlen=([0, 0, 260], [7, 7, 400]), seqlen_k=[0, 93]),
     ]
     worst = 0.0
-    for c in cases:
-        err, stats = run_case(rng, **c)
-        worst = max(worst, err)
-        print(f"err {err:.2e} tiles {stats['tiles']:4d} unmasked {stats['unmasked']:4d}  {c}", flush=True)
-        assert err < 1e-9, c
+    for order in ("as configured", "flipped"):
+        if order == "flipped":
+            for d in OVERLAP:
+                OVERLAP[d] = not OVERLAP[d]
+        print(f"-- consumer order {order}: overlap {OVERLAP}")
+        for c in cases:
+            err, stats = run_case(rng, **c)
+            worst = max(worst, err)
+            print(f"err {err:.2e} tiles {stats['tiles']:4d} unmasked {stats['unmasked']:4d}  {c}", flush=True)
+            assert err < 1e-9, c
     print("OK, worst", worst)
 
 

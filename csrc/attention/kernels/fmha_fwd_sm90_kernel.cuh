@@ -16,9 +16,12 @@
 // reinterpretations on the host; tools/attention/emulate_fmha_sm90.py emulates the tile schedule,
 // the barrier phases and the masking.
 //
-// TODO(perf): intra-warpgroup overlap (issue S_{j+1} = Q K_{j+1}^T before the softmax of S_j),
-// ping-pong scheduling of the two consumer warpgroups (named barriers around their GEMMs),
-// a persistent tile scheduler, and a TMA-store epilogue through shared memory.
+// With kTileCfgs' overlap = 1 each consumer warpgroup keeps S = Q K_{j+1}^T and O += P_j V_j in
+// flight together and runs the softmax of S_{j+1} under the P V GEMM (FA3's intra-warpgroup
+// pipelining).
+// TODO(perf): ping-pong scheduling of the two consumer warpgroups (named barriers ordering their
+// GEMMs), a persistent tile scheduler (also reuses the barriers and hides the prologue), a
+// TMA-store epilogue through shared memory, BN = 176 / 80 tiles as in FA3 for d128 / d256.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -43,14 +46,16 @@ using namespace cute;
 // ---- tile configuration per padded head dim. BM is fixed: two consumer warpgroups x 64 rows.
 // smem = BM*D*2 + stages * 2 (K and V) * BN*D*2 bytes: d64 144 KiB, d128 160 KiB, d256 192 KiB
 // (+1 KiB alignment slack and the barriers); the limit is 227 KiB.
+// overlap: 1 = intra-warpgroup overlap of the softmax with the GEMMs (S and P live together,
+// more registers), 0 = one tile at a time (the simpler order; a fallback if 1 misbehaves).
 struct TileCfg {
-  int d, bn, stages;
+  int d, bn, stages, overlap;
 };
-inline constexpr TileCfg kTileCfgs[] = {{64, 128, 4}, {128, 128, 2}, {256, 64, 2}};
+inline constexpr TileCfg kTileCfgs[] = {{64, 128, 4, 1}, {128, 128, 2, 1}, {256, 64, 2, 1}};
 constexpr TileCfg tile_cfg(int d) {
   for (const TileCfg& c : kTileCfgs)
     if (c.d == d) return c;
-  return TileCfg{0, 0, 0};
+  return TileCfg{0, 0, 0, 0};
 }
 
 constexpr int kBM = 128;
@@ -63,6 +68,7 @@ static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register budg
 template <typename Element, int D>
 struct Traits {
   static constexpr int kBN = tile_cfg(D).bn, kStages = tile_cfg(D).stages;
+  static constexpr bool kOverlap = tile_cfg(D).overlap != 0;
   static_assert(kBN > 0 && D % kColBlock == 0 && kBN % 16 == 0 && kBN <= 256, "tile config");
   static_assert(sizeof(Element) == 2, "16-bit inputs only (MN-major V needs them)");
   using SmemLayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kBM>, Int<D>>{}));
@@ -295,18 +301,13 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
 
   float m_i[2] = {-INFINITY, -INFINITY};  // running row max (log2 domain), rows of S_rc
   float l_i[2] = {0.f, 0.f};              // running row sum, this thread's columns only
+  float alpha[2];                         // rescale factor of O from the last softmax
   clear(tOrO);
   const float scale_log2 = args.scale_log2;
   const int wr0 = r0 + cwg * 64;  // first query row of this warpgroup
 
-  if (kt.n_tiles > 0) cutlass::arch::ClusterTransactionBarrier::wait(&ss.bar_q, 0);
-  for (int it = 0; it < kt.n_tiles; ++it) {
-    const int st = it % kStages;
-    const uint32_t phase = (it / kStages) & 1;
-    const int n0 = kt.n_begin + it * BN;
-
-    // ---- S = Q K^T
-    cutlass::arch::ClusterTransactionBarrier::wait(&ss.full_k[st], phase);
+  // Issues S = Q K^T on K stage st (one wgmma batch, not waited for).
+  auto issue_qk = [&](int st) {
     warpgroup_fence_operand(tSrS);
     warpgroup_arrive();
     mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
@@ -316,14 +317,35 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
       mma_qk.accumulate_ = GMMA::ScaleOut::One;
     }
     warpgroup_commit_batch();
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(tSrS);
+  };
+  // Issues O += P V on V stage st for the key tile at n0 (one wgmma batch, not waited for).
+  auto issue_pv = [&](int st, int n0) {
+    if (n0 + BN > lk) {
+      // Keys past the lane end have P = 0, but their V rows (another sequence, padding, or TMA
+      // zero fill) may hold NaN/Inf and 0 * NaN = NaN: zero them. Both warpgroups write the same
+      // zeros; each fences and syncs its own 128 threads before its wgmma reads them.
+      Tensor sVs = sVt(_, _, st);
+      for (int idx = (lk - n0) * D + ctid % 128; idx < BN * D; idx += 128) sVs(idx % D, idx / D) = Element(0.f);
+      cutlass::arch::fence_view_async_shared();
+      named_barrier_sync(1 + cwg, 128);
+    }
+    warpgroup_fence_operand(tOrP);  // P materialised before wgmma.fence: no register writes inside the batch
+    warpgroup_fence_operand(tOrO);
+    warpgroup_arrive();
+    mma_pv.accumulate_ = GMMA::ScaleOut::One;
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_pv, tOrP(_, _, kb), tOrV(_, _, kb, st), tOrO);
+    warpgroup_commit_batch();
+  };
+  auto release = [&](uint64_t* bar) {  // one arrival per consumer warp (the barrier counts 8)
     __syncwarp();
-    if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty_k[st]);
-
-    // ---- scale to the log2 domain; mask only tiles that cross the band or the lane end
+    if (lane == 0) cutlass::arch::ClusterBarrier::arrive(bar);
+  };
+  // Scale, mask, online softmax of S (key tile at n0): S becomes exp2(S - m), m_i and l_i advance,
+  // alpha[r] = exp2(m_old - m_new) is left for O. Touches neither O nor P.
+  auto softmax = [&](int n0) {
     const int64_t dmin = int64_t(n0) - (wr0 + 63) - band.shift, dmax = int64_t(n0) + BN - 1 - wr0 - band.shift;
-    const bool need_mask = n0 + BN > lk || dmin < band.lo || dmax > band.hi;
+    const bool need_mask = n0 + BN > lk || dmin < band.lo || dmax > band.hi;  // else every element allowed
     CUTE_UNROLL
     for (int i = 0; i < size(tSrS); ++i) {
       float x = tSrS(i) * scale_log2;
@@ -334,10 +356,8 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
       }
       tSrS(i) = x;
     }
-
-    // ---- online softmax; the 4 lanes of a quad share a row
     CUTE_UNROLL
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < 2; ++r) {  // the 4 lanes of a quad share a row
       float mx = -INFINITY;
       CUTE_UNROLL
       for (int c = 0; c < size<1>(S_rc); ++c) mx = fmaxf(mx, S_rc(r, c));
@@ -345,7 +365,7 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(m_i[r], mx);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: keep exp2 finite
-      const float alpha = fast_exp2(m_i[r] - m_use);
+      alpha[r] = fast_exp2(m_i[r] - m_use);
       m_i[r] = m_new;
       float sum = 0.f;
       CUTE_UNROLL
@@ -354,34 +374,79 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
         S_rc(r, c) = e;
         sum += e;
       }
-      l_i[r] = l_i[r] * alpha + sum;
+      l_i[r] = l_i[r] * alpha[r] + sum;
+    }
+  };
+  auto rescale_o = [&] {
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
       CUTE_UNROLL
-      for (int c = 0; c < size<1>(O_rc); ++c) O_rc(r, c) *= alpha;
+      for (int c = 0; c < size<1>(O_rc); ++c) O_rc(r, c) *= alpha[r];
     }
+  };
+  auto convert_p = [&] {  // P in 32-bit pairs (cvt.rn.{bf16x2,f16x2}.f32); S and P offsets agree (layout checker)
+    Tensor tOrP32 = recast<uint32_t>(tOrP);
     CUTE_UNROLL
-    for (int i = 0; i < size(tSrS); ++i) tOrP(i) = static_cast<Element>(tSrS(i));
+    for (int i = 0; i < size(tOrP32); ++i) tOrP32(i) = pack2<Element>(tSrS(2 * i), tSrS(2 * i + 1));
+  };
+  auto wait_full = [&](uint64_t* bar, int it) {
+    cutlass::arch::ClusterTransactionBarrier::wait(bar, uint32_t(it / kStages) & 1);
+  };
 
-    // ---- O += P V
-    cutlass::arch::ClusterTransactionBarrier::wait(&ss.full_v[st], phase);
-    if (n0 + BN > lk) {
-      // Keys past the lane end have P = 0, but their V rows (another sequence, padding, or TMA
-      // zero fill) may hold NaN/Inf and 0 * NaN = NaN: zero them. Both warpgroups write the same
-      // zeros; each fences and syncs its own 128 threads before its wgmma reads them.
-      Tensor sVs = sVt(_, _, st);
-      for (int idx = (lk - n0) * D + ctid % 128; idx < BN * D; idx += 128) sVs(idx % D, idx / D) = Element(0.f);
-      cutlass::arch::fence_view_async_shared();
-      named_barrier_sync(1 + cwg, 128);
+  if (kt.n_tiles > 0) {
+    cutlass::arch::ClusterTransactionBarrier::wait(&ss.bar_q, 0);
+    if constexpr (!Tr::kOverlap) {
+      // One tile at a time: the two warpgroups overlap each other's softmax and GEMMs.
+      for (int it = 0; it < kt.n_tiles; ++it) {
+        const int st = it % kStages, n0 = kt.n_begin + it * BN;
+        wait_full(&ss.full_k[st], it);
+        issue_qk(st);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tSrS);
+        release(&ss.empty_k[st]);
+        softmax(n0);
+        rescale_o();
+        convert_p();
+        wait_full(&ss.full_v[st], it);
+        issue_pv(st, n0);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tOrO);
+        release(&ss.empty_v[st]);
+      }
+    } else {
+      // Intra-warpgroup overlap: S_{it} = Q K_{it}^T and O += P_{it-1} V_{it-1} are in flight
+      // together; the softmax of S_{it} runs while the P V GEMM does (it reads P and writes O, the
+      // softmax touches only S); O is rescaled once that GEMM is done.
+      wait_full(&ss.full_k[0], 0);
+      issue_qk(0);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tSrS);
+      release(&ss.empty_k[0]);
+      softmax(kt.n_begin);
+      convert_p();  // O is still 0: no rescale
+      for (int it = 1; it < kt.n_tiles; ++it) {
+        const int st = it % kStages, sp = (it - 1) % kStages;
+        wait_full(&ss.full_k[st], it);
+        issue_qk(st);
+        wait_full(&ss.full_v[sp], it - 1);
+        issue_pv(sp, kt.n_begin + (it - 1) * BN);
+        warpgroup_wait<1>();  // the older batch, S_{it}, is done
+        warpgroup_fence_operand(tSrS);
+        release(&ss.empty_k[st]);
+        softmax(kt.n_begin + it * BN);
+        warpgroup_wait<0>();  // O += P_{it-1} V_{it-1} done: P and O are free
+        warpgroup_fence_operand(tOrO);
+        release(&ss.empty_v[sp]);
+        rescale_o();
+        convert_p();
+      }
+      const int last = kt.n_tiles - 1, sl = last % kStages;
+      wait_full(&ss.full_v[sl], last);
+      issue_pv(sl, kt.n_begin + last * BN);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      release(&ss.empty_v[sl]);
     }
-    warpgroup_fence_operand(tOrO);
-    warpgroup_arrive();
-    mma_pv.accumulate_ = GMMA::ScaleOut::One;
-    CUTE_UNROLL
-    for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_pv, tOrP(_, _, kb), tOrV(_, _, kb, st), tOrO);
-    warpgroup_commit_batch();
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(tOrO);
-    __syncwarp();
-    if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty_v[st]);
   }
 
   // ---- epilogue: O / l and LSE = ln(sum exp); rows with no allowed key get O = 0, LSE = -inf

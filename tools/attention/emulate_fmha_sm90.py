@@ -31,6 +31,7 @@ UNB = 1 << 40
 BM, COLB = 128, 64
 TILE_CFG = {64: (128, 4), 128: (128, 2), 256: (64, 2)}  # d -> (BN, stages), as kTileCfgs
 OVERLAP = {64: True, 128: True, 256: True}  # kTileCfgs' overlap; main() also runs the other order
+PINGPONG = {64: True, 128: True, 256: True}  # kTileCfgs' pingpong (only with overlap)
 
 
 def tma_offset(row, col, rows):
@@ -97,6 +98,27 @@ class MBar:
         assert self.phase - waiter_phase in (0, 1), \
             f"parity aliasing: barrier at phase {self.phase}, waiter means phase {waiter_phase}"
         return (self.phase & 1) != parity
+
+
+class NamedBar:
+    """bar.sync / bar.arrive with a thread count, at warpgroup granularity (128 threads a call).
+    A generation completes when `count` threads have arrived; bar.sync waits for its generation."""
+
+    def __init__(self, count):
+        self.count, self.arrived, self.gen = count, 0, 0
+
+    def arrive(self):
+        self.arrived += 128
+        assert self.arrived <= self.count
+        g = self.gen
+        if self.arrived == self.count:
+            self.arrived, self.gen = 0, self.gen + 1
+        return g
+
+    def sync(self):  # generator: arrive, then wait for the generation to complete
+        g = self.arrive()
+        while self.gen == g:
+            yield
 
 
 def allowed_block(lq, lk, kind, wl, wr):
@@ -175,6 +197,9 @@ def kernel_cta(p, a, D, gridx, bx, h, s, rng, stats):
     empty_k, empty_v = [MBar(8) for _ in range(S)], [MBar(8) for _ in range(S)]
     stage_tile_k, stage_tile_v = [None] * S, [None] * S  # which tile a stage holds (None: in flight)
     readers = {("k", st): 0 for st in range(S)} | {("v", st): 0 for st in range(S)}
+    turn = [NamedBar(256), NamedBar(256)]  # kBarTurn + warpgroup
+    pingpong = PINGPONG[D] and OVERLAP[D]
+    issuing = []  # warpgroups inside a turn region (ping-pong: at most one)
 
     # ---- producer as a generator: yields while blocked; TMA completions are queued as events
     pending_tx = []
@@ -290,15 +315,36 @@ def kernel_cta(p, a, D, gridx, bx, h, s, rng, stats):
                 o = o + e @ V
                 finish_pv(it)
         elif n_tiles > 0:
+            def turn_wait():
+                if pingpong:
+                    yield from turn[wg].sync()
+                    assert not issuing, "both warpgroups inside a turn region"
+                    issuing.append(wg)
+
+            def turn_pass(last):
+                if pingpong:
+                    issuing.remove(wg)
+                    if not (last and wg == 1):
+                        turn[wg ^ 1].arrive()
+
+            if pingpong and wg == 1:
+                turn[0].arrive()
             yield from wait_full(full_k[0], 0)
+            yield from turn_wait()
             K = issue_qk(0)
+            yield
+            turn_pass(False)
             yield
             P, _ = softmax(finish_qk(0, K), n_begin)  # O is still 0
             for it in range(1, n_tiles):
                 yield from wait_full(full_k[it % S], it)
-                K = issue_qk(it)
                 yield from wait_full(full_v[(it - 1) % S], it - 1)
+                yield from turn_wait()
+                K = issue_qk(it)
+                yield
                 V = issue_pv(it - 1)
+                yield
+                turn_pass(False)
                 yield
                 e, alpha = softmax(finish_qk(it, K), n_begin + it * BN)  # wgmma.wait_group 1
                 yield
@@ -308,7 +354,10 @@ def kernel_cta(p, a, D, gridx, bx, h, s, rng, stats):
                 P = e
             last = n_tiles - 1
             yield from wait_full(full_v[last % S], last)
+            yield from turn_wait()
             V = issue_pv(last)
+            yield
+            turn_pass(True)
             yield
             o = o + P @ V
             finish_pv(last)
@@ -351,6 +400,7 @@ def kernel_cta(p, a, D, gridx, bx, h, s, rng, stats):
             stuck = 0
         assert stuck < 100000, "deadlock"
     assert results == {0: True, 1: True}
+    assert all(b.arrived == 0 for b in turn), "a named barrier generation left half-arrived at exit"
 
 
 def run_case(rng, B, Mq, Mkv, H, K, Kv, kind, wl, wr, varlen=None, seqlen_k=None, kv_bcast_head=False):
@@ -471,11 +521,16 @@ def main():
              varlen=([0, 0, 260], [7, 7, 400]), seqlen_k=[0, 93]),
     ]
     worst = 0.0
-    for order in ("as configured", "flipped"):
-        if order == "flipped":
-            for d in OVERLAP:
-                OVERLAP[d] = not OVERLAP[d]
-        print(f"-- consumer order {order}: overlap {OVERLAP}")
+    configured = (dict(OVERLAP), dict(PINGPONG))
+    for order in ("as configured", "flipped", "overlap without ping-pong"):
+        OVERLAP.update(configured[0])
+        PINGPONG.update(configured[1])
+        for d in OVERLAP:
+            if order == "flipped":
+                OVERLAP[d], PINGPONG[d] = not OVERLAP[d], not PINGPONG[d]
+            elif order == "overlap without ping-pong":
+                OVERLAP[d], PINGPONG[d] = True, False
+        print(f"-- consumer order {order}: overlap {OVERLAP} pingpong {PINGPONG}")
         for c in cases:
             err, stats = run_case(rng, **c)
             worst = max(worst, err)

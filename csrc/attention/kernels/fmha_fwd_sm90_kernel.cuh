@@ -19,8 +19,8 @@
 // With kTileCfgs' overlap = 1 each consumer warpgroup keeps S = Q K_{j+1}^T and O += P_j V_j in
 // flight together and runs the softmax of S_{j+1} under the P V GEMM (FA3's intra-warpgroup
 // pipelining).
-// TODO(perf): ping-pong scheduling of the two consumer warpgroups (named barriers ordering their
-// GEMMs), a persistent tile scheduler (also reuses the barriers and hides the prologue), a
+// With pingpong = 1 the two consumer warpgroups also take turns issuing their GEMM batches.
+// TODO(perf): a persistent tile scheduler (also reuses the barriers and hides the prologue), a
 // TMA-store epilogue through shared memory, BN = 176 / 80 tiles as in FA3 for d128 / d256.
 #pragma once
 #include <cuda_runtime.h>
@@ -48,14 +48,16 @@ using namespace cute;
 // (+1 KiB alignment slack and the barriers); the limit is 227 KiB.
 // overlap: 1 = intra-warpgroup overlap of the softmax with the GEMMs (S and P live together,
 // more registers), 0 = one tile at a time (the simpler order; a fallback if 1 misbehaves).
+// pingpong (needs overlap): the two consumer warpgroups take turns issuing their GEMMs (named
+// barriers), so one's softmax runs under the other's GEMMs.
 struct TileCfg {
-  int d, bn, stages, overlap;
+  int d, bn, stages, overlap, pingpong;
 };
-inline constexpr TileCfg kTileCfgs[] = {{64, 128, 4, 1}, {128, 128, 2, 1}, {256, 64, 2, 1}};
+inline constexpr TileCfg kTileCfgs[] = {{64, 128, 4, 1, 1}, {128, 128, 2, 1, 1}, {256, 64, 2, 1, 1}};
 constexpr TileCfg tile_cfg(int d) {
   for (const TileCfg& c : kTileCfgs)
     if (c.d == d) return c;
-  return TileCfg{0, 0, 0, 0};
+  return TileCfg{0, 0, 0, 0, 0};
 }
 
 constexpr int kBM = 128;
@@ -69,6 +71,8 @@ template <typename Element, int D>
 struct Traits {
   static constexpr int kBN = tile_cfg(D).bn, kStages = tile_cfg(D).stages;
   static constexpr bool kOverlap = tile_cfg(D).overlap != 0;
+  static constexpr bool kPingPong = tile_cfg(D).pingpong != 0;
+  static_assert(kOverlap || !kPingPong, "ping-pong is only wired into the overlapped order");
   static_assert(kBN > 0 && D % kColBlock == 0 && kBN % 16 == 0 && kBN <= 256, "tile config");
   static_assert(sizeof(Element) == 2, "16-bit inputs only (MN-major V needs them)");
   using SmemLayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kBM>, Int<D>>{}));
@@ -188,6 +192,12 @@ __device__ __forceinline__ float fast_exp2(float x) {  // exp2(-inf) = +0
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// Named barriers (0 is __syncthreads): per-warpgroup V-tail zeroing, and the ping-pong turns.
+constexpr int kBarTail = 1;  // + consumer warpgroup (128 threads)
+constexpr int kBarTurn = 3;  // + consumer warpgroup whose turn it is (256 threads: 128 arrive, 128 sync)
 template <typename Element>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   if constexpr (std::is_same_v<Element, cutlass::bfloat16_t>) {
@@ -327,7 +337,7 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
       Tensor sVs = sVt(_, _, st);
       for (int idx = (lk - n0) * D + ctid % 128; idx < BN * D; idx += 128) sVs(idx % D, idx / D) = Element(0.f);
       cutlass::arch::fence_view_async_shared();
-      named_barrier_sync(1 + cwg, 128);
+      named_barrier_sync(kBarTail + cwg, 128);
     }
     warpgroup_fence_operand(tOrP);  // P materialised before wgmma.fence: no register writes inside the batch
     warpgroup_fence_operand(tOrO);
@@ -392,6 +402,17 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
   auto wait_full = [&](uint64_t* bar, int it) {
     cutlass::arch::ClusterTransactionBarrier::wait(bar, uint32_t(it / kStages) & 1);
   };
+  // Ping-pong: each warpgroup issues n_tiles + 1 GEMM batches (prologue, loop, epilogue). Before
+  // one it waits for its turn, after it hands the turn over; warpgroup 1 hands warpgroup 0 the
+  // first turn and keeps its last, so every bar.sync meets exactly one bar.arrive.
+  auto turn_wait = [&] {
+    if constexpr (Tr::kPingPong) named_barrier_sync(kBarTurn + cwg, 256);
+  };
+  auto turn_pass = [&](bool last) {
+    if constexpr (Tr::kPingPong) {
+      if (!(last && cwg == 1)) named_barrier_arrive(kBarTurn + (cwg ^ 1), 256);
+    }
+  };
 
   if (kt.n_tiles > 0) {
     cutlass::arch::ClusterTransactionBarrier::wait(&ss.bar_q, 0);
@@ -417,8 +438,13 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
       // Intra-warpgroup overlap: S_{it} = Q K_{it}^T and O += P_{it-1} V_{it-1} are in flight
       // together; the softmax of S_{it} runs while the P V GEMM does (it reads P and writes O, the
       // softmax touches only S); O is rescaled once that GEMM is done.
+      if constexpr (Tr::kPingPong) {
+        if (cwg == 1) named_barrier_arrive(kBarTurn + 0, 256);
+      }
       wait_full(&ss.full_k[0], 0);
+      turn_wait();
       issue_qk(0);
+      turn_pass(false);
       warpgroup_wait<0>();
       warpgroup_fence_operand(tSrS);
       release(&ss.empty_k[0]);
@@ -427,9 +453,11 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
       for (int it = 1; it < kt.n_tiles; ++it) {
         const int st = it % kStages, sp = (it - 1) % kStages;
         wait_full(&ss.full_k[st], it);
-        issue_qk(st);
         wait_full(&ss.full_v[sp], it - 1);
+        turn_wait();
+        issue_qk(st);
         issue_pv(sp, kt.n_begin + (it - 1) * BN);
+        turn_pass(false);
         warpgroup_wait<1>();  // the older batch, S_{it}, is done
         warpgroup_fence_operand(tSrS);
         release(&ss.empty_k[st]);
@@ -442,7 +470,9 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
       }
       const int last = kt.n_tiles - 1, sl = last % kStages;
       wait_full(&ss.full_v[sl], last);
+      turn_wait();
       issue_pv(sl, kt.n_begin + last * BN);
+      turn_pass(true);
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);
       release(&ss.empty_v[sl]);

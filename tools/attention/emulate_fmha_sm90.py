@@ -5,7 +5,7 @@ What it mirrors from the kernel, line by line:
   * the tensor maps of encode_map (4-d [batches][heads][rows][cols], stride-0 modes become extent 1
     with a 0 coordinate multiplier) and TMA box semantics: a [box_rows][64] box at coordinates
     (c0, c1, c2, c3), out-of-bounds elements read as zero, written with the 128-byte swizzle at the
-    kernel's smem offsets (cb * rows * 64 (+ stage * BN * D)) -- tools/attention/check_fmha_sm90_layouts.cu
+    kernel's smem offsets (cb * rows * 64 (+ stage * BN * D)) -- test/cpp/test_fmha_sm90_layouts.cu
     proves that CuTe's GMMA layouts read exactly these offsets;
   * the mbarrier protocol (full: 1 arrival + transaction bytes; empty: 8 consumer-warp arrivals;
     parity waits) under random interleavings of the producer thread, the asynchronous TMA

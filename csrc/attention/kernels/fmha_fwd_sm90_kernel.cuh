@@ -12,7 +12,7 @@
 // Shared-memory tiles use the 128-byte swizzle that both TMA (CU_TENSOR_MAP_SWIZZLE_128B) and
 // wgmma (GMMA::Layout_*_SW128_Atom) understand: each 64-column block of a tile is one TMA box of
 // [rows][64] elements, rows 128 bytes apart, 16-byte chunks XOR-ed with (row & 7).
-// tools/attention/check_fmha_sm90_layouts.cu checks these layouts and the register fragment
+// test/cpp/test_fmha_sm90_layouts.cu checks these layouts and the register fragment
 // reinterpretations on the host; tools/attention/emulate_fmha_sm90.py emulates the tile schedule,
 // the barrier phases and the masking.
 //
@@ -88,7 +88,7 @@ struct Traits {
                                                              GMMA::Major::K, GMMA::Major::MN>(),
                                         Layout<Shape<_2, _1, _1>>{}));
   // P as the A operand of one thread: (8 values of a 16-key step, 1, BN/16 steps), compact; its
-  // linear order equals the S accumulator's (checked by tools/attention/check_fmha_sm90_layouts.cu).
+  // linear order equals the S accumulator's (checked by test/cpp/test_fmha_sm90_layouts.cu).
   using LayoutP = Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>;
   static constexpr uint32_t kQBytes = kBM * D * sizeof(Element);
   static constexpr uint32_t kKVBytes = kBN * D * sizeof(Element);

@@ -8,9 +8,9 @@
 //   3. P: register offset i of the S accumulator is the A-operand value of the P V wgmma at the
 //      same (row, key) -- the reinterpretation `tOrP(i) = tSrS(i)` is exact.
 //   4. The Q operand of each thread's wgmma lies in its own warpgroup's 64 rows.
-// Build and run (from the repo root):
+// A ctest (mslk_test_fmha_sm90_layouts, host-only: runs without a GPU). By hand, from the repo root:
 //   nvcc -std=c++17 --expt-relaxed-constexpr -DMSLK_HAS_CUTLASS=1 -Icsrc -I$CUTLASS/include \
-//     -gencode=arch=compute_90a,code=sm_90a -x cu tools/attention/check_fmha_sm90_layouts.cu \
+//     -gencode=arch=compute_90a,code=sm_90a -x cu test/cpp/test_fmha_sm90_layouts.cu \
 //     -o /tmp/check_sm90 && /tmp/check_sm90
 #include <cstdio>
 #include <set>

@@ -184,6 +184,32 @@ __device__ __forceinline__ void tma_load_4d(const CUtensorMap* map, uint64_t* ba
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
       : "memory");
 }
+// mbarrier parity wait with a watchdog: a protocol bug traps (a launch error; compute-sanitizer
+// names the line) instead of hanging the GPU. 20 s is far beyond any legitimate wait. One asm
+// block (labels are local to its braces), so the hot path adds no live registers or branches
+// to the surrounding code.
+constexpr uint64_t kWatchdogNs = 20ull * 1000 * 1000 * 1000;
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      ".reg .u64 t0, t1;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@p bra.uni WAIT_DONE;\n"
+      "mov.u64 t0, %%globaltimer;\n"
+      "WAIT_LOOP:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@p bra.uni WAIT_DONE;\n"
+      "mov.u64 t1, %%globaltimer;\n"
+      "sub.u64 t1, t1, t0;\n"
+      "setp.gt.u64 p, t1, %2;\n"
+      "@p trap;\n"
+      "bra.uni WAIT_LOOP;\n"
+      "WAIT_DONE:\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity), "l"(kWatchdogNs)
+      : "memory");
+}
 __device__ __forceinline__ float fast_exp2(float x) {  // exp2(-inf) = +0
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -267,13 +293,13 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
         const uint32_t phase = (it / kStages) & 1;
         const int row = blk.k0 + kt.n_begin + it * BN;
         // A fresh barrier passes a parity-1 wait: the first kStages tiles do not wait.
-        cutlass::arch::ClusterBarrier::wait(&ss.empty_k[st], phase ^ 1);
+        mbar_wait(&ss.empty_k[st], phase ^ 1);
         cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_k[st], Tr::kKVBytes);
 #pragma unroll
         for (int cb = 0; cb < D / kColBlock; ++cb)
           tma_load_4d(&args.tk, &ss.full_k[st], ss.k.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
                       h * args.k_hm, blk.bq * args.k_bm);
-        cutlass::arch::ClusterBarrier::wait(&ss.empty_v[st], phase ^ 1);
+        mbar_wait(&ss.empty_v[st], phase ^ 1);
         cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_v[st], Tr::kKVBytes);
 #pragma unroll
         for (int cb = 0; cb < D / kColBlock; ++cb)
@@ -400,7 +426,7 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
     for (int i = 0; i < size(tOrP32); ++i) tOrP32(i) = pack2<Element>(tSrS(2 * i), tSrS(2 * i + 1));
   };
   auto wait_full = [&](uint64_t* bar, int it) {
-    cutlass::arch::ClusterTransactionBarrier::wait(bar, uint32_t(it / kStages) & 1);
+    mbar_wait(bar, uint32_t(it / kStages) & 1);
   };
   // Ping-pong: each warpgroup issues n_tiles + 1 GEMM batches (prologue, loop, epilogue). Before
   // one it waits for its turn, after it hands the turn over; warpgroup 1 hands warpgroup 0 the
@@ -415,7 +441,7 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
   };
 
   if (kt.n_tiles > 0) {
-    cutlass::arch::ClusterTransactionBarrier::wait(&ss.bar_q, 0);
+    mbar_wait(&ss.bar_q, 0);
     if constexpr (!Tr::kOverlap) {
       // One tile at a time: the two warpgroups overlap each other's softmax and GEMMs.
       for (int it = 0; it < kt.n_tiles; ++it) {

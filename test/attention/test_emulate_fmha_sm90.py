@@ -1,6 +1,6 @@
 """The CPU emulator of the Hopper attention kernel (tools/attention/emulate_fmha_sm90.py) on a few
 cases, in every consumer order (one tile at a time; intra-warpgroup overlap with and without
-ping-pong): the kernel's tile schedule, TMA boxes, mbarrier / named-barrier protocol under random
+ping-pong), persistent or one CTA per work tile: the kernel's tile schedule, TMA boxes, mbarrier / named-barrier protocol under random
 interleavings and masking, mirrored in Python, against float64. The full sweep: run the script."""
 
 import importlib.util
@@ -26,11 +26,13 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("persistent", [False, True])
 @pytest.mark.parametrize("order", ["tile", "overlap", "pingpong"])
 @pytest.mark.parametrize("case", range(len(CASES)))
-def test_emulated_sm90_kernel(monkeypatch, order, case):
+def test_emulated_sm90_kernel(monkeypatch, order, persistent, case):
     for d in emu.OVERLAP:
         monkeypatch.setitem(emu.OVERLAP, d, order != "tile")
         monkeypatch.setitem(emu.PINGPONG, d, order == "pingpong")
+        monkeypatch.setitem(emu.PERSISTENT, d, persistent)
     err, stats = emu.run_case(np.random.default_rng(case), **CASES[case])
     assert err < 1e-9 and stats["tiles"] > 0

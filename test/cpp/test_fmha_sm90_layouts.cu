@@ -22,16 +22,16 @@ using namespace cute;
 using namespace mslk::attention::sm90;
 
 static int g_fail = 0;
-#define EXPECT(cond, ...)                  \
-  do {                                     \
-    if (!(cond)) {                         \
-      if (g_fail < 20) {                   \
+#define EXPECT(cond, ...)                               \
+  do {                                                  \
+    if (!(cond)) {                                      \
+      if (g_fail < 20) {                                \
         std::printf("FAIL %s:%d ", __FILE__, __LINE__); \
-        std::printf(__VA_ARGS__);          \
-        std::printf("\n");                 \
-      }                                    \
-      ++g_fail;                            \
-    }                                      \
+        std::printf(__VA_ARGS__);                       \
+        std::printf("\n");                              \
+      }                                                 \
+      ++g_fail;                                         \
+    }                                                   \
   } while (0)
 
 // Element offset written by a SWIZZLE_128B TMA box of [rows][64] (2-byte elements) for (row, col)
@@ -52,8 +52,9 @@ template <typename Element, int D>
 void check() {
   using Tr = Traits<Element, D>;
   constexpr int BN = Tr::kBN, S = Tr::kStages;
-  std::printf("D=%d %s BN=%d stages=%d smem=%zu bytes\n", D, sizeof(Element) == 2 && std::is_same_v<Element, cutlass::bfloat16_t> ? "bf16" : "fp16",
-              BN, S, sizeof(SharedStorage<Element, D>) + 1024);
+  std::printf("D=%d %s BN=%d stages=%d smem=%zu bytes\n", D,
+              sizeof(Element) == 2 && std::is_same_v<Element, cutlass::bfloat16_t> ? "bf16" : "fp16", BN, S,
+              sizeof(SharedStorage<Element, D>) + 1024);
   EXPECT(sizeof(SharedStorage<Element, D>) + 1024 <= 232448, "smem over 227 KiB");
 
   // 1. shared-memory layouts vs TMA boxes
@@ -64,13 +65,16 @@ void check() {
   EXPECT(int(cosize(lk.layout_b())) == BN * D * S, "K cosize");
   EXPECT(int(cosize(lv.layout_b())) == BN * D * S, "V cosize");
   for (int r = 0; r < kBM; ++r)
-    for (int c = 0; c < D; ++c) EXPECT(smem_offset(lq, r, c) == tma_offset(r, c, kBM), "Q (%d,%d): %d", r, c, smem_offset(lq, r, c));
+    for (int c = 0; c < D; ++c)
+      EXPECT(smem_offset(lq, r, c) == tma_offset(r, c, kBM), "Q (%d,%d): %d", r, c, smem_offset(lq, r, c));
   for (int st = 0; st < S; ++st)
     for (int r = 0; r < BN; ++r)
       for (int c = 0; c < D; ++c) {
         const int want = st * BN * D + tma_offset(r, c, BN);
-        EXPECT(smem_offset(lk, r, c, st) == want, "K (%d,%d,%d): %d want %d", r, c, st, smem_offset(lk, r, c, st), want);
-        EXPECT(smem_offset(lv, c, r, st) == want, "Vt (%d,%d,%d): %d want %d", c, r, st, smem_offset(lv, c, r, st), want);
+        EXPECT(smem_offset(lk, r, c, st) == want, "K (%d,%d,%d): %d want %d", r, c, st, smem_offset(lk, r, c, st),
+               want);
+        EXPECT(smem_offset(lv, c, r, st) == want, "Vt (%d,%d,%d): %d want %d", c, r, st, smem_offset(lv, c, r, st),
+               want);
       }
 
   // 2-4. fragments, per consumer thread

@@ -1,14 +1,17 @@
 """CPU emulation of csrc/attention/kernels/fmha_fwd_sm90_kernel.cuh (no GPU needed).
 
 What it mirrors from the kernel, line by line:
-  * the CTA's work: block_of / band_of / key_tiles, the reversed tile order, the early exit;
+  * the work split: work_of / block_of / band_of / key_tiles, persistent CTAs walking work tiles
+    (few emulated SMs, so every CTA walks several) with the K/V ring position and the Q buffer's
+    use count carried across tiles, or one CTA per work tile;
   * the tensor maps of encode_map (4-d [batches][heads][rows][cols], stride-0 modes become extent 1
     with a 0 coordinate multiplier) and TMA box semantics: a [box_rows][64] box at coordinates
     (c0, c1, c2, c3), out-of-bounds elements read as zero, written with the 128-byte swizzle at the
     kernel's smem offsets (cb * rows * 64 (+ stage * BN * D)) -- test/cpp/test_fmha_sm90_layouts.cu
     proves that CuTe's GMMA layouts read exactly these offsets;
   * the mbarrier protocol (full: 1 arrival + transaction bytes; empty: 8 consumer-warp arrivals;
-    parity waits) under random interleavings of the producer thread, the asynchronous TMA
+    parity waits; the Q buffer's full / empty pair) and the ping-pong named barriers under random
+    interleavings of the producer thread, the asynchronous TMA
     completions and the two consumer warpgroups -- checking no deadlock, that a parity wait is
     never more than one phase behind (parity aliasing), that no stage is overwritten while a
     consumer reads it and that every consumer reads the tile it expects;
@@ -32,6 +35,8 @@ BM, COLB = 128, 64
 TILE_CFG = {64: (128, 4), 128: (128, 2), 256: (64, 2)}  # d -> (BN, stages), as kTileCfgs
 OVERLAP = {64: True, 128: True, 256: True}  # kTileCfgs' overlap; main() also runs the other order
 PINGPONG = {64: True, 128: True, 256: True}  # kTileCfgs' pingpong (only with overlap)
+PERSISTENT = {64: True, 128: True, 256: True}  # kTileCfgs' persistent
+SMS = 3  # emulated SM count: few, so that CTAs walk several work tiles
 
 
 def tma_offset(row, col, rows):
@@ -178,25 +183,35 @@ def fast_exp2(x):
         return np.exp2(x)
 
 
-def kernel_cta(p, a, D, gridx, bx, h, s, rng, stats):
-    BN, S = TILE_CFG[D]
-    r0 = (gridx - 1 - bx) * BM
+def work_of(p, t, num_m, bn):
+    hs = p["H"] * p["num_seqs"]
+    r0 = (num_m - 1 - t // hs) * BM
+    h, s = t % hs % p["H"], t % hs // p["H"]
     bq, q0, lq, k0, lk, ok = block_of(p, s)
-    if not ok or r0 >= lq:
-        return
+    live = ok and r0 < lq
     band = band_of(p, lq, lk)
-    n_begin, n_tiles = key_tiles(band, r0, min(r0 + BM, lq) - 1, lk, BN)
-    stats["tiles"] += n_tiles
-    shift, lo, hi = band
+    n_begin, n_tiles = key_tiles(band, r0, min(r0 + BM, lq) - 1, lk, bn) if live else (0, 0)
+    return dict(h=h, s=s, r0=r0, bq=bq, q0=q0, lq=lq, k0=k0, lk=lk, live=live, band=band,
+                n_begin=n_begin, n_tiles=n_tiles)
+
+
+def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
+    """One CTA: work tiles bx, bx + grid, ... with the K/V ring position g and the Q use count qn
+    carried across them, as in the kernel."""
+    BN, S = TILE_CFG[D]
+    num_work = num_m * p["H"] * p["num_seqs"]
+    tiles = list(range(bx, num_work, grid))
+    works = [work_of(p, t, num_m, BN) for t in tiles]
+    stats["tiles"] += sum(w["n_tiles"] for w in works)
 
     sq = np.full(BM * D, np.nan)
     sk = np.full(S * BN * D, np.nan)
     sv = np.full(S * BN * D, np.nan)
-    bar_q = MBar(1)
+    full_q, empty_q = MBar(1), MBar(8)
     full_k, full_v = [MBar(1) for _ in range(S)], [MBar(1) for _ in range(S)]
     empty_k, empty_v = [MBar(8) for _ in range(S)], [MBar(8) for _ in range(S)]
-    stage_tile_k, stage_tile_v = [None] * S, [None] * S  # which tile a stage holds (None: in flight)
-    readers = {("k", st): 0 for st in range(S)} | {("v", st): 0 for st in range(S)}
+    stage_tile = {"q": [None], "k": [None] * S, "v": [None] * S}  # what a buffer holds (None: in flight)
+    readers = {(kd, st): 0 for kd in "kv" for st in range(S)} | {("q", 0): 0}
     turn = [NamedBar(256), NamedBar(256)]  # kBarTurn + warpgroup
     pingpong = PINGPONG[D] and OVERLAP[D]
     issuing = []  # warpgroups inside a turn region (ping-pong: at most one)
@@ -204,33 +219,38 @@ def kernel_cta(p, a, D, gridx, bx, h, s, rng, stats):
     # ---- producer as a generator: yields while blocked; TMA completions are queued as events
     pending_tx = []
 
-    def issue(bar, kind, st, it, loads):
+    def issue(bar, kind, st, tag, loads):
         tot = 0
+        assert readers[(kind, st)] == 0, f"TMA overwrites {kind} stage {st} while a consumer reads it"
         for (m, buf, dst, c) in loads:
-            assert kind is None or readers[(kind, st)] == 0, "TMA overwrites a stage a consumer still reads"
             tot += tma_load(m, buf, dst, *c)
-        if kind is not None:
-            (stage_tile_k if kind == "k" else stage_tile_v)[st] = None
-        pending_tx.append((bar, tot, kind, st, it))
+        stage_tile[kind][st] = None
+        pending_tx.append((bar, tot, kind, st, tag))
 
     def producer():
-        if n_tiles == 0:
-            return
-        qb = BM * D * 2
-        bar_q.arrive(qb)
-        issue(bar_q, None, 0, -1, [(a["tq"], sq, cb * BM * 64, (cb * 64, q0 + r0, h * a["tq"]["hm"], bq * a["tq"]["bm"]))
-                                   for cb in range(D // 64)])
-        for it in range(n_tiles):
-            st, ph = it % S, (it // S) & 1
-            row = k0 + n_begin + it * BN
-            for kind, full, empty, m, buf in (("k", full_k, empty_k, a["tk"], sk), ("v", full_v, empty_v, a["tv"], sv)):
-                while not empty[st].ready(ph ^ 1, it // S - 1):
-                    yield
-                full[st].arrive(BN * D * 2)
-                issue(full[st], kind, st, it, [(m, buf, st * BN * D + cb * BN * 64,
-                                                (cb * 64, row, h * m["hm"], bq * m["bm"])) for cb in range(D // 64)])
+        g = qn = 0
+        for t, w in zip(tiles, works):
+            if w["n_tiles"] == 0:
+                continue
+            h, bq = w["h"], w["bq"]
+            while not empty_q.ready((qn & 1) ^ 1, qn - 1):
+                yield
+            full_q.arrive(BM * D * 2)
+            issue(full_q, "q", 0, t, [(a["tq"], sq, cb * BM * 64,
+                                       (cb * 64, w["q0"] + w["r0"], h * a["tq"]["hm"], bq * a["tq"]["bm"]))
+                                      for cb in range(D // 64)])
+            qn += 1
+            for it in range(w["n_tiles"]):
+                st, ph = g % S, (g // S) & 1
+                row = w["k0"] + w["n_begin"] + it * BN
+                for kind, full, empty, m, buf in (("k", full_k, empty_k, a["tk"], sk), ("v", full_v, empty_v, a["tv"], sv)):
+                    while not empty[st].ready(ph ^ 1, g // S - 1):
+                        yield
+                    full[st].arrive(BN * D * 2)
+                    issue(full[st], kind, st, g, [(m, buf, st * BN * D + cb * BN * 64,
+                                                   (cb * 64, row, h * m["hm"], bq * m["bm"])) for cb in range(D // 64)])
+                g += 1
 
-    # ---- consumer warpgroup as a generator
     out, lse, written = p["out"], p["lse"], p["written"]
     scale_log2 = p["scale"] * LOG2E
     results = {}
@@ -239,82 +259,80 @@ def kernel_cta(p, a, D, gridx, bx, h, s, rng, stats):
         rows = np.arange(64) + 64 * wg          # tile rows of this warpgroup
         cols = np.arange(BN)
         quad = (cols % 8) // 2                  # lane % 4 owning a column
-        wr0 = r0 + 64 * wg
-        c = dict(m_i=np.full(64, -np.inf), l_part=np.zeros((64, 4)))  # l: per row, per quad lane
+        ctr = dict(g=0, qn=0)
+        for t, w in zip(tiles, works):
+            if not w["live"]:
+                continue
+            r0, lq, lk, h, n_begin, n_tiles = w["r0"], w["lq"], w["lk"], w["h"], w["n_begin"], w["n_tiles"]
+            lo, hi, shift = w["band"][1], w["band"][2], w["band"][0]
+            dlo, dhi = max(lo + shift, -2**31), min(hi + shift, 2**31 - 1)  # the kernel's int32 clamp
+            wr0 = r0 + 64 * wg
+            c = dict(m_i=np.full(64, -np.inf), l_part=np.zeros((64, 4)))  # l: per row, per quad lane
+            g = ctr["g"]
 
-        def wait_full(bar, it):
-            while not bar.ready((it // S) & 1, it // S):
-                yield
+            def wait_full(bar, it):
+                gi = g + it
+                while not bar.ready((gi // S) & 1, gi // S):
+                    yield
 
-        def issue_qk(it):  # the wgmma reads K_it some time before its wait: hold the stage until then
-            st = it % S
-            assert stage_tile_k[st] == it, f"K stage {st} holds tile {stage_tile_k[st]}, expected {it}"
-            readers[("k", st)] += 1
-            return read_tile(sk, st * BN * D, BN, D)
+            def issue_qk(it):  # the wgmma reads K some time before its wait: hold the stage until then
+                st = (g + it) % S
+                assert stage_tile["k"][st] == g + it, f"K stage {st} holds {stage_tile['k'][st]}, expected {g + it}"
+                readers[("k", st)] += 1
+                return read_tile(sk, st * BN * D, BN, D)
 
-        def finish_qk(it, K):  # after wgmma.wait: release the stage (4 warps of this warpgroup)
-            readers[("k", it % S)] -= 1
-            for _ in range(4):
-                empty_k[it % S].arrive()
-            with np.errstate(invalid="ignore"):
-                return Q @ K.T
+            def finish_qk(it, K):  # after wgmma.wait: release the stage (4 warps of this warpgroup)
+                st = (g + it) % S
+                readers[("k", st)] -= 1
+                for _ in range(4):
+                    empty_k[st].arrive()
+                with np.errstate(invalid="ignore"):
+                    return Q @ K.T
 
-        def issue_pv(it):
-            st, n0 = it % S, n_begin + it * BN
-            assert stage_tile_v[st] == it, f"V stage {st} holds tile {stage_tile_v[st]}, expected {it}"
-            if n0 + BN > lk:  # the tail zeroing, then fence + warpgroup barrier
-                for idx in range((lk - n0) * D, BN * D):
-                    sv[st * BN * D + tma_offset(idx // D, idx % D, BN)] = 0.0
-            readers[("v", st)] += 1
-            return read_tile(sv, st * BN * D, BN, D)
+            def issue_pv(it):
+                st, n0 = (g + it) % S, n_begin + it * BN
+                assert stage_tile["v"][st] == g + it, f"V stage {st} holds {stage_tile['v'][st]}, expected {g + it}"
+                if n0 + BN > lk:  # the tail zeroing, then fence + warpgroup barrier
+                    for idx in range((lk - n0) * D, BN * D):
+                        sv[st * BN * D + tma_offset(idx // D, idx % D, BN)] = 0.0
+                readers[("v", st)] += 1
+                return read_tile(sv, st * BN * D, BN, D)
 
-        def finish_pv(it):
-            readers[("v", it % S)] -= 1
-            for _ in range(4):
-                empty_v[it % S].arrive()
+            def finish_pv(it):
+                st = (g + it) % S
+                readers[("v", st)] -= 1
+                for _ in range(4):
+                    empty_v[st].arrive()
 
-        def softmax(Sm, n0):  # returns (exp2(S - m), alpha); advances m_i, l_part
-            dmin = n0 - (wr0 + 63) - shift
-            dmax = n0 + BN - 1 - wr0 - shift
-            need_mask = n0 + BN > lk or dmin < lo or dmax > hi
-            x = Sm * scale_log2
-            if need_mask:
-                qi = (r0 + rows)[:, None]
-                kj = (n0 + cols)[None, :]
-                d = kj - qi - shift
-                x = np.where((kj >= lk) | (d < lo) | (d > hi), -np.inf, x)
-            else:  # the skip must be exact: every element of the warpgroup's 64 rows allowed
-                stats["unmasked"] += 1
-                d = (n0 + cols)[None, :] - (r0 + rows)[:, None] - shift
-                assert n0 + BN <= lk and (d >= lo).all() and (d <= hi).all(), "need_mask skipped a masked element"
-            mx = np.max(x, axis=1)  # quad max = row max over the 4 lanes' columns
-            m_new = np.maximum(c["m_i"], mx)
-            m_use = np.where(m_new == -np.inf, 0.0, m_new)
-            alpha = fast_exp2(c["m_i"] - m_use)
-            c["m_i"] = m_new
-            e = fast_exp2(x - m_use[:, None])
-            for t in range(4):
-                c["l_part"][:, t] = c["l_part"][:, t] * alpha + e[:, quad == t].sum(1)
-            return e, alpha
+            def release_q():
+                readers[("q", 0)] -= 1
+                for _ in range(4):
+                    empty_q.arrive()
 
-        o = np.zeros((64, D))
-        if n_tiles > 0:
-            yield from wait_full(bar_q, 0)
-        Q = read_tile(sq, 0, BM, D)[rows]
-        if n_tiles > 0 and not OVERLAP[D]:
-            for it in range(n_tiles):
-                n0 = n_begin + it * BN
-                yield from wait_full(full_k[it % S], it)
-                K = issue_qk(it)
-                yield  # the wgmma runs while others proceed
-                e, alpha = softmax(finish_qk(it, K), n0)
-                o = o * alpha[:, None]
-                yield from wait_full(full_v[it % S], it)
-                V = issue_pv(it)
-                yield
-                o = o + e @ V
-                finish_pv(it)
-        elif n_tiles > 0:
+            def softmax(Sm, n0):  # returns (exp2(S - m), alpha); advances m_i, l_part
+                dmin = n0 - (wr0 + 63)
+                dmax = n0 + BN - 1 - wr0
+                need_mask = n0 + BN > lk or dmin < dlo or dmax > dhi
+                x = Sm * scale_log2
+                d = (n0 + cols)[None, :] - (r0 + rows)[:, None]  # kj - qi
+                assert np.abs(d).max() < 2**31, "kj - qi overflows int32"
+                if need_mask:
+                    kj = (n0 + cols)[None, :]
+                    x = np.where((kj >= lk) | (d < dlo) | (d > dhi), -np.inf, x)
+                else:  # the skip must be exact: every element of the warpgroup's 64 rows allowed
+                    stats["unmasked"] += 1
+                    dd = d - shift
+                    assert n0 + BN <= lk and (dd >= lo).all() and (dd <= hi).all(), "need_mask skipped a masked element"
+                mx = np.max(x, axis=1)  # quad max = row max over the 4 lanes' columns
+                m_new = np.maximum(c["m_i"], mx)
+                m_use = np.where(m_new == -np.inf, 0.0, m_new)
+                alpha = fast_exp2(c["m_i"] - m_use)
+                c["m_i"] = m_new
+                e = fast_exp2(x - m_use[:, None])
+                for tt in range(4):
+                    c["l_part"][:, tt] = c["l_part"][:, tt] * alpha + e[:, quad == tt].sum(1)
+                return e, alpha
+
             def turn_wait():
                 if pingpong:
                     yield from turn[wg].sync()
@@ -327,54 +345,80 @@ def kernel_cta(p, a, D, gridx, bx, h, s, rng, stats):
                     if not (last and wg == 1):
                         turn[wg ^ 1].arrive()
 
-            if pingpong and wg == 1:
-                turn[0].arrive()
-            yield from wait_full(full_k[0], 0)
-            yield from turn_wait()
-            K = issue_qk(0)
-            yield
-            turn_pass(False)
-            yield
-            P, _ = softmax(finish_qk(0, K), n_begin)  # O is still 0
-            for it in range(1, n_tiles):
-                yield from wait_full(full_k[it % S], it)
-                yield from wait_full(full_v[(it - 1) % S], it - 1)
+            o = np.zeros((64, D))
+            if n_tiles > 0:
+                while not full_q.ready(ctr["qn"] & 1, ctr["qn"]):
+                    yield
+                assert stage_tile["q"][0] == t, f"Q holds work tile {stage_tile['q'][0]}, expected {t}"
+                readers[("q", 0)] += 1
+                Q = read_tile(sq, 0, BM, D)[rows]
+            if n_tiles > 0 and not OVERLAP[D]:
+                for it in range(n_tiles):
+                    n0 = n_begin + it * BN
+                    yield from wait_full(full_k[(g + it) % S], it)
+                    K = issue_qk(it)
+                    yield  # the wgmma runs while others proceed
+                    e, alpha = softmax(finish_qk(it, K), n0)
+                    o = o * alpha[:, None]
+                    yield from wait_full(full_v[(g + it) % S], it)
+                    V = issue_pv(it)
+                    yield
+                    o = o + e @ V
+                    finish_pv(it)
+                release_q()
+            elif n_tiles > 0:
+                if pingpong and wg == 1:
+                    turn[0].arrive()
+                yield from wait_full(full_k[g % S], 0)
                 yield from turn_wait()
-                K = issue_qk(it)
-                yield
-                V = issue_pv(it - 1)
+                K = issue_qk(0)
                 yield
                 turn_pass(False)
                 yield
-                e, alpha = softmax(finish_qk(it, K), n_begin + it * BN)  # wgmma.wait_group 1
+                P, _ = softmax(finish_qk(0, K), n_begin)  # O is still 0
+                for it in range(1, n_tiles):
+                    yield from wait_full(full_k[(g + it) % S], it)
+                    yield from wait_full(full_v[(g + it - 1) % S], it - 1)
+                    yield from turn_wait()
+                    K = issue_qk(it)
+                    yield
+                    V = issue_pv(it - 1)
+                    yield
+                    turn_pass(False)
+                    yield
+                    e, alpha = softmax(finish_qk(it, K), n_begin + it * BN)  # wgmma.wait_group 1
+                    yield
+                    o = o + P @ V  # wgmma.wait_group 0
+                    finish_pv(it - 1)
+                    o = o * alpha[:, None]
+                    P = e
+                release_q()
+                last = n_tiles - 1
+                yield from wait_full(full_v[(g + last) % S], last)
+                yield from turn_wait()
+                V = issue_pv(last)
                 yield
-                o = o + P @ V  # wgmma.wait_group 0
-                finish_pv(it - 1)
-                o = o * alpha[:, None]
-                P = e
-            last = n_tiles - 1
-            yield from wait_full(full_v[last % S], last)
-            yield from turn_wait()
-            V = issue_pv(last)
-            yield
-            turn_pass(True)
-            yield
-            o = o + P @ V
-            finish_pv(last)
-        m_i, l_part = c["m_i"], c["l_part"]
-        # epilogue
-        l = l_part.sum(1)
-        inv = np.where(l > 0, 1.0 / np.where(l > 0, l, 1), 0.0)
-        for rr in range(64):
-            i = r0 + rows[rr]
-            if i < lq:
-                base = bq * p["o_sb"] + (q0 + i) * p["o_sm"] + h * p["o_sh"]
-                for col in range(0, D, 2):
-                    if col < p["Kv"]:
-                        out[base + col:base + col + 2] = o[rr, col:col + 2] * inv[rr]
-                        written[base + col:base + col + 2] += 1
-                li = (bq * p["H"] + h) * p["Mq"] + q0 + i
-                lse[li] = (m_i[rr] + math.log2(l[rr])) * LN2 if l[rr] > 0 else -np.inf
+                turn_pass(True)
+                yield
+                o = o + P @ V
+                finish_pv(last)
+            if n_tiles > 0:
+                ctr["g"] += n_tiles
+                ctr["qn"] += 1
+            # epilogue
+            m_i, l_part = c["m_i"], c["l_part"]
+            l = l_part.sum(1)
+            inv = np.where(l > 0, 1.0 / np.where(l > 0, l, 1), 0.0)
+            for rr in range(64):
+                i = r0 + rows[rr]
+                if i < lq:
+                    base = w["bq"] * p["o_sb"] + (w["q0"] + i) * p["o_sm"] + h * p["o_sh"]
+                    for col in range(0, D, 2):
+                        if col < p["Kv"]:
+                            out[base + col:base + col + 2] = o[rr, col:col + 2] * inv[rr]
+                            written[base + col:base + col + 2] += 1
+                    li = (w["bq"] * p["H"] + h) * p["Mq"] + w["q0"] + i
+                    lse[li] = (m_i[rr] + math.log2(l[rr])) * LN2 if l[rr] > 0 else -np.inf
         results[wg] = True
 
     actors = [producer(), consumer(0), consumer(1)]
@@ -382,21 +426,18 @@ def kernel_cta(p, a, D, gridx, bx, h, s, rng, stats):
     stuck = 0
     while any(alive) or pending_tx:
         choices = [i for i in range(3) if alive[i]] + (["tx"] if pending_tx else [])
-        c = choices[rng.integers(len(choices))]
-        if c == "tx":
-            bar, tot, kind, st, it = pending_tx.pop(rng.integers(len(pending_tx)))
-            if kind == "k":
-                stage_tile_k[st] = it
-            elif kind == "v":
-                stage_tile_v[st] = it
+        ch = choices[rng.integers(len(choices))]
+        if ch == "tx":
+            bar, tot, kind, st, tag = pending_tx.pop(rng.integers(len(pending_tx)))
+            stage_tile[kind][st] = tag
             bar.complete_tx(tot)
             stuck = 0
             continue
         try:
-            next(actors[c])
+            next(actors[ch])
             stuck += 1
         except StopIteration:
-            alive[c] = False
+            alive[ch] = False
             stuck = 0
         assert stuck < 100000, "deadlock"
     assert results == {0: True, 1: True}
@@ -453,11 +494,12 @@ def run_case(rng, B, Mq, Mkv, H, K, Kv, kind, wl, wr, varlen=None, seqlen_k=None
              tk=encode_map(k.ravel(), K, Mkv, H, B, p["k_sm"], p["k_sh"], p["k_sb"], BN),
              tv=encode_map(v.ravel(), Kv, Mkv, H, B, p["v_sm"], p["v_sh"], p["v_sb"], BN))
     stats = {"tiles": 0, "unmasked": 0}
-    gridx = (maxq + BM - 1) // BM
-    for s_ in range(nseq):
-        for h in range(H):
-            for bx in range(gridx):
-                kernel_cta(p, a, D, gridx, bx, h, s_, rng, stats)
+    p["num_seqs"] = nseq
+    num_m = (maxq + BM - 1) // BM
+    num_work = num_m * H * nseq
+    grid = min(num_work, SMS) if PERSISTENT[D] else num_work
+    for bx in range(grid):
+        kernel_cta(p, a, D, num_m, grid, bx, rng, stats)
     out = p["out"].reshape(B, Mq, H, Kv)
     lse = p["lse"].reshape(B, H, Mq)
     wr_all = p["written"].reshape(B, Mq, H, Kv)
@@ -521,16 +563,17 @@ def main():
              varlen=([0, 0, 260], [7, 7, 400]), seqlen_k=[0, 93]),
     ]
     worst = 0.0
-    configured = (dict(OVERLAP), dict(PINGPONG))
+    configured = (dict(OVERLAP), dict(PINGPONG), dict(PERSISTENT))
     for order in ("as configured", "flipped", "overlap without ping-pong"):
         OVERLAP.update(configured[0])
         PINGPONG.update(configured[1])
+        PERSISTENT.update(configured[2])
         for d in OVERLAP:
             if order == "flipped":
-                OVERLAP[d], PINGPONG[d] = not OVERLAP[d], not PINGPONG[d]
+                OVERLAP[d], PINGPONG[d], PERSISTENT[d] = not OVERLAP[d], not PINGPONG[d], not PERSISTENT[d]
             elif order == "overlap without ping-pong":
                 OVERLAP[d], PINGPONG[d] = True, False
-        print(f"-- consumer order {order}: overlap {OVERLAP} pingpong {PINGPONG}")
+        print(f"-- consumer order {order}: overlap {OVERLAP} pingpong {PINGPONG} persistent {PERSISTENT}")
         for c in cases:
             err, stats = run_case(rng, **c)
             worst = max(worst, err)

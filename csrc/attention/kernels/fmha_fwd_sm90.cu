@@ -1,7 +1,7 @@
 // Host-side predicate and head-dim dispatch of the Hopper fused attention forward.
-#include "attention/kernels/fmha_fwd_sm90.h"
-
 #include <cstdint>
+
+#include "attention/kernels/fmha_fwd_sm90.h"
 
 namespace mslk::attention {
 namespace {

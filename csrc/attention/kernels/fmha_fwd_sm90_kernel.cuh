@@ -1,7 +1,8 @@
 // Hopper (sm_90a) fused attention forward, FlashAttention-3 structure, for fp16/bf16.
 //
-// One CTA per (128-row query tile, head, sequence); 3 warpgroups (384 threads):
-//   WG0 producer: one thread issues TMA loads -- Q once, then K and V tiles of BN keys into a
+// Work tiles of 128 query rows x (head, sequence), one CTA per SM walking them (persistent) or one
+// CTA per tile; 3 warpgroups (384 threads):
+//   WG0 producer: one thread issues TMA loads -- Q once per work tile, K and V tiles of BN keys into a
 //       kStages-deep shared-memory ring, each stage guarded by a full (TMA transaction) and an
 //       empty (consumer release) mbarrier; K and V have separate rings so S = Q K^T can start
 //       before V lands. It gives its registers away (setmaxnreg.dec).
@@ -20,11 +21,12 @@
 // flight together and runs the softmax of S_{j+1} under the P V GEMM (FA3's intra-warpgroup
 // pipelining).
 // With pingpong = 1 the two consumer warpgroups also take turns issuing their GEMM batches.
-// TODO(perf): a persistent tile scheduler (also reuses the barriers and hides the prologue), a
-// TMA-store epilogue through shared memory, BN = 176 / 80 tiles as in FA3 for d128 / d256.
+// TODO(perf): a dynamic (atomic) tile scheduler for causal / varlen imbalance, a TMA-store
+// epilogue through shared memory, BN = 176 / 80 tiles as in FA3 for d128 / d256.
 #pragma once
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cstdint>
 
 #include "attention/kernels/fmha_fwd_sm90.h"
@@ -32,13 +34,14 @@
 #if MSLK_HAS_CUTLASS
 #include <cuda.h>  // CUtensorMap and the driver enums (types only: no -lcuda)
 #include <cudaTypedefs.h>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/numeric_types.h>
+
 #include <cute/arch/mma_sm90.hpp>
 #include <cute/atom/mma_atom.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cute/tensor.hpp>
-#include <cutlass/arch/barrier.h>
-#include <cutlass/arch/reg_reconfig.h>
-#include <cutlass/numeric_types.h>
 
 namespace mslk::attention::sm90 {
 using namespace cute;
@@ -50,17 +53,23 @@ using namespace cute;
 // more registers), 0 = one tile at a time (the simpler order; a fallback if 1 misbehaves).
 // pingpong (needs overlap): the two consumer warpgroups take turns issuing their GEMMs (named
 // barriers), so one's softmax runs under the other's GEMMs.
+// persistent: 1 = one CTA per SM walking the work tiles (the next tile's Q and K/V load under
+// this tile's last GEMM and epilogue), 0 = one CTA per work tile (same code, one trip).
 struct TileCfg {
-  int d, bn, stages, overlap, pingpong;
+  int d, bn, stages, overlap, pingpong, persistent;
 };
-inline constexpr TileCfg kTileCfgs[] = {{64, 128, 4, 1, 1}, {128, 128, 2, 1, 1}, {256, 64, 2, 1, 1}};
+inline constexpr TileCfg kTileCfgs[] = {
+    {64, 128, 4, 1, 1, 1},
+    {128, 128, 2, 1, 1, 1},
+    {256, 64, 2, 1, 1, 1},
+};
 constexpr TileCfg tile_cfg(int d) {
   for (const TileCfg& c : kTileCfgs)
     if (c.d == d) return c;
-  return TileCfg{0, 0, 0, 0, 0};
+  return TileCfg{0, 0, 0, 0, 0, 0};
 }
 
-constexpr int kBM = 128;
+constexpr int kBM = 128;       // query rows per work tile
 constexpr int kColBlock = 64;  // elements per 128-byte swizzled row = columns of one TMA box
 constexpr int kThreads = 384;
 constexpr int kConsumerWarps = 8;
@@ -72,6 +81,7 @@ struct Traits {
   static constexpr int kBN = tile_cfg(D).bn, kStages = tile_cfg(D).stages;
   static constexpr bool kOverlap = tile_cfg(D).overlap != 0;
   static constexpr bool kPingPong = tile_cfg(D).pingpong != 0;
+  static constexpr bool kPersistent = tile_cfg(D).persistent != 0;
   static_assert(kOverlap || !kPingPong, "ping-pong is only wired into the overlapped order");
   static_assert(kBN > 0 && D % kColBlock == 0 && kBN % 16 == 0 && kBN <= 256, "tile config");
   static_assert(sizeof(Element) == 2, "16-bit inputs only (MN-major V needs them)");
@@ -84,9 +94,9 @@ struct Traits {
                                               Shape<Int<D>, Int<kBN>, Int<kStages>>{}, Step<_2, _1, _3>{}));
   using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBN>, Int<D>>>(),
                                         Layout<Shape<_2, _1, _1>>{}));
-  using MmaPV = decltype(make_tiled_mma(GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<D>, Int<kBN>>,
-                                                             GMMA::Major::K, GMMA::Major::MN>(),
-                                        Layout<Shape<_2, _1, _1>>{}));
+  using MmaPV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<D>, Int<kBN>>, GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<_2, _1, _1>>{}));
   // P as the A operand of one thread: (8 values of a 16-key step, 1, BN/16 steps), compact; its
   // linear order equals the S accumulator's (checked by test/cpp/test_fmha_sm90_layouts.cu).
   using LayoutP = Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>;
@@ -100,7 +110,7 @@ struct SharedStorage {
   cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutQ>, 1024> q;
   cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutK>, 1024> k;
   cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutVt>, 1024> v;
-  uint64_t bar_q;
+  uint64_t full_q, empty_q;
   uint64_t full_k[Tr::kStages], empty_k[Tr::kStages], full_v[Tr::kStages], empty_v[Tr::kStages];
 };
 
@@ -169,6 +179,28 @@ __host__ __device__ inline KeyTiles key_tiles(const Band& b, int r0, int r1, int
   t.n_begin = int(jb) / bn * bn;
   t.n_tiles = je > jb ? int((je - t.n_begin + bn - 1) / bn) : 0;
   return t;
+}
+
+// Work tile t of num_m * H * num_seqs: query tiles of the same index for every (head, sequence)
+// run together, the last query tiles (longest under a causal mask) first.
+struct Work {
+  int h, s, r0;
+  Block blk;
+  Band band;
+  KeyTiles kt;
+  bool live;  // the tile holds query rows (else every role skips it)
+};
+__host__ __device__ inline Work work_of(const FmhaFwdParams& p, int t, int num_m, int bn) {
+  Work w;
+  const int hs = p.H * p.num_seqs;
+  w.r0 = (num_m - 1 - t / hs) * kBM;
+  w.h = t % hs % p.H;
+  w.s = t % hs / p.H;
+  w.blk = block_of(p, w.s);
+  w.live = w.blk.ok && w.r0 < w.blk.lq;
+  w.band = band_of(p, w.blk.lq, w.blk.lk);
+  w.kt = w.live ? key_tiles(w.band, w.r0, min(w.r0 + kBM, w.blk.lq) - 1, w.blk.lk, bn) : KeyTiles{0, 0};
+  return w;
 }
 
 // ---- device helpers
@@ -255,16 +287,15 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
   const uint32_t pad = (1024u - (smem_u32(smem_raw) & 1023u)) & 1023u;
   auto& ss = *reinterpret_cast<SharedStorage<Element, D>*>(smem_raw + pad);
 
-  const int h = blockIdx.y, s = blockIdx.z;
-  const int r0 = (gridDim.x - 1 - blockIdx.x) * kBM;  // longest (causal) tiles first
-  const Block blk = block_of(p, s);
-  if (!blk.ok || r0 >= blk.lq) return;  // uniform over the CTA, before any barrier
-  const int lq = blk.lq, lk = blk.lk;
-  const Band band = band_of(p, lq, lk);
-  const KeyTiles kt = key_tiles(band, r0, min(r0 + kBM, lq) - 1, lk, BN);
+  // Persistent: CTA b runs work tiles b, b + gridDim.x, ... (Work). Every role walks the same
+  // sequence and skips the same tiles; the K/V ring position (g: key tiles so far) and the Q
+  // buffer's use count (qn: tiles with key tiles so far) carry across work tiles.
+  const int num_m = (p.max_seqlen_q + kBM - 1) / kBM;
+  const int num_work = num_m * p.H * p.num_seqs;
 
   if (threadIdx.x == 0) {
-    cutlass::arch::ClusterTransactionBarrier::init(&ss.bar_q, 1);
+    cutlass::arch::ClusterTransactionBarrier::init(&ss.full_q, 1);
+    cutlass::arch::ClusterBarrier::init(&ss.empty_q, kConsumerWarps);
 #pragma unroll
     for (int st = 0; st < kStages; ++st) {
       cutlass::arch::ClusterTransactionBarrier::init(&ss.full_k[st], 1);
@@ -279,32 +310,40 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
   // ================= producer warpgroup
   if (threadIdx.x < 128) {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
-    if (threadIdx.x == 0 && kt.n_tiles > 0) {
+    if (threadIdx.x == 0) {
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&args.tq)) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&args.tk)) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&args.tv)) : "memory");
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.bar_q, Tr::kQBytes);
-#pragma unroll
-      for (int cb = 0; cb < D / kColBlock; ++cb)
-        tma_load_4d(&args.tq, &ss.bar_q, ss.q.data() + cb * kBM * kColBlock, cb * kColBlock, blk.q0 + r0,
-                    h * args.q_hm, blk.bq * args.q_bm);
-      for (int it = 0; it < kt.n_tiles; ++it) {
-        const int st = it % kStages;
-        const uint32_t phase = (it / kStages) & 1;
-        const int row = blk.k0 + kt.n_begin + it * BN;
-        // A fresh barrier passes a parity-1 wait: the first kStages tiles do not wait.
-        mbar_wait(&ss.empty_k[st], phase ^ 1);
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_k[st], Tr::kKVBytes);
+      int g = 0, qn = 0;
+      for (int t = blockIdx.x; t < num_work; t += gridDim.x) {
+        const Work w = work_of(p, t, num_m, BN);
+        if (w.kt.n_tiles == 0) continue;  // no loads: the consumers only write zeros / -inf
+        // Q buffer: free once the consumers' last Q K^T of the previous tile is done (a fresh
+        // barrier passes a parity-1 wait, so the first tile does not wait).
+        mbar_wait(&ss.empty_q, (qn & 1) ^ 1);
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_q, Tr::kQBytes);
 #pragma unroll
         for (int cb = 0; cb < D / kColBlock; ++cb)
-          tma_load_4d(&args.tk, &ss.full_k[st], ss.k.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
-                      h * args.k_hm, blk.bq * args.k_bm);
-        mbar_wait(&ss.empty_v[st], phase ^ 1);
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_v[st], Tr::kKVBytes);
+          tma_load_4d(&args.tq, &ss.full_q, ss.q.data() + cb * kBM * kColBlock, cb * kColBlock, w.blk.q0 + w.r0,
+                      w.h * args.q_hm, w.blk.bq * args.q_bm);
+        ++qn;
+        for (int it = 0; it < w.kt.n_tiles; ++it, ++g) {
+          const int st = g % kStages;
+          const uint32_t phase = (g / kStages) & 1;
+          const int row = w.blk.k0 + w.kt.n_begin + it * BN;
+          mbar_wait(&ss.empty_k[st], phase ^ 1);
+          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_k[st], Tr::kKVBytes);
 #pragma unroll
-        for (int cb = 0; cb < D / kColBlock; ++cb)
-          tma_load_4d(&args.tv, &ss.full_v[st], ss.v.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
-                      h * args.v_hm, blk.bq * args.v_bm);
+          for (int cb = 0; cb < D / kColBlock; ++cb)
+            tma_load_4d(&args.tk, &ss.full_k[st], ss.k.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
+                        w.h * args.k_hm, w.blk.bq * args.k_bm);
+          mbar_wait(&ss.empty_v[st], phase ^ 1);
+          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_v[st], Tr::kKVBytes);
+#pragma unroll
+          for (int cb = 0; cb < D / kColBlock; ++cb)
+            tma_load_4d(&args.tv, &ss.full_v[st], ss.v.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
+                        w.h * args.v_hm, w.blk.bq * args.v_bm);
+        }
       }
     }
     return;
@@ -335,197 +374,216 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
   Tensor Oc_rc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
   static_assert(size(tOrP) == size(tSrS) && size<0>(S_rc) == 2 && size<0>(O_rc) == 2, "fragment shapes");
 
-  float m_i[2] = {-INFINITY, -INFINITY};  // running row max (log2 domain), rows of S_rc
-  float l_i[2] = {0.f, 0.f};              // running row sum, this thread's columns only
-  float alpha[2];                         // rescale factor of O from the last softmax
-  clear(tOrO);
   const float scale_log2 = args.scale_log2;
-  const int wr0 = r0 + cwg * 64;  // first query row of this warpgroup
+  int g = 0, qn = 0;  // as the producer's
+  for (int t = blockIdx.x; t < num_work; t += gridDim.x) {
+    const Work w = work_of(p, t, num_m, BN);
+    if (!w.live) continue;
+    const int h = w.h, r0 = w.r0, lq = w.blk.lq, lk = w.blk.lk;
+    const Block& blk = w.blk;
+    const KeyTiles& kt = w.kt;
+    // The band on kj - qi (both in [0, 2^31), so the difference fits int32): its bounds clamped to
+    // int32 keep every comparison exact and the per-element test in 32-bit arithmetic.
+    const int dlo = int(max(w.band.lo + w.band.shift, int64_t(INT32_MIN)));
+    const int dhi = int(min(w.band.hi + w.band.shift, int64_t(INT32_MAX)));
+    float m_i[2] = {-INFINITY, -INFINITY};  // running row max (log2 domain), rows of S_rc
+    float l_i[2] = {0.f, 0.f};              // running row sum, this thread's columns only
+    float alpha[2];                         // rescale factor of O from the last softmax
+    clear(tOrO);
+    const int wr0 = r0 + cwg * 64;  // first query row of this warpgroup
 
-  // Issues S = Q K^T on K stage st (one wgmma batch, not waited for).
-  auto issue_qk = [&](int st) {
-    warpgroup_fence_operand(tSrS);
-    warpgroup_arrive();
-    mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
-    CUTE_UNROLL
-    for (int kb = 0; kb < size<2>(tSrQ); ++kb) {
-      cute::gemm(mma_qk, tSrQ(_, _, kb), tSrK(_, _, kb, st), tSrS);
-      mma_qk.accumulate_ = GMMA::ScaleOut::One;
-    }
-    warpgroup_commit_batch();
-  };
-  // Issues O += P V on V stage st for the key tile at n0 (one wgmma batch, not waited for).
-  auto issue_pv = [&](int st, int n0) {
-    if (n0 + BN > lk) {
-      // Keys past the lane end have P = 0, but their V rows (another sequence, padding, or TMA
-      // zero fill) may hold NaN/Inf and 0 * NaN = NaN: zero them. Both warpgroups write the same
-      // zeros; each fences and syncs its own 128 threads before its wgmma reads them.
-      Tensor sVs = sVt(_, _, st);
-      for (int idx = (lk - n0) * D + ctid % 128; idx < BN * D; idx += 128) sVs(idx % D, idx / D) = Element(0.f);
-      cutlass::arch::fence_view_async_shared();
-      named_barrier_sync(kBarTail + cwg, 128);
-    }
-    warpgroup_fence_operand(tOrP);  // P materialised before wgmma.fence: no register writes inside the batch
-    warpgroup_fence_operand(tOrO);
-    warpgroup_arrive();
-    mma_pv.accumulate_ = GMMA::ScaleOut::One;
-    CUTE_UNROLL
-    for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_pv, tOrP(_, _, kb), tOrV(_, _, kb, st), tOrO);
-    warpgroup_commit_batch();
-  };
-  auto release = [&](uint64_t* bar) {  // one arrival per consumer warp (the barrier counts 8)
-    __syncwarp();
-    if (lane == 0) cutlass::arch::ClusterBarrier::arrive(bar);
-  };
-  // Scale, mask, online softmax of S (key tile at n0): S becomes exp2(S - m), m_i and l_i advance,
-  // alpha[r] = exp2(m_old - m_new) is left for O. Touches neither O nor P.
-  auto softmax = [&](int n0) {
-    const int64_t dmin = int64_t(n0) - (wr0 + 63) - band.shift, dmax = int64_t(n0) + BN - 1 - wr0 - band.shift;
-    const bool need_mask = n0 + BN > lk || dmin < band.lo || dmax > band.hi;  // else every element allowed
-    CUTE_UNROLL
-    for (int i = 0; i < size(tSrS); ++i) {
-      float x = tSrS(i) * scale_log2;
-      if (need_mask) {
-        const int qi = r0 + get<0>(tScS(i)), kj = n0 + get<1>(tScS(i));
-        const int64_t d = int64_t(kj) - qi - band.shift;
-        if (kj >= lk || d < band.lo || d > band.hi) x = -INFINITY;
-      }
-      tSrS(i) = x;
-    }
-    CUTE_UNROLL
-    for (int r = 0; r < 2; ++r) {  // the 4 lanes of a quad share a row
-      float mx = -INFINITY;
+    // Issues S = Q K^T on K stage st (one wgmma batch, not waited for).
+    auto issue_qk = [&](int st) {
+      warpgroup_fence_operand(tSrS);
+      warpgroup_arrive();
+      mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
       CUTE_UNROLL
-      for (int c = 0; c < size<1>(S_rc); ++c) mx = fmaxf(mx, S_rc(r, c));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_i[r], mx);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: keep exp2 finite
-      alpha[r] = fast_exp2(m_i[r] - m_use);
-      m_i[r] = m_new;
-      float sum = 0.f;
-      CUTE_UNROLL
-      for (int c = 0; c < size<1>(S_rc); ++c) {
-        const float e = fast_exp2(S_rc(r, c) - m_use);
-        S_rc(r, c) = e;
-        sum += e;
+      for (int kb = 0; kb < size<2>(tSrQ); ++kb) {
+        cute::gemm(mma_qk, tSrQ(_, _, kb), tSrK(_, _, kb, st), tSrS);
+        mma_qk.accumulate_ = GMMA::ScaleOut::One;
       }
-      l_i[r] = l_i[r] * alpha[r] + sum;
+      warpgroup_commit_batch();
+    };
+    // Issues O += P V on V stage st for the key tile at n0 (one wgmma batch, not waited for).
+    auto issue_pv = [&](int st, int n0) {
+      if (n0 + BN > lk) {
+        // Keys past the lane end have P = 0, but their V rows (another sequence, padding, or TMA
+        // zero fill) may hold NaN/Inf and 0 * NaN = NaN: zero them. Both warpgroups write the same
+        // zeros; each fences and syncs its own 128 threads before its wgmma reads them.
+        Tensor sVs = sVt(_, _, st);
+        for (int idx = (lk - n0) * D + ctid % 128; idx < BN * D; idx += 128) sVs(idx % D, idx / D) = Element(0.f);
+        cutlass::arch::fence_view_async_shared();
+        named_barrier_sync(kBarTail + cwg, 128);
+      }
+      warpgroup_fence_operand(tOrP);  // P materialised before wgmma.fence: no register writes inside the batch
+      warpgroup_fence_operand(tOrO);
+      warpgroup_arrive();
+      mma_pv.accumulate_ = GMMA::ScaleOut::One;
+      CUTE_UNROLL
+      for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_pv, tOrP(_, _, kb), tOrV(_, _, kb, st), tOrO);
+      warpgroup_commit_batch();
+    };
+    auto release = [&](uint64_t* bar) {  // one arrival per consumer warp (the barrier counts 8)
+      __syncwarp();
+      if (lane == 0) cutlass::arch::ClusterBarrier::arrive(bar);
+    };
+    // Scale, mask, online softmax of S (key tile at n0): S becomes exp2(S - m), m_i and l_i advance,
+    // alpha[r] = exp2(m_old - m_new) is left for O. Touches neither O nor P.
+    auto softmax = [&](int n0) {
+      // kj - qi over this warpgroup's 64 rows x the tile's keys spans [dmin, dmax]
+      const int64_t dmin = int64_t(n0) - (int64_t(wr0) + 63), dmax = int64_t(n0) + BN - 1 - wr0;
+      const bool need_mask = n0 + BN > lk || dmin < dlo || dmax > dhi;  // else every element allowed
+      CUTE_UNROLL
+      for (int i = 0; i < size(tSrS); ++i) {
+        float x = tSrS(i) * scale_log2;
+        if (need_mask) {
+          const int qi = r0 + get<0>(tScS(i)), kj = n0 + get<1>(tScS(i));
+          const int d = kj - qi;
+          if (kj >= lk || d < dlo || d > dhi) x = -INFINITY;
+        }
+        tSrS(i) = x;
+      }
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {  // the 4 lanes of a quad share a row
+        float mx = -INFINITY;
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(S_rc); ++c) mx = fmaxf(mx, S_rc(r, c));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m_i[r], mx);
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: keep exp2 finite
+        alpha[r] = fast_exp2(m_i[r] - m_use);
+        m_i[r] = m_new;
+        float sum = 0.f;
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(S_rc); ++c) {
+          const float e = fast_exp2(S_rc(r, c) - m_use);
+          S_rc(r, c) = e;
+          sum += e;
+        }
+        l_i[r] = l_i[r] * alpha[r] + sum;
+      }
+    };
+    auto rescale_o = [&] {
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(O_rc); ++c) O_rc(r, c) *= alpha[r];
+      }
+    };
+    auto convert_p = [&] {  // P in 32-bit pairs (cvt.rn.{bf16x2,f16x2}.f32); S and P offsets agree (layout checker)
+      Tensor tOrP32 = recast<uint32_t>(tOrP);
+      CUTE_UNROLL
+      for (int i = 0; i < size(tOrP32); ++i) tOrP32(i) = pack2<Element>(tSrS(2 * i), tSrS(2 * i + 1));
+    };
+    auto wait_full = [&](uint64_t* bar, int it) {  // it: key tile of this work tile
+      mbar_wait(bar, uint32_t((g + it) / kStages) & 1);
+    };
+    // Ping-pong: each warpgroup issues n_tiles + 1 GEMM batches (prologue, loop, epilogue). Before
+    // one it waits for its turn, after it hands the turn over; warpgroup 1 hands warpgroup 0 the
+    // first turn and keeps its last, so every bar.sync meets exactly one bar.arrive.
+    auto turn_wait = [&] {
+      if constexpr (Tr::kPingPong) named_barrier_sync(kBarTurn + cwg, 256);
+    };
+    auto turn_pass = [&](bool last) {
+      if constexpr (Tr::kPingPong) {
+        if (!(last && cwg == 1)) named_barrier_arrive(kBarTurn + (cwg ^ 1), 256);
+      }
+    };
+
+    if (kt.n_tiles > 0) {
+      mbar_wait(&ss.full_q, qn & 1);
+      if constexpr (!Tr::kOverlap) {
+        // One tile at a time: the two warpgroups overlap each other's softmax and GEMMs.
+        for (int it = 0; it < kt.n_tiles; ++it) {
+          const int st = (g + it) % kStages, n0 = kt.n_begin + it * BN;
+          wait_full(&ss.full_k[st], it);
+          issue_qk(st);
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tSrS);
+          release(&ss.empty_k[st]);
+          softmax(n0);
+          rescale_o();
+          convert_p();
+          wait_full(&ss.full_v[st], it);
+          issue_pv(st, n0);
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(tOrO);
+          release(&ss.empty_v[st]);
+        }
+        release(&ss.empty_q);
+      } else {
+        // Intra-warpgroup overlap: S_{it} = Q K_{it}^T and O += P_{it-1} V_{it-1} are in flight
+        // together; the softmax of S_{it} runs while the P V GEMM does (it reads P and writes O, the
+        // softmax touches only S); O is rescaled once that GEMM is done.
+        if constexpr (Tr::kPingPong) {
+          if (cwg == 1) named_barrier_arrive(kBarTurn + 0, 256);
+        }
+        const int s0 = g % kStages;
+        wait_full(&ss.full_k[s0], 0);
+        turn_wait();
+        issue_qk(s0);
+        turn_pass(false);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tSrS);
+        release(&ss.empty_k[s0]);
+        softmax(kt.n_begin);
+        convert_p();  // O is still 0: no rescale
+        for (int it = 1; it < kt.n_tiles; ++it) {
+          const int st = (g + it) % kStages, sp = (g + it - 1) % kStages;
+          wait_full(&ss.full_k[st], it);
+          wait_full(&ss.full_v[sp], it - 1);
+          turn_wait();
+          issue_qk(st);
+          issue_pv(sp, kt.n_begin + (it - 1) * BN);
+          turn_pass(false);
+          warpgroup_wait<1>();  // the older batch, S_{it}, is done
+          warpgroup_fence_operand(tSrS);
+          release(&ss.empty_k[st]);
+          softmax(kt.n_begin + it * BN);
+          warpgroup_wait<0>();  // O += P_{it-1} V_{it-1} done: P and O are free
+          warpgroup_fence_operand(tOrO);
+          release(&ss.empty_v[sp]);
+          rescale_o();
+          convert_p();
+        }
+        release(&ss.empty_q);  // every Q K^T of this tile is done: the producer may load the next Q
+        const int last = kt.n_tiles - 1, sl = (g + last) % kStages;
+        wait_full(&ss.full_v[sl], last);
+        turn_wait();
+        issue_pv(sl, kt.n_begin + last * BN);
+        turn_pass(true);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tOrO);
+        release(&ss.empty_v[sl]);
+      }
+      g += kt.n_tiles;
+      ++qn;
     }
-  };
-  auto rescale_o = [&] {
+
+    // ---- epilogue: O / l and LSE = ln(sum exp); rows with no allowed key get O = 0, LSE = -inf
+    Element* out = static_cast<Element*>(p.out);
+    constexpr float kLn2 = 0.6931471805599453f;
     CUTE_UNROLL
     for (int r = 0; r < 2; ++r) {
-      CUTE_UNROLL
-      for (int c = 0; c < size<1>(O_rc); ++c) O_rc(r, c) *= alpha[r];
-    }
-  };
-  auto convert_p = [&] {  // P in 32-bit pairs (cvt.rn.{bf16x2,f16x2}.f32); S and P offsets agree (layout checker)
-    Tensor tOrP32 = recast<uint32_t>(tOrP);
-    CUTE_UNROLL
-    for (int i = 0; i < size(tOrP32); ++i) tOrP32(i) = pack2<Element>(tSrS(2 * i), tSrS(2 * i + 1));
-  };
-  auto wait_full = [&](uint64_t* bar, int it) {
-    mbar_wait(bar, uint32_t(it / kStages) & 1);
-  };
-  // Ping-pong: each warpgroup issues n_tiles + 1 GEMM batches (prologue, loop, epilogue). Before
-  // one it waits for its turn, after it hands the turn over; warpgroup 1 hands warpgroup 0 the
-  // first turn and keeps its last, so every bar.sync meets exactly one bar.arrive.
-  auto turn_wait = [&] {
-    if constexpr (Tr::kPingPong) named_barrier_sync(kBarTurn + cwg, 256);
-  };
-  auto turn_pass = [&](bool last) {
-    if constexpr (Tr::kPingPong) {
-      if (!(last && cwg == 1)) named_barrier_arrive(kBarTurn + (cwg ^ 1), 256);
-    }
-  };
-
-  if (kt.n_tiles > 0) {
-    mbar_wait(&ss.bar_q, 0);
-    if constexpr (!Tr::kOverlap) {
-      // One tile at a time: the two warpgroups overlap each other's softmax and GEMMs.
-      for (int it = 0; it < kt.n_tiles; ++it) {
-        const int st = it % kStages, n0 = kt.n_begin + it * BN;
-        wait_full(&ss.full_k[st], it);
-        issue_qk(st);
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tSrS);
-        release(&ss.empty_k[st]);
-        softmax(n0);
-        rescale_o();
-        convert_p();
-        wait_full(&ss.full_v[st], it);
-        issue_pv(st, n0);
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tOrO);
-        release(&ss.empty_v[st]);
+      float l = l_i[r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const int i = r0 + get<0>(Oc_rc(r, 0));
+      if (i < lq) {
+        Element* orow = out + int64_t(blk.bq) * p.o_sb + int64_t(blk.q0 + i) * p.o_sm + int64_t(h) * p.o_sh;
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(O_rc); c += 2) {  // (c, c+1): adjacent columns
+          const int col = get<1>(Oc_rc(r, c));
+          if (col < p.Kv)
+            *reinterpret_cast<uint32_t*>(orow + col) = pack2<Element>(O_rc(r, c) * inv, O_rc(r, c + 1) * inv);
+        }
+        if (get<1>(Oc_rc(r, 0)) == 0)
+          p.lse[(int64_t(blk.bq) * p.H + h) * p.Mq + blk.q0 + i] = l > 0.f ? (m_i[r] + log2f(l)) * kLn2 : -INFINITY;
       }
-    } else {
-      // Intra-warpgroup overlap: S_{it} = Q K_{it}^T and O += P_{it-1} V_{it-1} are in flight
-      // together; the softmax of S_{it} runs while the P V GEMM does (it reads P and writes O, the
-      // softmax touches only S); O is rescaled once that GEMM is done.
-      if constexpr (Tr::kPingPong) {
-        if (cwg == 1) named_barrier_arrive(kBarTurn + 0, 256);
-      }
-      wait_full(&ss.full_k[0], 0);
-      turn_wait();
-      issue_qk(0);
-      turn_pass(false);
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(tSrS);
-      release(&ss.empty_k[0]);
-      softmax(kt.n_begin);
-      convert_p();  // O is still 0: no rescale
-      for (int it = 1; it < kt.n_tiles; ++it) {
-        const int st = it % kStages, sp = (it - 1) % kStages;
-        wait_full(&ss.full_k[st], it);
-        wait_full(&ss.full_v[sp], it - 1);
-        turn_wait();
-        issue_qk(st);
-        issue_pv(sp, kt.n_begin + (it - 1) * BN);
-        turn_pass(false);
-        warpgroup_wait<1>();  // the older batch, S_{it}, is done
-        warpgroup_fence_operand(tSrS);
-        release(&ss.empty_k[st]);
-        softmax(kt.n_begin + it * BN);
-        warpgroup_wait<0>();  // O += P_{it-1} V_{it-1} done: P and O are free
-        warpgroup_fence_operand(tOrO);
-        release(&ss.empty_v[sp]);
-        rescale_o();
-        convert_p();
-      }
-      const int last = kt.n_tiles - 1, sl = last % kStages;
-      wait_full(&ss.full_v[sl], last);
-      turn_wait();
-      issue_pv(sl, kt.n_begin + last * BN);
-      turn_pass(true);
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(tOrO);
-      release(&ss.empty_v[sl]);
     }
-  }
-
-  // ---- epilogue: O / l and LSE = ln(sum exp); rows with no allowed key get O = 0, LSE = -inf
-  Element* out = static_cast<Element*>(p.out);
-  constexpr float kLn2 = 0.6931471805599453f;
-  CUTE_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    float l = l_i[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    const int i = r0 + get<0>(Oc_rc(r, 0));
-    if (i < lq) {
-      Element* orow = out + int64_t(blk.bq) * p.o_sb + int64_t(blk.q0 + i) * p.o_sm + int64_t(h) * p.o_sh;
-      CUTE_UNROLL
-      for (int c = 0; c < size<1>(O_rc); c += 2) {  // (c, c+1): adjacent columns
-        const int col = get<1>(Oc_rc(r, c));
-        if (col < p.Kv) *reinterpret_cast<uint32_t*>(orow + col) = pack2<Element>(O_rc(r, c) * inv, O_rc(r, c + 1) * inv);
-      }
-      if (get<1>(Oc_rc(r, 0)) == 0)
-        p.lse[(int64_t(blk.bq) * p.H + h) * p.Mq + blk.q0 + i] = l > 0.f ? (m_i[r] + log2f(l)) * kLn2 : -INFINITY;
-    }
-  }
+  }     // work tiles
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
@@ -587,11 +645,20 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
       !encode_map(&a.tk, p.k, bf16, p.K, p.Mkv, p.H, p.B, p.k_sm, p.k_sh, p.k_sb, Tr::kBN, &a.k_hm, &a.k_bm) ||
       !encode_map(&a.tv, p.v, bf16, p.Kv, p.Mkv, p.H, p.B, p.v_sm, p.v_sh, p.v_sb, Tr::kBN, &a.v_hm, &a.v_bm))
     return cudaErrorNotSupported;
+  const int64_t num_work = int64_t((p.max_seqlen_q + kBM - 1) / kBM) * p.H * p.num_seqs;
+  if (num_work >= (int64_t(1) << 30)) return cudaErrorNotSupported;  // int tile indices in the kernel
+  int grid = int(num_work);
+  if constexpr (Tr::kPersistent) {
+    int dev = 0, sms = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess) return e;
+    grid = int(num_work < sms ? num_work : sms);  // one CTA per SM (smem and registers allow one)
+  }
   const size_t smem = sizeof(SharedStorage<Element, D>) + 1024;
   auto kern = fmha_fwd_sm90_kernel<Element, D>;
   cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (err != cudaSuccess) return err;
-  const dim3 grid((p.max_seqlen_q + kBM - 1) / kBM, p.H, p.num_seqs);
   kern<<<grid, kThreads, smem, stream>>>(a);
   return cudaGetLastError();
 }

@@ -171,6 +171,17 @@ def test_sm90_matches_fa2(monkeypatch, dtype, d):
     torch.testing.assert_close(res["sm90"][1], res["sm80"][1], atol=1e-3, rtol=1e-3)
 
 
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_auto_choice(monkeypatch, dtype):
+    """The default (auto): the Hopper kernel where it applies, FA2 for the rest (tensor bias)."""
+    monkeypatch.setenv("MSLK_FMHA_KERNEL", "auto")
+    g = torch.Generator().manual_seed(9)
+    q, k, v = (rand((2, 300, 2, 128), dtype, "cuda", g) for _ in range(3))
+    check_cuda(q, k, v, ab.LowerTriangularMask())
+    check_cuda(q, k, v, rand((1, 2, 300, 300), torch.float32, "cuda", g))
+
+
 @needs_sm90
 def test_sm90_refuses_tensor_bias_naming_env(sm90):
     q = torch.zeros(1, 8, 2, 64, dtype=torch.half, device="cuda")

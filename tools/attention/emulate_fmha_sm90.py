@@ -267,6 +267,8 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
             lo, hi, shift = w["band"][1], w["band"][2], w["band"][0]
             dlo, dhi = max(lo + shift, -2**31), min(hi + shift, 2**31 - 1)  # the kernel's int32 clamp
             wr0 = r0 + 64 * wg
+            clamp32 = lambda x: max(min(x, 2**31 - 1), -2**31)  # noqa: E731
+            n0_lo, n0_hi = clamp32(dlo + wr0 + 63), clamp32(dhi + wr0 - BN + 1)  # the kernel's per-tile bounds
             c = dict(m_i=np.full(64, -np.inf), l_part=np.zeros((64, 4)))  # l: per row, per quad lane
             g = ctr["g"]
 
@@ -310,9 +312,7 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
                     empty_q.arrive()
 
             def softmax(Sm, n0):  # returns (exp2(S - m), alpha); advances m_i, l_part
-                dmin = n0 - (wr0 + 63)
-                dmax = n0 + BN - 1 - wr0
-                need_mask = n0 + BN > lk or dmin < dlo or dmax > dhi
+                need_mask = n0 > lk - BN or n0 < n0_lo or n0 > n0_hi
                 x = Sm * scale_log2
                 d = (n0 + cols)[None, :] - (r0 + rows)[:, None]  # kj - qi
                 assert np.abs(d).max() < 2**31, "kj - qi overflows int32"
@@ -543,6 +543,9 @@ def main():
         dict(B=1, Mq=128, Mkv=384, H=1, K=64, Kv=64, kind=0, wl=-1, wr=64),
         dict(B=1, Mq=128, Mkv=384, H=1, K=64, Kv=64, kind=0, wl=-1, wr=63),
         dict(B=1, Mq=128, Mkv=384, H=1, K=64, Kv=64, kind=0, wl=-1, wr=62),
+        # key lanes ending one short of a tile boundary (need_mask's lane-end test)
+        dict(B=2, Mq=130, Mkv=255, H=1, K=64, Kv=64, kind=0, wl=-1, wr=-1),
+        dict(B=1, Mq=70, Mkv=127, H=1, K=256, Kv=256, kind=0, wl=-1, wr=-1),
         # long key lanes: many trips around the stage ring (parities wrap)
         dict(B=1, Mq=130, Mkv=2100, H=1, K=64, Kv=64, kind=0, wl=-1, wr=-1),
         dict(B=1, Mq=100, Mkv=1000, H=1, K=256, Kv=256, kind=2, wl=-1, wr=-1),

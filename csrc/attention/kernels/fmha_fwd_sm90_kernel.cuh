@@ -374,7 +374,6 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
   Tensor Oc_rc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
   static_assert(size(tOrP) == size(tSrS) && size<0>(S_rc) == 2 && size<0>(O_rc) == 2, "fragment shapes");
 
-  const float scale_log2 = args.scale_log2;
   int g = 0, qn = 0;  // as the producer's
   for (int t = blockIdx.x; t < num_work; t += gridDim.x) {
     const Work w = work_of(p, t, num_m, BN);
@@ -391,6 +390,10 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
     float alpha[2];                         // rescale factor of O from the last softmax
     clear(tOrO);
     const int wr0 = r0 + cwg * 64;  // first query row of this warpgroup
+    // Key tiles starting in [n0_lo, n0_hi] lie wholly inside the band for this warpgroup's rows:
+    // n0 - wr0 - 63 >= dlo and n0 + BN - 1 - wr0 <= dhi, bounds clamped to int32 (n0 is in [0, 2^31)).
+    const int n0_lo = int(max(min(int64_t(dlo) + wr0 + 63, int64_t(INT32_MAX)), int64_t(INT32_MIN)));
+    const int n0_hi = int(max(min(int64_t(dhi) + wr0 - BN + 1, int64_t(INT32_MAX)), int64_t(INT32_MIN)));
 
     // Issues S = Q K^T on K stage st (one wgmma batch, not waited for).
     auto issue_qk = [&](int st) {
@@ -430,12 +433,11 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
     // Scale, mask, online softmax of S (key tile at n0): S becomes exp2(S - m), m_i and l_i advance,
     // alpha[r] = exp2(m_old - m_new) is left for O. Touches neither O nor P.
     auto softmax = [&](int n0) {
-      // kj - qi over this warpgroup's 64 rows x the tile's keys spans [dmin, dmax]
-      const int64_t dmin = int64_t(n0) - (int64_t(wr0) + 63), dmax = int64_t(n0) + BN - 1 - wr0;
-      const bool need_mask = n0 + BN > lk || dmin < dlo || dmax > dhi;  // else every element allowed
+      // kj - qi over this warpgroup's rows x the tile's keys spans [n0 - wr0 - 63, n0 + BN - 1 - wr0]
+      const bool need_mask = n0 > lk - BN || n0 < n0_lo || n0 > n0_hi;  // else every element allowed
       CUTE_UNROLL
       for (int i = 0; i < size(tSrS); ++i) {
-        float x = tSrS(i) * scale_log2;
+        float x = tSrS(i) * args.scale_log2;  // a constant-bank operand: no register
         if (need_mask) {
           const int qi = r0 + get<0>(tScS(i)), kj = n0 + get<1>(tScS(i));
           const int d = kj - qi;

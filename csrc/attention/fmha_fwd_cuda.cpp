@@ -1,7 +1,8 @@
-// CUDA backend of mslk::fmha_fwd: the fused kernel of kernels/fmha_fwd_kernel.cuh (fp16/bf16,
-// head dims <= 256). Pads head dims to a multiple of 8 and copies inputs whose strides or base
-// address are not 16-byte aligned (the kernel loads 16-byte chunks); everything else is passed as
-// strides, so expand()ed K/V are read in place.
+// CUDA backend of mslk::fmha_fwd: the fused kernels of kernels/fmha_fwd_kernel.cuh (FA2,
+// mma.sync) and kernels/fmha_fwd_sm90_kernel.cuh (Hopper, TMA + wgmma), fp16/bf16, head dims
+// <= 256, chosen by kernels/fmha_fwd.cu (MSLK_FMHA_KERNEL). Pads head dims to a multiple of 8 and
+// copies inputs whose strides or base address are not 16-byte aligned (both kernels load 16-byte
+// chunks); everything else is passed as strides, so expand()ed K/V are read in place.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>

@@ -96,7 +96,7 @@ def test_sm90_gqa_through_operator_class(sm90, monkeypatch, dtype):
     from mslk.attention.fmha import cutlass, reference
     monkeypatch.setenv("MSLK_EXPERIMENTAL_ATTN", "1")
     g = torch.Generator().manual_seed(5)
-    B, M, N, G, H, D = 2, 300, 257, 2, 3, 128
+    B, M, N, G, H, D = 2, 257, 300, 2, 3, 128  # N > M: no fully masked row under bottom-right causal
     q = rand((B, M, G, H, D), dtype, "cuda", g)
     k = rand((B, N, G, 1, D), dtype, "cuda", g).expand(B, N, G, H, D)
     v = rand((B, N, G, 1, D), dtype, "cuda", g).expand(B, N, G, H, D)

@@ -116,7 +116,7 @@ struct SharedStorage {
 
 // Kernel arguments. Tensor maps view a tensor as [batches][heads][rows][cols]; a mode whose
 // stride is 0 (size 1, or broadcast by expand()) has extent 1 and its coordinate multiplier is 0.
-struct Args {  // CUtensorMap carries its own (64-byte) alignment
+struct Args {  // CUtensorMap carries its own alignment (64 bytes or more)
   CUtensorMap tq, tk, tv;
   FmhaFwdParams p;
   int q_hm, q_bm, k_hm, k_bm, v_hm, v_bm;  // 1: index the head / batch mode, 0: broadcast

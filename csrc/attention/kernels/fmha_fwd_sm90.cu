@@ -9,11 +9,13 @@ namespace {
 // below as "not supported" before the sm90 kernel may see such problems.
 static_assert(sizeof(FmhaFwdParams) == 272, "FmhaFwdParams changed: update fmha_fwd_sm90_head_dim()");
 
+#if MSLK_HAS_CUTLASS
 // TMA needs 16-byte aligned bases and byte strides that are multiples of 16 and < 2^40.
 bool tma_stride_ok(int64_t s) { return s >= 0 && s % 8 == 0 && s < (int64_t(1) << 38); }
 bool tma_base_ok(const void* ptr) { return ptr != nullptr && reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 // A row dim read through TMA: broadcast (stride 0) only when it holds a single row.
 bool rows_ok(int64_t s, int rows) { return tma_stride_ok(s) && (s != 0 || rows <= 1); }
+#endif
 
 bool device_is_sm90() {
   int dev = 0, major = 0, minor = 0;

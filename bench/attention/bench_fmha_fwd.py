@@ -1,13 +1,16 @@
-"""Fused attention forward: mslk::fmha_fused_fwd vs torch SDPA (cuDNN and flash backends), same inputs,
-same run. bf16, [B, S, H, D] inputs (SDPA gets the [B, H, S, D] transposed views, no copies).
+"""Fused attention forward: mslk::fmha_fused_fwd's two kernels -- FA2 (mma.sync, MSLK_FMHA_KERNEL=sm80)
+and the Hopper kernel (TMA + wgmma, MSLK_FMHA_KERNEL=sm90) -- vs torch SDPA (cuDNN and flash
+backends), same inputs, same run. bf16, [B, S, H, D] inputs (SDPA gets the [B, H, S, D] transposed
+views, no copies).
 
-Prints and writes (--out) TFLOP/s (4·B·H·S²·D flops, half for causal) and the ratio to each peer,
-plus the max abs difference of mslk's output against cuDNN's once per shape.
+Prints and writes (--out) TFLOP/s (4·B·H·S²·D flops, half for causal) and the sm90 kernel's ratio
+to each peer, plus the max abs difference of each mslk kernel's output against cuDNN's once per shape.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import torch
@@ -32,6 +35,31 @@ def ours_fn(causal):
     return f
 
 
+KERNELS = {"FA2": "sm80", "sm90": "sm90"}  # column -> MSLK_FMHA_KERNEL (read by the op on every call)
+
+
+def time_ours(causal, sets):
+    """{column: (ms, out)}; NaN where the kernel refuses the problem (e.g. sm90 off Hopper)."""
+    res = {}
+    old = os.environ.get("MSLK_FMHA_KERNEL")
+    try:
+        for name, env in KERNELS.items():
+            os.environ["MSLK_FMHA_KERNEL"] = env
+            f = ours_fn(causal)
+            try:
+                out, _ = f(*sets[0])
+                res[name] = (time_ms(f, sets), out)
+            except RuntimeError as e:
+                print(f"mslk {name} unavailable: {str(e).splitlines()[0]}")
+                res[name] = (float("nan"), None)
+    finally:
+        if old is None:
+            os.environ.pop("MSLK_FMHA_KERNEL", None)
+        else:
+            os.environ["MSLK_FMHA_KERNEL"] = old
+    return res
+
+
 def peer_fn(backend, causal):
     def f(q, k, v):
         with sdpa_kernel(backend):
@@ -48,32 +76,33 @@ def main():
         n = copies_to_exceed_l2(3 * B * H * S * D * 2)
         sets = [make(B, H, S, D) for _ in range(n)]
         flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
-        ours = ours_fn(causal)
-        out, _ = ours(*sets[0])
-        t_ours = time_ms(ours, sets)
+        ours = time_ours(causal, sets)
         res = {}
-        diff = float("nan")
+        diff = {name: float("nan") for name in KERNELS}
         for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
             try:
                 f = peer_fn(be, causal)
                 ref = f(*sets[0]).transpose(1, 2)
-                if name == "cudnn" or diff != diff:
-                    diff = (out.float() - ref.float()).abs().max().item()
+                for kn, (_, out) in ours.items():
+                    if out is not None and (name == "cudnn" or diff[kn] != diff[kn]):
+                        diff[kn] = (out.float() - ref.float()).abs().max().item()
                 res[name] = time_ms(f, sets)
             except RuntimeError as e:  # backend refuses the shape
                 print(f"{name} unavailable for {(B, H, S, D, causal)}: {str(e).splitlines()[0]}")
                 res[name] = float("nan")
         tf = lambda ms: flops / (ms * 1e-3) / 1e12  # noqa: E731
-        rows.append([B, H, S, D, causal, f"{t_ours * 1e3:.0f}", f"{tf(t_ours):.0f}", f"{tf(res['cudnn']):.0f}",
-                     f"{tf(res['flash']):.0f}", f"{res['cudnn'] / t_ours:.2f}x", f"{res['flash'] / t_ours:.2f}x",
-                     f"{diff:.1e}"])
+        t_fa2, t_90 = ours["FA2"][0], ours["sm90"][0]
+        rows.append([B, H, S, D, causal, f"{t_fa2 * 1e3:.0f}", f"{t_90 * 1e3:.0f}", f"{tf(t_fa2):.0f}", f"{tf(t_90):.0f}",
+                     f"{tf(res['cudnn']):.0f}", f"{tf(res['flash']):.0f}", f"{res['cudnn'] / t_90:.2f}x",
+                     f"{res['flash'] / t_90:.2f}x", f"{t_fa2 / t_90:.2f}x", f"{diff['FA2']:.1e}", f"{diff['sm90']:.1e}"])
         print(" | ".join(str(c) for c in rows[-1]), flush=True)
         del sets
         torch.cuda.empty_cache()
-    header = ["B", "H", "S", "D", "causal", "mslk us", "mslk TFLOP/s", "cuDNN TFLOP/s", "flash TFLOP/s",
-              "vs cuDNN", "vs flash", "max abs diff vs cuDNN"]
+    header = ["B", "H", "S", "D", "causal", "FA2 us", "sm90 us", "FA2 TFLOP/s", "sm90 TFLOP/s", "cuDNN TFLOP/s",
+              "flash TFLOP/s", "sm90 vs cuDNN", "sm90 vs flash", "sm90 vs FA2", "FA2 max abs diff vs cuDNN",
+              "sm90 max abs diff vs cuDNN"]
     write_results(args.out, "Attention forward: mslk::fmha_fused_fwd vs SDPA (cuDNN, flash)", header, rows,
-                  notes="bf16; causal counts half the flops; ratio > 1 means mslk is faster.")
+                  notes="bf16; causal counts half the flops; ratio > 1 means the sm90 kernel is faster.")
     print(f"wrote {args.out}")
 
 

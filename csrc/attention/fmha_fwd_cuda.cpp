@@ -1,17 +1,20 @@
-// CUDA backend of mslk::fmha_fused_fwd: the fused kernel of kernels/fmha_fwd_kernel.cuh (fp16/bf16,
-// head dims <= 256). Pads head dims to a multiple of 8 and copies inputs whose strides or base
-// address are not 16-byte aligned (the kernel loads 16-byte chunks); everything else is passed as
-// strides, so expand()ed K/V are read in place.
+// CUDA backend of mslk::fmha_fused_fwd: the fused kernels of kernels/fmha_fwd_kernel.cuh (FA2,
+// mma.sync) and kernels/fmha_fwd_sm90_kernel.cuh (Hopper, TMA + wgmma), fp16/bf16, head dims
+// <= 256, chosen by kernels/fmha_fwd.cu (MSLK_FMHA_KERNEL). Pads head dims to a multiple of 8 and
+// copies inputs whose strides or base address are not 16-byte aligned (both kernels load 16-byte
+// chunks); everything else is passed as strides, so expand()ed K/V are read in place.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include <cstdlib>
 #include <limits>
 
 #include "attention/fmha_fwd.h"
 #include "attention/kernels/fmha_fwd.h"
+#include "attention/kernels/fmha_fwd_sm90.h"
 #include "common/checks.h"
 
 namespace mslk::attention {
@@ -111,7 +114,15 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
   p.window_right = window_right;
   p.scale = float(scale);
   p.is_bf16 = q.scalar_type() == at::kBFloat16;
-  C10_CUDA_CHECK(fmha_fwd(p, c10::cuda::getCurrentCUDAStream().stream()));
+  const FmhaKernelChoice choice = fmha_kernel_choice();
+  TORCH_CHECK_VALUE(choice != FmhaKernelChoice::kInvalid, kOp,
+                    ": MSLK_FMHA_KERNEL must be unset, 'auto', 'sm80' or 'sm90'; got '", std::getenv("MSLK_FMHA_KERNEL"), "'");
+  const cudaError_t err = fmha_fwd(p, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(!(err == cudaErrorNotSupported && choice == FmhaKernelChoice::kSm90), kOp,
+              ": MSLK_FMHA_KERNEL=sm90 forces the Hopper kernel, which does not take this problem (it needs an sm_90 "
+              "GPU, no tensor bias, head dims <= 256 and TMA-compatible strides); unset MSLK_FMHA_KERNEL or set it "
+              "to 'auto' or 'sm80'");
+  C10_CUDA_CHECK(err);
   if (Kvp != Kv) out = out.narrow(3, 0, Kv).contiguous();
   return {out, lse};
 }

@@ -5,8 +5,11 @@ FlashAttention-2 style forward on SM80+ tensor cores (mma.sync), with every supp
 evaluated inside the kernel from a small descriptor. What it supports today is a subset of the
 spec's cutlass contract (which allows FP32 and head dims up to 65536): fp16/bf16, head dims up to
 256 (K != Kv allowed), no dropout, BMK/BMHK/BMGHK layouts, and the masks in
-SUPPORTED_ATTN_BIAS_TYPES, paged K/V included (read through the block table inside the kernel). Varlen LSE uses the padded layout [num_seqs, H, max_Mq] (+inf past each
-sequence), as the spec's cutlass does.
+SUPPORTED_ATTN_BIAS_TYPES, paged K/V included (read through the block table inside the kernel).
+Varlen LSE uses the padded layout [num_seqs, H, max_Mq] (+inf past each sequence), as the spec's
+cutlass does. On sm_90 the op runs a FlashAttention-3-style Hopper kernel
+(csrc/attention/kernels/fmha_fwd_sm90_kernel.cuh) for every problem without a tensor bias or
+paged K/V; the environment variable MSLK_FMHA_KERNEL (auto / sm80 / sm90) overrides the choice.
 
 EXPERIMENTAL: the kernel compiles but has not yet run on a GPU. The operator reports itself
 unavailable (so automatic dispatch never selects it) unless the environment variable

@@ -1,0 +1,60 @@
+// Host-side predicate and head-dim dispatch of the Hopper fused attention forward.
+#include <cstdint>
+
+#include "attention/kernels/fmha_fwd_sm90.h"
+
+namespace mslk::attention {
+namespace {
+// Tripwire: a new FmhaFwdParams field (e.g. a paged-KV block table) must be added to the checks
+// below as "not supported" before the sm90 kernel may see such problems.
+static_assert(sizeof(FmhaFwdParams) == 304, "FmhaFwdParams changed: update fmha_fwd_sm90_head_dim()");
+
+#if MSLK_HAS_CUTLASS
+// TMA needs 16-byte aligned bases and byte strides that are multiples of 16 and < 2^40.
+bool tma_stride_ok(int64_t s) { return s >= 0 && s % 8 == 0 && s < (int64_t(1) << 38); }
+bool tma_base_ok(const void* ptr) { return ptr != nullptr && reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+// A row dim read through TMA: broadcast (stride 0) only when it holds a single row.
+bool rows_ok(int64_t s, int rows) { return tma_stride_ok(s) && (s != 0 || rows <= 1); }
+#endif
+
+bool device_is_sm90() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return false;
+  return major == 9 && minor == 0;
+}
+}  // namespace
+
+int fmha_fwd_sm90_head_dim(const FmhaFwdParams& p) {
+#if MSLK_HAS_CUTLASS
+  if (p.bias != nullptr) return 0;
+  if (p.block_table != nullptr) return 0;  // paged K/V: the FA2 kernel reads it through the block table
+  if (p.K <= 0 || p.Kv <= 0 || p.K % 8 != 0 || p.Kv % 8 != 0 || p.K > 256 || p.Kv > 256) return 0;
+  if (p.Mq <= 0 || p.Mkv <= 0 || p.B <= 0 || p.H <= 0) return 0;
+  if (p.mask_kind < kMaskNone || p.mask_kind > kMaskLocalBottomRight) return 0;
+  if (!tma_base_ok(p.q) || !tma_base_ok(p.k) || !tma_base_ok(p.v)) return 0;
+  if (!rows_ok(p.q_sm, p.Mq) || !rows_ok(p.k_sm, p.Mkv) || !rows_ok(p.v_sm, p.Mkv)) return 0;
+  if (!tma_stride_ok(p.q_sh) || !tma_stride_ok(p.q_sb) || !tma_stride_ok(p.k_sh) || !tma_stride_ok(p.k_sb) ||
+      !tma_stride_ok(p.v_sh) || !tma_stride_ok(p.v_sb))
+    return 0;
+  // The epilogue stores column pairs as 32-bit words.
+  if (p.out == nullptr || reinterpret_cast<uintptr_t>(p.out) % 4 != 0 || p.o_sm % 2 || p.o_sh % 2 || p.o_sb % 2)
+    return 0;
+  const int d = p.K > p.Kv ? p.K : p.Kv;
+  return d <= 64 ? 64 : d <= 128 ? 128 : 256;
+#else
+  (void)p;
+  return 0;
+#endif
+}
+
+cudaError_t fmha_fwd_sm90(const FmhaFwdParams& p, cudaStream_t stream) {
+  const int d = fmha_fwd_sm90_head_dim(p);
+  if (d == 0 || !device_is_sm90()) return cudaErrorNotSupported;
+  if (d == 64) return fmha_fwd_sm90_d64(p, stream);
+  if (d == 128) return fmha_fwd_sm90_d128(p, stream);
+  return fmha_fwd_sm90_d256(p, stream);
+}
+}  // namespace mslk::attention

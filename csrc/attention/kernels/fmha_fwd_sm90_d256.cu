@@ -1,0 +1,13 @@
+// Instantiation of the Hopper fused attention forward for head dims padded to 256.
+#include "attention/kernels/fmha_fwd_sm90_kernel.cuh"
+
+namespace mslk::attention {
+cudaError_t fmha_fwd_sm90_d256(const FmhaFwdParams& p, cudaStream_t stream) {
+#if MSLK_HAS_CUTLASS
+  return sm90::launch_dtype<256>(p, stream);
+#else
+  (void)p, (void)stream;
+  return cudaErrorNotSupported;
+#endif
+}
+}  // namespace mslk::attention

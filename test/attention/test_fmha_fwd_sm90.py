@@ -1,0 +1,210 @@
+"""mslk::fmha_fwd forced onto the Hopper kernel (MSLK_FMHA_KERNEL=sm90,
+csrc/attention/kernels/fmha_fwd_sm90_kernel.cuh) against the float64 oracle: every CUDA case of
+test_fmha_fwd_kernel.py that the kernel supports (all but tensor biases), plus NaN-filled key
+padding, poisoned outputs, agreement with the FA2 kernel and the env var's error paths."""
+
+import math
+
+import pytest
+import torch
+
+from mslk.attention.fmha import attn_bias as ab
+from test.attention import test_fmha_fwd_kernel as base
+from test.attention.test_fmha_fwd_kernel import HAS_CUDA_KERNEL, TOL, check_cuda, rand, run_op
+
+IS_SM90 = HAS_CUDA_KERNEL and torch.cuda.get_device_capability() == (9, 0)
+needs_sm90 = pytest.mark.skipif(not IS_SM90, reason="needs an sm_90 GPU and a CUDA build of mslk")
+needs_cuda = base.needs_cuda
+pytestmark = pytest.mark.skipif(not base.HAS_OP, reason="native library not loaded")
+
+SUPPORTED_DENSE = [i for i, m in enumerate(base.dense_masks(1, 1)) if not isinstance(m, str)]  # no tensor bias
+
+
+@pytest.fixture
+def sm90(monkeypatch):
+    monkeypatch.setenv("MSLK_FMHA_KERNEL", "sm90")
+
+
+def poison_allocator(nbytes):
+    """Leaves a NaN-filled block in the CUDA caching allocator, so the op's at::empty outputs start
+    as NaN: an output row or LSE entry the kernel fails to write shows up."""
+    torch.full((nbytes // 4 + 1024,), math.nan, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+
+
+def check_sm90(q, k, v, bias, scale=None):
+    Mq, H, Kv = q.shape[1], q.shape[2], v.shape[-1]
+    poison_allocator(q.shape[0] * Mq * H * (Kv * q.element_size() + 4) * 2)
+    check_cuda(q, k, v, bias, scale)
+
+
+@needs_sm90
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("mq,mkv", [(1, 1), (7, 7), (127, 127), (1000, 1000), (1, 1000), (127, 1000), (1000, 7)])
+@pytest.mark.parametrize("idx", SUPPORTED_DENSE)
+def test_sm90_dense_masks(sm90, dtype, d, mq, mkv, idx):
+    g = torch.Generator().manual_seed(idx + d + mq + mkv)
+    B, H = 2, 3
+    q, k, v = (rand((B, mq, H, d), dtype, "cuda", g), rand((B, mkv, H, d), dtype, "cuda", g),
+               rand((B, mkv, H, d), dtype, "cuda", g))
+    check_sm90(q, k, v, base.dense_masks(mq, mkv)[idx])
+
+
+@needs_sm90
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_sm90_long(sm90, dtype, causal, d):
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (rand((1, 4096, 2, d), dtype, "cuda", g) for _ in range(3))
+    check_sm90(q, k, v, ab.LowerTriangularMask() if causal else None)
+
+
+@needs_sm90
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("K,Kv", [(64, 128), (128, 64), (256, 64), (32, 256), (96, 160), (192, 192), (40, 24), (3, 5)])
+@pytest.mark.parametrize("bias", [None, ab.LowerTriangularFromBottomRightMask()])
+def test_sm90_head_dims(sm90, dtype, K, Kv, bias):
+    g = torch.Generator().manual_seed(K * 1000 + Kv)
+    q, k, v = (rand((2, 130, 2, K), dtype, "cuda", g), rand((2, 200, 2, K), dtype, "cuda", g),
+               rand((2, 200, 2, Kv), dtype, "cuda", g))
+    check_sm90(q, k, v, bias, scale=0.3)
+
+
+@needs_sm90
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_sm90_noncontiguous_and_expanded(sm90, dtype, D):
+    g = torch.Generator().manual_seed(3)
+    B, M, N, H = 2, 300, 257, 4
+    q = rand((B, H, M, D), dtype, "cuda", g).transpose(1, 2)  # [B, M, H, D], strides permuted
+    k = rand((B, N, 1, D), dtype, "cuda", g).expand(B, N, H, D)  # MQA: stride 0 over heads
+    v = rand((B, N, 1, 2 * D), dtype, "cuda", g)[..., :D].expand(B, N, H, D)  # sliced + expanded
+    check_sm90(q, k, v, None)
+    check_sm90(q, k, v, ab.LowerTriangularMask())
+    # batch broadcast (stride 0 over B) and a single query row
+    kb = rand((1, N, H, D), dtype, "cuda", g).expand(B, N, H, D)
+    check_sm90(q[:, :1], kb, v, None)
+
+
+@needs_sm90
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sm90_gqa_through_operator_class(sm90, monkeypatch, dtype):
+    """BMGHK with K/V expanded over the heads of a group, through cutlass.FwOp."""
+    from mslk.attention import fmha
+    from mslk.attention.fmha import cutlass, reference
+    monkeypatch.setenv("MSLK_EXPERIMENTAL_ATTN", "1")
+    g = torch.Generator().manual_seed(5)
+    B, M, N, G, H, D = 2, 257, 300, 2, 3, 128  # N > M: no fully masked row under bottom-right causal
+    q = rand((B, M, G, H, D), dtype, "cuda", g)
+    k = rand((B, N, G, 1, D), dtype, "cuda", g).expand(B, N, G, H, D)
+    v = rand((B, N, G, 1, D), dtype, "cuda", g).expand(B, N, G, H, D)
+    for bias in (None, ab.LowerTriangularFromBottomRightMask()):
+        out = fmha.memory_efficient_attention_forward(q, k, v, bias, op=cutlass.FwOp)
+        want = fmha.memory_efficient_attention_forward(q.double(), k.double(), v.double(), bias, op=reference.FwOp)
+        torch.testing.assert_close(out.double(), want, **TOL[dtype])
+
+
+@needs_sm90
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("idx", range(len(base.varlen_masks())))
+@pytest.mark.parametrize("scale_up", [1, 150])
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_sm90_varlen(sm90, dtype, idx, scale_up, d):
+    bias = base.varlen_masks()[idx] if scale_up == 1 else base._scaled(base.varlen_masks()[idx], scale_up)
+    g = torch.Generator().manual_seed(idx)
+    mq, mkv = bias.q_seqinfo.total, bias._kv_total()
+    q, k, v = (rand((1, mq, 2, d), dtype, "cuda", g), rand((1, mkv, 2, d), dtype, "cuda", g),
+               rand((1, mkv, 2, d), dtype, "cuda", g))
+    check_sm90(q, k, v, bias.to("cuda"))
+
+
+@needs_sm90
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sm90_varlen_very_unequal(sm90, dtype):
+    ql, kl = [1, 0, 1000, 7, 127, 0, 3], [1000, 5, 1000, 0, 127, 0, 1]
+    g = torch.Generator().manual_seed(11)
+    for bias in (ab.BlockDiagonalMask.from_seqlens(ql, kl),
+                 ab.BlockDiagonalCausalFromBottomRightMask.from_seqlens([1, 0, 1000, 0, 127, 3], [1000, 5, 1000, 0, 127, 3]),
+                 ab.BlockDiagonalCausalMask.from_seqlens([1, 1000, 7, 0, 127]).make_local_attention(100)):
+        mq, mkv = bias.q_seqinfo.total, bias._kv_total()
+        q, k, v = (rand((1, mq, 4, 128), dtype, "cuda", g), rand((1, mkv, 4, 128), dtype, "cuda", g),
+                   rand((1, mkv, 4, 128), dtype, "cuda", g))
+        check_sm90(q, k, v, bias.to("cuda"))
+
+
+@needs_sm90
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sm90_nan_in_key_padding(sm90, dtype):
+    """Keys past a lane's length are never attended to: NaN there must not reach the output (the
+    kernel zeroes the V rows of the last tile that lie past the lane end: P = 0 but 0 * NaN = NaN)."""
+    g = torch.Generator().manual_seed(7)
+    pad, kl, ql = 300, [1, 150, 299, 0], [3, 200, 1, 2]
+    bias = ab.BlockDiagonalPaddedKeysMask.from_seqlens(ql, pad, kl)
+    mq, mkv, H, D = sum(ql), pad * len(kl), 2, 128
+    q = rand((1, mq, H, D), dtype, "cuda", g)
+    k, v = rand((1, mkv, H, D), dtype, "cuda", g), rand((1, mkv, H, D), dtype, "cuda", g)
+    for b, n in enumerate(kl):
+        k[0, b * pad + n:(b + 1) * pad] = math.nan
+        v[0, b * pad + n:(b + 1) * pad] = math.nan
+    out, lse = run_op(q, k, v, bias.to("cuda"), D ** -0.5)
+    want_out, want_lse = base.oracle(q, k.nan_to_num(0.0), v.nan_to_num(0.0), bias.to("cuda"), D ** -0.5)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out.double(), want_out, **TOL[dtype])
+    fin = torch.isfinite(want_lse)
+    assert torch.equal(torch.isneginf(lse), ~fin)
+    torch.testing.assert_close(lse.double()[fin], want_lse[fin], atol=2e-3, rtol=1e-3)
+
+
+@needs_sm90
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_sm90_matches_fa2(monkeypatch, dtype, d):
+    g = torch.Generator().manual_seed(d)
+    q, k, v = (rand((2, 700, 4, d), dtype, "cuda", g) for _ in range(3))
+    res = {}
+    for kern in ("sm80", "sm90"):
+        monkeypatch.setenv("MSLK_FMHA_KERNEL", kern)
+        res[kern] = run_op(q, k, v, ab.LowerTriangularMask(), d ** -0.5)
+    torch.testing.assert_close(res["sm90"][0], res["sm80"][0], **TOL[dtype])
+    torch.testing.assert_close(res["sm90"][1], res["sm80"][1], atol=1e-3, rtol=1e-3)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_auto_choice(monkeypatch, dtype):
+    """The default (auto): the Hopper kernel where it applies, FA2 for the rest (tensor bias)."""
+    monkeypatch.setenv("MSLK_FMHA_KERNEL", "auto")
+    g = torch.Generator().manual_seed(9)
+    q, k, v = (rand((2, 300, 2, 128), dtype, "cuda", g) for _ in range(3))
+    check_cuda(q, k, v, ab.LowerTriangularMask())
+    check_cuda(q, k, v, rand((1, 2, 300, 300), torch.float32, "cuda", g))
+
+
+@needs_sm90
+def test_sm90_refuses_tensor_bias_naming_env(sm90):
+    q = torch.zeros(1, 8, 2, 64, dtype=torch.half, device="cuda")
+    with pytest.raises(RuntimeError, match="MSLK_FMHA_KERNEL"):
+        run_op(q, q, q, torch.zeros(1, 2, 8, 8, device="cuda"), 0.125)
+
+
+@needs_cuda
+def test_invalid_kernel_choice(monkeypatch):
+    q = torch.zeros(1, 8, 2, 64, dtype=torch.half, device="cuda")
+    monkeypatch.setenv("MSLK_FMHA_KERNEL", "hopper")
+    with pytest.raises(ValueError, match="MSLK_FMHA_KERNEL"):
+        run_op(q, q, q, None, 0.125)
+    for ok in ("auto", "sm80", ""):
+        monkeypatch.setenv("MSLK_FMHA_KERNEL", ok)
+        out, lse = run_op(q, q, q, None, 0.125)
+        assert torch.isfinite(out).all() and torch.isfinite(lse).all()
+
+
+@needs_cuda
+@pytest.mark.skipif(IS_SM90, reason="checks the refusal off sm_90")
+def test_sm90_forced_off_hopper_raises(monkeypatch):
+    monkeypatch.setenv("MSLK_FMHA_KERNEL", "sm90")
+    q = torch.zeros(1, 8, 2, 64, dtype=torch.half, device="cuda")
+    with pytest.raises(RuntimeError, match="MSLK_FMHA_KERNEL"):
+        run_op(q, q, q, None, 0.125)

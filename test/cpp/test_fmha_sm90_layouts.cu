@@ -1,0 +1,163 @@
+// Host-side check of the layout assumptions of csrc/attention/kernels/fmha_fwd_sm90_kernel.cuh
+// (runs on any machine, no GPU): CuTe computes the layouts, this program compares them with what
+// the TMA boxes write and what the kernel's index math assumes.
+//   1. Q/K/V shared-memory layouts == the bytes a CU_TENSOR_MAP_SWIZZLE_128B box [rows][64]
+//      writes at tile offset (col/64)*rows*64 (+ stage * BN * D).
+//   2. S accumulator: each warpgroup owns 64 rows; the 4 lanes of a quad share a row and together
+//      cover every column once; acc_rowcol pairs (c, c+1) are adjacent columns.
+//   3. P: register offset i of the S accumulator is the A-operand value of the P V wgmma at the
+//      same (row, key) -- the reinterpretation `tOrP(i) = tSrS(i)` is exact.
+//   4. The Q operand of each thread's wgmma lies in its own warpgroup's 64 rows.
+// A ctest (mslk_test_fmha_sm90_layouts, host-only: runs without a GPU). By hand, from the repo root:
+//   nvcc -std=c++17 --expt-relaxed-constexpr -DMSLK_HAS_CUTLASS=1 -Icsrc -I$CUTLASS/include \
+//     -gencode=arch=compute_90a,code=sm_90a -x cu test/cpp/test_fmha_sm90_layouts.cu \
+//     -o /tmp/check_sm90 && /tmp/check_sm90
+#include <cstdio>
+#include <set>
+#include <utility>
+
+#include "attention/kernels/fmha_fwd_sm90_kernel.cuh"
+
+using namespace cute;
+using namespace mslk::attention::sm90;
+
+static int g_fail = 0;
+#define EXPECT(cond, ...)                               \
+  do {                                                  \
+    if (!(cond)) {                                      \
+      if (g_fail < 20) {                                \
+        std::printf("FAIL %s:%d ", __FILE__, __LINE__); \
+        std::printf(__VA_ARGS__);                       \
+        std::printf("\n");                              \
+      }                                                 \
+      ++g_fail;                                         \
+    }                                                   \
+  } while (0)
+
+// Element offset written by a SWIZZLE_128B TMA box of [rows][64] (2-byte elements) for (row, col)
+// of a tile whose 64-column blocks are boxes placed rows*64 elements apart.
+static int tma_offset(int row, int col, int rows) {
+  const int cb = col / 64, c = col % 64;
+  return cb * rows * 64 + row * 64 + (((c / 8) ^ (row % 8)) * 8) + c % 8;
+}
+
+// Element offset of a CuTe swizzled smem layout: the swizzle acts on byte addresses (the pointer
+// flag says so), so apply it to 2 * the unswizzled element offset.
+template <class L, class... C>
+int smem_offset(const L& l, C... c) {
+  return int(l.layout_a()(2 * int(l.layout_b()(c...)))) / 2;
+}
+
+template <typename Element, int D>
+void check() {
+  using Tr = Traits<Element, D>;
+  constexpr int BN = Tr::kBN, S = Tr::kStages;
+  std::printf("D=%d %s BN=%d stages=%d smem=%zu bytes\n", D,
+              sizeof(Element) == 2 && std::is_same_v<Element, cutlass::bfloat16_t> ? "bf16" : "fp16", BN, S,
+              sizeof(SharedStorage<Element, D>) + 1024);
+  EXPECT(sizeof(SharedStorage<Element, D>) + 1024 <= 232448, "smem over 227 KiB");
+
+  // 1. shared-memory layouts vs TMA boxes
+  typename Tr::SmemLayoutQ lq;
+  typename Tr::SmemLayoutK lk;
+  typename Tr::SmemLayoutVt lv;
+  EXPECT(int(cosize(lq.layout_b())) == kBM * D, "Q cosize");
+  EXPECT(int(cosize(lk.layout_b())) == BN * D * S, "K cosize");
+  EXPECT(int(cosize(lv.layout_b())) == BN * D * S, "V cosize");
+  for (int r = 0; r < kBM; ++r)
+    for (int c = 0; c < D; ++c)
+      EXPECT(smem_offset(lq, r, c) == tma_offset(r, c, kBM), "Q (%d,%d): %d", r, c, smem_offset(lq, r, c));
+  for (int st = 0; st < S; ++st)
+    for (int r = 0; r < BN; ++r)
+      for (int c = 0; c < D; ++c) {
+        const int want = st * BN * D + tma_offset(r, c, BN);
+        EXPECT(smem_offset(lk, r, c, st) == want, "K (%d,%d,%d): %d want %d", r, c, st, smem_offset(lk, r, c, st),
+               want);
+        EXPECT(smem_offset(lv, c, r, st) == want, "Vt (%d,%d,%d): %d want %d", c, r, st, smem_offset(lv, c, r, st),
+               want);
+      }
+
+  // 2-4. fragments, per consumer thread
+  typename Tr::MmaQK mma_qk;
+  typename Tr::MmaPV mma_pv;
+  auto cS = make_identity_tensor(Shape<Int<kBM>, Int<BN>>{});
+  auto cO = make_identity_tensor(Shape<Int<kBM>, Int<D>>{});
+  auto cQ = make_identity_tensor(Shape<Int<kBM>, Int<D>>{});
+  auto fragS = partition_fragment_C(mma_qk, Shape<Int<kBM>, Int<BN>>{});
+  auto fragO = partition_fragment_C(mma_pv, Shape<Int<kBM>, Int<D>>{});
+  auto layS = fragS.layout();
+  typename Tr::LayoutP layP;
+  EXPECT(size(layS) == BN / 2, "S fragment size %d", int(size(layS)));
+  EXPECT(size(fragO) == D / 2, "O fragment size %d", int(size(fragO)));
+  std::set<std::pair<int, int>> covered;
+  for (int t = 0; t < 256; ++t) {
+    auto thr_qk = mma_qk.get_thread_slice(t);
+    auto thr_pv = mma_pv.get_thread_slice(t);
+    auto tScS = thr_qk.partition_C(cS);
+    auto tOcO = thr_pv.partition_C(cO);
+    auto tAcQ = thr_qk.partition_A(cQ);
+    auto tAcP = thr_pv.partition_A(cS);
+    const int wg = t / 128, warp = (t % 128) / 32, lane = t % 32;
+    auto S_rc = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
+    auto O_rc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
+    for (int r = 0; r < 2; ++r) {
+      const int want_row = 64 * wg + 16 * warp + lane / 4 + 8 * r;
+      for (int c = 0; c < size<1>(S_rc); ++c) {
+        const int row = get<0>(S_rc(r, c)), col = get<1>(S_rc(r, c));
+        EXPECT(row == want_row, "S row t=%d r=%d c=%d: %d want %d", t, r, c, row, want_row);
+        EXPECT(col % 8 / 2 == lane % 4, "S col t=%d: %d not in lane's quad slot", t, col);
+        EXPECT(covered.insert({row, col}).second, "S (%d,%d) owned twice", row, col);
+        if (c % 2 == 0) EXPECT(get<1>(S_rc(r, c + 1)) == col + 1, "S pair t=%d c=%d", t, c);
+      }
+      for (int c = 0; c < size<1>(O_rc); ++c) {
+        EXPECT(get<0>(O_rc(r, c)) == want_row, "O row t=%d", t);
+        if (c % 2 == 0) EXPECT(get<1>(O_rc(r, c + 1)) == get<1>(O_rc(r, c)) + 1, "O pair t=%d c=%d", t, c);
+      }
+      EXPECT(get<1>(O_rc(r, 0)) == 2 * (lane % 4), "O col 0 of t=%d", t);
+    }
+    // 3. P: A-operand coordinate of register offset j == S coordinate of register offset j
+    EXPECT(size(tAcP) == size(layP), "P fragment size");
+    EXPECT(shape(tAcP) == shape(layP), "P fragment shape");
+    for (int v = 0; v < 8; ++v)
+      for (int kb = 0; kb < BN / 16; ++kb) {
+        const int off = int(layP(v, 0, kb));
+        int i_s = -1;
+        for (int i = 0; i < int(size(layS)); ++i)
+          if (int(layS(i)) == off) i_s = i;
+        EXPECT(i_s >= 0, "no S value at offset %d", off);
+        if (i_s < 0) continue;
+        const auto a = tAcP(v, 0, kb);
+        const auto sc = tScS(i_s);
+        EXPECT(get<0>(a) == get<0>(sc) && get<1>(a) == get<1>(sc), "P t=%d v=%d kb=%d: A(%d,%d) vs S(%d,%d)", t, v, kb,
+               int(get<0>(a)), int(get<1>(a)), int(get<0>(sc)), int(get<1>(sc)));
+      }
+    // 4. Q rows of this thread's wgmma
+    for (int i = 0; i < int(size(tAcQ)); ++i) {
+      const int row = get<0>(tAcQ(i));
+      EXPECT(row >= 64 * wg && row < 64 * wg + 64, "Q row %d for t=%d", row, t);
+    }
+  }
+  EXPECT(int(covered.size()) == kBM * BN, "S coverage %d", int(covered.size()));
+  if (D == 128 && std::is_same_v<Element, cutlass::bfloat16_t>) {
+    std::printf("  SmemLayoutK  : ");
+    print(lk);
+    std::printf("\n  SmemLayoutVt : ");
+    print(lv);
+    std::printf("\n  S fragment   : ");
+    print(layS);
+    std::printf("\n  P A-fragment : ");
+    print(layP);
+    std::printf("\n");
+  }
+}
+
+int main() {
+  check<cutlass::half_t, 64>();
+  check<cutlass::bfloat16_t, 64>();
+  check<cutlass::half_t, 128>();
+  check<cutlass::bfloat16_t, 128>();
+  check<cutlass::half_t, 256>();
+  check<cutlass::bfloat16_t, 256>();
+  std::printf(g_fail ? "%d FAILURES\n" : "all layout checks passed\n", g_fail);
+  return g_fail ? 1 : 0;
+}

@@ -67,6 +67,76 @@ def peer_fn(backend, causal):
     return f
 
 
+# Packed varlen batch: 16 sequences of these lengths (B = 1, block-diagonal; causal per block).
+VARLEN = [3817, 512, 2048, 129, 4096, 1000, 777, 3000, 256, 1536, 2900, 64, 4000, 1200, 640, 2222]
+
+
+def varlen_rows(H=32, D=128):
+    """Rows for the packed varlen batch: mslk (both kernels) vs flash's varlen forward
+    (aten._flash_attention_forward with cumulative lengths) and a loop of per-sequence cuDNN SDPA
+    calls (what a caller without varlen support runs). S column: total tokens; B: sequences."""
+    total, mx = sum(VARLEN), max(VARLEN)
+    cu = torch.tensor([0] + list(torch.tensor(VARLEN).cumsum(0)), dtype=torch.int32, device="cuda")
+    rows = []
+    for causal in (False, True):
+        n = copies_to_exceed_l2(3 * total * H * D * 2)
+        sets = [make(1, H, total, D) for _ in range(n)]
+        flops = sum(4.0 * H * s * s * D for s in VARLEN) * (0.5 if causal else 1.0)
+
+        def ours(q, k, v):
+            return torch.ops.mslk.fmha_fused_fwd(q, k, v, seqstart_q=cu, seqstart_k=cu, max_seqlen_q=mx,
+                                                 mask_kind=1 if causal else 0, scale=D ** -0.5)
+
+        res, outs = {}, {}
+        old = os.environ.get("MSLK_FMHA_KERNEL")
+        for name, env in KERNELS.items():
+            os.environ["MSLK_FMHA_KERNEL"] = env
+            try:
+                outs[name] = ours(*sets[0])[0]
+                res[name] = time_ms(ours, sets)
+            except RuntimeError as e:
+                print(f"mslk {name} unavailable for varlen: {str(e).splitlines()[0]}")
+                res[name], outs[name] = float("nan"), None
+        if old is None:
+            os.environ.pop("MSLK_FMHA_KERNEL", None)
+        else:
+            os.environ["MSLK_FMHA_KERNEL"] = old
+
+        def flash(q, k, v):
+            return torch.ops.aten._flash_attention_forward(q[0], k[0], v[0], cu, cu, mx, mx, 0.0, causal, False)[0]
+
+        def cudnn_loop(q, k, v):
+            o = torch.empty_like(q)
+            for a, b in zip(cu[:-1].tolist(), cu[1:].tolist()):
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    o[:, a:b] = sdpa(q[:, a:b].transpose(1, 2), k[:, a:b].transpose(1, 2), v[:, a:b].transpose(1, 2),
+                                     is_causal=causal).transpose(1, 2)
+            return o
+
+        diff = {name: float("nan") for name in KERNELS}
+        for name, f in (("flash", flash), ("cudnn", cudnn_loop)):
+            try:
+                ref = f(*sets[0])
+                if name == "flash":
+                    for kn, out in outs.items():
+                        if out is not None:
+                            diff[kn] = (out[0].float() - ref.float()).abs().max().item()
+                res[name] = time_ms(f, sets, reps=7)
+            except (RuntimeError, AttributeError) as e:
+                print(f"{name} unavailable for varlen: {str(e).splitlines()[0]}")
+                res[name] = float("nan")
+        tf = lambda ms: flops / (ms * 1e-3) / 1e12  # noqa: E731
+        t_fa2, t_90 = res["FA2"], res["sm90"]
+        rows.append([len(VARLEN), H, f"varlen {total}", D, causal, f"{t_fa2 * 1e3:.0f}", f"{t_90 * 1e3:.0f}",
+                     f"{tf(t_fa2):.0f}", f"{tf(t_90):.0f}", f"{tf(res['cudnn']):.0f} (loop)", f"{tf(res['flash']):.0f}",
+                     f"{res['cudnn'] / t_90:.2f}x", f"{res['flash'] / t_90:.2f}x", f"{t_fa2 / t_90:.2f}x",
+                     f"{diff['FA2']:.1e} (vs flash)", f"{diff['sm90']:.1e} (vs flash)"])
+        print(" | ".join(str(c) for c in rows[-1]), flush=True)
+        del sets
+        torch.cuda.empty_cache()
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results_fmha_fwd.md"))
@@ -98,6 +168,7 @@ def main():
         print(" | ".join(str(c) for c in rows[-1]), flush=True)
         del sets
         torch.cuda.empty_cache()
+    rows += varlen_rows()
     header = ["B", "H", "S", "D", "causal", "FA2 us", "sm90 us", "FA2 TFLOP/s", "sm90 TFLOP/s", "cuDNN TFLOP/s",
               "flash TFLOP/s", "sm90 vs cuDNN", "sm90 vs flash", "sm90 vs FA2", "FA2 max abs diff vs cuDNN",
               "sm90 max abs diff vs cuDNN"]

@@ -2,8 +2,8 @@
 
 MoE shapes (E experts, tokens per expert, N, K); plus a skewed routing (half the tokens on one
 expert, the rest spread). Prints and writes (--out) time, TFLOP/s and the ratios; checks the
-mslk result against torch._grouped_mm once per shape (max relative difference). Forward only
-(the grad / wgrad ops are not timed yet).
+mslk result against torch._grouped_mm once per shape (max relative difference). Forward
+and dgrad (the wgrad op is not timed yet).
 
 Both mslk CUDA paths are timed in the same run: the default SIMT kernel ("mslk") and the
 experimental CUTLASS sm90 ptr-array grouped GEMM ("cutlass"), which the op takes when
@@ -74,6 +74,36 @@ def grouped_mm(x, w, ms, offs, sizes):
     return torch._grouped_mm(x, w.transpose(-2, -1), offs=offs, out_dtype=torch.bfloat16)
 
 
+# dgrad: dX [T, K] = dY_g [m, N] @ W[g] [N, K] (x holds dY [T, N] in these sets)
+def ours_dgrad(dy, w, ms, offs, sizes):
+    return torch.ops.mslk.bf16bf16bf16_grouped_grad(dy, w, ms)
+
+
+def grouped_mm_dgrad(dy, w, ms, offs, sizes):
+    return torch._grouped_mm(dy, w, offs=offs, out_dtype=torch.bfloat16)
+
+
+def mm_loop_dgrad(dy, w, ms, offs, sizes):
+    out = torch.empty(dy.shape[0], w.shape[2], dtype=dy.dtype, device=dy.device)
+    r = 0
+    for g, m in enumerate(sizes):
+        if m:
+            torch.mm(dy[r:r + m], w[g], out=out[r:r + m])
+        r += m
+    return out
+
+
+def make_dgrad(sizes, N, K):
+    x, w, ms, offs, sizes = make(sizes, N, K)
+    return torch.randn(x.shape[0], N, device="cuda", dtype=torch.bfloat16), w, ms, offs, sizes
+
+
+PASSES = {  # name -> (make, mslk op, torch._grouped_mm form, torch.mm loop)
+    "fwd": (make, None, grouped_mm, None),
+    "dgrad": (make_dgrad, ours_dgrad, grouped_mm_dgrad, mm_loop_dgrad),
+}
+
+
 def mm_loop(x, w, ms, offs, sizes):
     out = torch.empty(x.shape[0], w.shape[1], dtype=x.dtype, device=x.device)
     r = 0
@@ -93,43 +123,45 @@ def main():
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results_bf16_grouped.md"))
     args = ap.parse_args()
     rows = []
-    for E, m, N, K in SHAPES:
-        for skewed in (False, True):
-            sizes = sizes_for(E, m, skewed)
-            T = sum(sizes)
-            n = copies_to_exceed_l2(2 * (T * K + E * N * K + T * N))
-            sets = [make(sizes, N, K) for _ in range(n)]
-            with cutlass_path(False):
-                a = ours(*sets[0]).float()
-            with cutlass_path(True):
-                c = ours(*sets[0]).float()
-            try:
-                b = grouped_mm(*sets[0]).float()
-                rel = ((a - b).abs().max() / b.abs().max().clamp(min=1e-30)).item()
-                rel_c = ((c - b).abs().max() / b.abs().max().clamp(min=1e-30)).item()
-                t_gmm = time_ms(grouped_mm, sets)
-            except RuntimeError as e:
-                print(f"torch._grouped_mm refused: {e}")
-                rel, rel_c, t_gmm = float("nan"), float("nan"), float("nan")
-            with cutlass_path(False):
-                t_ours = time_ms(ours, sets)
-            with cutlass_path(True):
-                t_cut = time_ms(ours, sets)
-            t_loop = time_ms(mm_loop, sets, reps=7)
-            flops = 2.0 * T * N * K
-            rows.append([E, m, N, K, "skewed" if skewed else "uniform", f"{t_ours * 1e3:.0f}",
-                         f"{tflops(flops, t_ours):.0f}", f"{t_cut * 1e3:.0f}", f"{tflops(flops, t_cut):.0f}",
-                         f"{tflops(flops, t_gmm):.0f}", f"{tflops(flops, t_loop):.0f}",
-                         f"{t_gmm / t_ours:.2f}x", f"{t_gmm / t_cut:.2f}x", f"{t_loop / t_ours:.2f}x",
-                         f"{t_ours / t_cut:.2f}x", f"{rel:.1e}", f"{rel_c:.1e}"])
-            print(" | ".join(str(c) for c in rows[-1]), flush=True)
-            del sets
-            torch.cuda.empty_cache()
-    header = ["E", "tokens/expert", "N", "K", "routing", "mslk us", "mslk TFLOP/s", "cutlass us", "cutlass TFLOP/s",
+    for pass_, (mk, op, gmm, loop) in PASSES.items():
+        op, loop = op or ours, loop or mm_loop
+        for E, m, N, K in SHAPES:
+            for skewed in (False, True):
+                sizes = sizes_for(E, m, skewed)
+                T = sum(sizes)
+                n = copies_to_exceed_l2(2 * (T * K + E * N * K + T * N))
+                sets = [mk(sizes, N, K) for _ in range(n)]
+                with cutlass_path(False):
+                    a = op(*sets[0]).float()
+                with cutlass_path(True):
+                    c = op(*sets[0]).float()
+                try:
+                    b = gmm(*sets[0]).float()
+                    rel = ((a - b).abs().max() / b.abs().max().clamp(min=1e-30)).item()
+                    rel_c = ((c - b).abs().max() / b.abs().max().clamp(min=1e-30)).item()
+                    t_gmm = time_ms(gmm, sets)
+                except RuntimeError as e:
+                    print(f"torch._grouped_mm refused: {e}")
+                    rel, rel_c, t_gmm = float("nan"), float("nan"), float("nan")
+                with cutlass_path(False):
+                    t_ours = time_ms(op, sets)
+                with cutlass_path(True):
+                    t_cut = time_ms(op, sets)
+                t_loop = time_ms(loop, sets, reps=7)
+                flops = 2.0 * T * N * K
+                rows.append([pass_, E, m, N, K, "skewed" if skewed else "uniform", f"{t_ours * 1e3:.0f}",
+                             f"{tflops(flops, t_ours):.0f}", f"{t_cut * 1e3:.0f}", f"{tflops(flops, t_cut):.0f}",
+                             f"{tflops(flops, t_gmm):.0f}", f"{tflops(flops, t_loop):.0f}",
+                             f"{t_gmm / t_ours:.2f}x", f"{t_gmm / t_cut:.2f}x", f"{t_loop / t_ours:.2f}x",
+                             f"{t_ours / t_cut:.2f}x", f"{rel:.1e}", f"{rel_c:.1e}"])
+                print(" | ".join(str(c) for c in rows[-1]), flush=True)
+                del sets
+                torch.cuda.empty_cache()
+    header = ["pass", "E", "tokens/expert", "N", "K", "routing", "mslk us", "mslk TFLOP/s", "cutlass us", "cutlass TFLOP/s",
               "_grouped_mm TFLOP/s", "mm loop TFLOP/s", "mslk vs _grouped_mm", "cutlass vs _grouped_mm",
               "mslk vs mm loop", "cutlass vs simt", "max rel diff", "cutlass max rel diff"]
     write_results(args.out, "BF16 grouped GEMM (stacked): mslk vs torch._grouped_mm vs a torch.mm loop", header,
-                  rows, notes="X [E*m, K] @ W[g]^T, W [E, N, K]; skewed: half the tokens on expert 0. "
+                  rows, notes="fwd: X [E*m, K] @ W[g]^T, W [E, N, K]; dgrad: dY [E*m, N] @ W[g]; skewed: half the tokens on expert 0. "
                               "Ratios > 1: mslk faster. mslk: default SIMT kernel; cutlass: "
                               "MSLK_EXPERIMENTAL_GROUPED_CUTLASS=1 (CUTLASS sm90 ptr-array grouped GEMM).")
     print(f"wrote {args.out}")

@@ -10,7 +10,7 @@ namespace mslk::gemm {
 cudaError_t bf16_grouped_run(const Bf16GroupedParams& p, cudaStream_t stream);
 
 // EXPERIMENTAL (not the default until measured on an H200): the CUTLASS sm90 ptr-array grouped
-// GEMM for kForward with device-side argument setup (bf16_grouped_cutlass.cuh), also without a
+// GEMM for kForward and kDgrad with device-side argument setup (bf16_grouped_cutlass.cuh), also without a
 // host sync. Returns cudaErrorNotSupported, having launched nothing, when it does not apply
 // (built without CUTLASS, another mode, the _dynamic layout, no M_sizes, K == 0, or operands
 // that break TMA's 16-byte rules); the caller then runs bf16_grouped_run.

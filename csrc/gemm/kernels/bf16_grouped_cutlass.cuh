@@ -1,6 +1,7 @@
-// CUTLASS 3.x sm90 ptr-array grouped GEMM for kForward of bf16_grouped_params.h (the stacked
-// form: X [total_M, K], W [G, N, K], M_sizes [G] -> out [total_M, N]), one instantiation per
-// generated TU (see bf16_grouped_configs.h).
+// CUTLASS 3.x sm90 ptr-array grouped GEMM for kForward and kDgrad of bf16_grouped_params.h (the
+// stacked forms: X [total_M, K], W [G, N, K], M_sizes [G] -> out [total_M, N]; and dY [total_M, N],
+// W [G, N, K] -> dX [total_M, K], where W[g] is the N-major B operand), one TU per config row
+// holding both (see bf16_grouped_configs.h).
 //
 // No host sync: G is known on the host, so every per-group array the kernel reads (problem
 // shapes, A/B/D pointers, strides) is sized on the host and *filled on the device* by
@@ -39,6 +40,16 @@ __device__ __forceinline__ long long bf16_grouped_size(const Bf16GroupedParams& 
   return m < 0 ? 0 : m;  // the contract: a negative size counts as 0
 }
 
+// The one dynamic (leading-dimension) stride of a 2-D operand stride: mode 0 or mode 1, whichever
+// is not the static unit stride.
+template <class S>
+__device__ __forceinline__ void set_leading(S& s, int64_t ld) {
+  if constexpr (cute::is_static<cute::remove_cvref_t<decltype(cute::get<0>(s))>>::value)
+    cute::get<1>(s) = ld;
+  else
+    cute::get<0>(s) = ld;
+}
+
 // Every block prefix-sums the G sizes (a block-wide scan, kSetupThreads groups per step; G is
 // small next to the GEMM); block 0 writes the per-group arguments, and all blocks together
 // zero rows [min(sum, total_M), total_M) of out. Group g owns rows
@@ -54,6 +65,9 @@ __global__ void __launch_bounds__(kSetupThreads)
   const auto* x = static_cast<const ElementAB*>(p.x);
   const auto* w = static_cast<const ElementAB*>(p.w);
   auto* out = static_cast<ElementD*>(p.out);
+  // kDgrad: dX_g [m, K] = dY_g [m, N] @ W[g] [N, K]: GEMM n = K, k = N, out rows of K columns.
+  const bool dgrad = p.mode == Bf16GroupedMode::kDgrad;
+  const int64_t ncols = dgrad ? p.K : p.N, kdim = dgrad ? p.N : p.K;
   long long carry = 0;
   for (int64_t base = 0; base < p.G; base += kSetupThreads) {
     const int64_t g = base + tid;
@@ -70,18 +84,18 @@ __global__ void __launch_bounds__(kSetupThreads)
     if (blockIdx.x == 0 && g < p.G) {
       const long long start = min(incl - m, static_cast<long long>(p.total_M));
       const long long end = min(incl, static_cast<long long>(p.total_M));
-      shapes[g] = Shape(static_cast<int>(end - start), static_cast<int>(p.N), static_cast<int>(p.K));
+      shapes[g] = Shape(static_cast<int>(end - start), static_cast<int>(ncols), static_cast<int>(kdim));
       a_ptrs[g] = x + start * p.ldx;
       b_ptrs[g] = w + g * p.w_gs;
-      d_ptrs[g] = out + start * p.N;
+      d_ptrs[g] = out + start * ncols;
       StrideA sa{};
       cute::get<0>(sa) = p.ldx;
       a_strides[g] = sa;
       StrideB sb{};
-      cute::get<0>(sb) = p.ldw;
+      set_leading(sb, p.ldw);  // K-major B (forward): stride of n; N-major B (dgrad): stride of k
       b_strides[g] = sb;
       StrideD sd{};
-      cute::get<0>(sd) = p.N;
+      cute::get<0>(sd) = ncols;
       d_strides[g] = sd;
     }
     carry += scan[kSetupThreads - 1];
@@ -89,8 +103,8 @@ __global__ void __launch_bounds__(kSetupThreads)
   }
   // Tail rows: contiguous [valid * N, total_M * N) of out, 16-byte aligned (N % 8 == 0).
   const long long valid = min(carry, static_cast<long long>(p.total_M));
-  const long long n16 = (p.total_M - valid) * p.N / 8;
-  uint4* tail = reinterpret_cast<uint4*>(out + valid * p.N);
+  const long long n16 = (p.total_M - valid) * ncols / 8;
+  uint4* tail = reinterpret_cast<uint4*>(out + valid * ncols);
   for (long long i = static_cast<long long>(blockIdx.x) * kSetupThreads + tid; i < n16;
        i += static_cast<long long>(gridDim.x) * kSetupThreads) {
     tail[i] = make_uint4(0u, 0u, 0u, 0u);
@@ -99,14 +113,16 @@ __global__ void __launch_bounds__(kSetupThreads)
 
 inline int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
-template <int TM, int TN, int TK, int CM, int CN, bool kCooperative>
+template <int TM, int TN, int TK, int CM, int CN, bool kCooperative, bool kDgrad>
 struct CutlassBf16Grouped {
   using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
   using Shape = typename ProblemShape::UnderlyingProblemShape;
   using ElementAB = cutlass::bfloat16_t;
   using ElementD = cutlass::bfloat16_t;
   using LayoutA = cutlass::layout::RowMajor;     // X rows [M_g, K], K contiguous
-  using LayoutB = cutlass::layout::ColumnMajor;  // W[g] [N, K], K contiguous
+  // forward: W[g] [N, K] is B (n, k) with k contiguous; dgrad: W[g] is B (k = its N, n = its K)
+  // with n contiguous (bf16 wgmma reads an N-major B from shared memory)
+  using LayoutB = cute::conditional_t<kDgrad, cutlass::layout::RowMajor, cutlass::layout::ColumnMajor>;
   using LayoutD = cutlass::layout::RowMajor;     // out rows [M_g, N]
   static constexpr int kAlign = 8;               // elements: 16 bytes, TMA's rule
 
@@ -192,7 +208,7 @@ struct CutlassBf16Grouped {
     void* workspace = ws_bytes > 0 ? static_cast<void*>(buf + off_ws) : nullptr;
 
     // Enough blocks to zero a large tail quickly; every block only scans G sizes otherwise.
-    const long long tail16 = p.total_M * p.N / 8;
+    const long long tail16 = p.total_M * (kDgrad ? p.K : p.N) / 8;
     const long long want = (tail16 + kSetupThreads * 8 - 1) / (kSetupThreads * 8);
     const unsigned blocks = static_cast<unsigned>(want < 1 ? 1 : (want > 2 * sms ? 2 * sms : want));
     bf16_grouped_setup_kernel<Shape, ElementAB, ElementD, StrideA, StrideB, StrideD>
@@ -220,7 +236,10 @@ struct CutlassBf16Grouped {
   template <>                                                                                          \
   cudaError_t bf16_grouped_cutlass<ID>(const Bf16GroupedParams& p, cudaStream_t s) {                   \
     constexpr Bf16GroupedConfig c = kBf16GroupedConfigs[ID];                                           \
+    if (p.mode == Bf16GroupedMode::kDgrad)                                                            \
+      return detail::CutlassBf16Grouped<c.tile_m, c.tile_n, c.tile_k, c.cluster_m, c.cluster_n,        \
+                                        c.cooperative, true>::run(p, s);                               \
     return detail::CutlassBf16Grouped<c.tile_m, c.tile_n, c.tile_k, c.cluster_m, c.cluster_n,          \
-                                      c.cooperative>::run(p, s);                                       \
+                                      c.cooperative, false>::run(p, s);                                \
   }                                                                                                    \
   }

@@ -1,4 +1,4 @@
-// Picks the CUTLASS row of bf16_grouped_configs.h for one stacked grouped BF16 GEMM (kForward),
+// Picks the CUTLASS row of bf16_grouped_configs.h for one stacked grouped BF16 GEMM (kForward or kDgrad),
 // when the operands meet TMA's rules. Experimental: reached only when the CUDA glue is asked
 // for it (MSLK_EXPERIMENTAL_GROUPED_CUTLASS=1); the SIMT kernel stays the default.
 #include <climits>
@@ -60,8 +60,8 @@ bool aligned(const void* ptr, int bytes) { return reinterpret_cast<uintptr_t>(pt
 
 // TMA: 16-byte aligned base addresses, row strides and group strides (8 bf16); int32 sizes.
 bool cutlass_applies(const Bf16GroupedParams& p) {
-  return p.mode == Bf16GroupedMode::kForward && p.fixed_rows == 0 && p.m_sizes != nullptr && !p.out_fp32 &&
-         !p.accumulate && p.G > 0 && p.G <= INT_MAX && p.total_M > 0 && p.total_M <= INT_MAX && p.N > 0 &&
+  const bool mode_ok = p.mode == Bf16GroupedMode::kForward || p.mode == Bf16GroupedMode::kDgrad;
+  return mode_ok && p.fixed_rows == 0 && p.m_sizes != nullptr && !p.out_fp32 && !p.accumulate && p.G > 0 && p.G <= INT_MAX && p.total_M > 0 && p.total_M <= INT_MAX && p.N > 0 &&
          p.N <= INT_MAX && p.K > 0 && p.K <= INT_MAX && p.N % 8 == 0 && p.K % 8 == 0 && p.ldx % 8 == 0 &&
          p.ldw % 8 == 0 && p.w_gs % 8 == 0 && aligned(p.x, 16) && aligned(p.w, 16) && aligned(p.out, 16);
 }

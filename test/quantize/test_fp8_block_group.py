@@ -101,7 +101,7 @@ def test_group_block_empty(device):
 
 
 @requires_cuda
-@pytest.mark.parametrize("schedule", ["oneshot", "staged", "cluster"])
+@pytest.mark.parametrize("schedule", ["oneshot", "staged", "cluster", "bulk"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_block_group_cuda_equals_cpu(dtype, schedule, monkeypatch):
     """Every kernel schedule (MSLK_FP8_SCHEDULE, read per call) computes the same bits."""

@@ -14,6 +14,10 @@ cudaError_t fp8_quantize_blocks(const Fp8TileParams& p, cudaStream_t stream); //
 // Blocks larger than one CTA's registers, split over a thread-block cluster; false when the
 // tiling does not suit it (the caller then takes another path).
 bool fp8_quantize_blocks_cluster(const Fp8TileParams& p, cudaStream_t stream);
+// Rows (groups = false) or K-groups of one row on the bulk-copy ring of fp8_bulk.cu
+// (MSLK_FP8_SCHEDULE=bulk); false, having launched nothing, when the shape does not suit it.
+bool fp8_bulk_schedule();
+bool fp8_quantize_rows_bulk(const Fp8TileParams& p, cudaStream_t stream, bool groups);
 // Two-pass fallback for any tiling (tiles too large for registers or not 16-byte aligned).
 cudaError_t fp8_quantize_tiles(const Fp8TileParams& p, cudaStream_t stream);
 cudaError_t fp8_quantize_groups(const Fp8TileParams& p, cudaStream_t stream); // tile = 1 x group

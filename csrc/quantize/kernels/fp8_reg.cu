@@ -219,13 +219,19 @@ cudaError_t launch(const Fp8TileParams& p, cudaStream_t s) {
 
 }  // namespace
 
-cudaError_t fp8_quantize_rows(const Fp8TileParams& p, cudaStream_t s) { return launch<Mode::kRows>(p, s); }
+cudaError_t fp8_quantize_rows(const Fp8TileParams& p, cudaStream_t s) {
+  if (fp8_bulk_schedule() && fp8_quantize_rows_bulk(p, s, false)) return cudaGetLastError();
+  return launch<Mode::kRows>(p, s);
+}
 cudaError_t fp8_quantize_blocks(const Fp8TileParams& p, cudaStream_t s) {
   const char* sched = std::getenv("MSLK_FP8_SCHEDULE");
   if (sched && std::strcmp(sched, "cluster") == 0 && p.in.M > 0 && p.in.K > 0 && fp8_quantize_blocks_cluster(p, s))
     return cudaGetLastError();
   return launch<Mode::kBlocks>(p, s);
 }
-cudaError_t fp8_quantize_groups(const Fp8TileParams& p, cudaStream_t s) { return launch<Mode::kGroups>(p, s); }
+cudaError_t fp8_quantize_groups(const Fp8TileParams& p, cudaStream_t s) {
+  if (fp8_bulk_schedule() && fp8_quantize_rows_bulk(p, s, true)) return cudaGetLastError();
+  return launch<Mode::kGroups>(p, s);
+}
 
 }  // namespace mslk::quantize

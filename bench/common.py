@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
+import os
 import statistics
 from pathlib import Path
 
 import torch
 
 L2_BYTES = 60 * 2**20
+
+
+@contextlib.contextmanager
+def env_var(name: str, value):
+    """Sets (value: str) or unsets (value: None) an environment variable for the calls inside:
+    the ops read their kernel switches (MSLK_*) on every call, so one run can time each path."""
+    old = os.environ.get(name)
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
 
 
 def copies_to_exceed_l2(nbytes: int, factor: int = 3) -> int:

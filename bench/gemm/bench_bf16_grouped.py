@@ -14,14 +14,12 @@ checks it against torch._grouped_mm. When it wins everywhere, make it the defaul
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 from pathlib import Path
 
 import torch
 
 import mslk  # noqa: F401
-from bench.common import copies_to_exceed_l2, time_ms, write_results
+from bench.common import copies_to_exceed_l2, env_var, time_ms, write_results
 
 SHAPES = [(8, 2048, 4096, 7168), (16, 512, 2048, 5120), (128, 64, 2048, 7168)]
 
@@ -53,21 +51,9 @@ def ours(x, w, ms, offs, sizes):
 ENV = "MSLK_EXPERIMENTAL_GROUPED_CUTLASS"
 
 
-@contextlib.contextmanager
 def cutlass_path(on):
     """Selects the mslk kernel path for the calls inside (the op reads the variable per call)."""
-    old = os.environ.get(ENV)
-    if on:
-        os.environ[ENV] = "1"
-    else:
-        os.environ.pop(ENV, None)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(ENV, None)
-        else:
-            os.environ[ENV] = old
+    return env_var(ENV, "1" if on else None)
 
 
 def grouped_mm(x, w, ms, offs, sizes):

@@ -11,14 +11,12 @@ grouped form beats the loop at every group count.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 from pathlib import Path
 
 import torch
 
 import mslk  # noqa: F401
-from bench.common import copies_to_exceed_l2, time_ms, write_results
+from bench.common import copies_to_exceed_l2, env_var, time_ms, write_results
 from bench.gemm.bench_bf16_grouped import SHAPES, sizes_for
 
 FP8 = torch.float8_e4m3fn
@@ -53,20 +51,8 @@ def ours_list(X, W, XS, WS):
     return torch.ops.mslk.f8f8bf16_rowwise_grouped(X, W, XS, WS)
 
 
-@contextlib.contextmanager
 def host_path(on):
-    old = os.environ.get(ENV)
-    if on:
-        os.environ[ENV] = "host"
-    else:
-        os.environ.pop(ENV, None)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(ENV, None)
-        else:
-            os.environ[ENV] = old
+    return env_var(ENV, "host" if on else None)
 
 
 def scaled_grouped_mm(xq, wq, xs, ws, ms, offs, sizes):

@@ -29,10 +29,9 @@
 
 #include "gemm/kernels/bf16_grouped.h"
 #include "gemm/kernels/bf16_grouped_configs.h"
+#include "gemm/kernels/grouped_setup.cuh"
 
 namespace mslk::gemm::detail {
-
-constexpr int kSetupThreads = 256;
 
 __device__ __forceinline__ long long bf16_grouped_size(const Bf16GroupedParams& p, int64_t g) {
   const long long m = p.m_sizes_int64 ? static_cast<const int64_t*>(p.m_sizes)[g]
@@ -40,78 +39,42 @@ __device__ __forceinline__ long long bf16_grouped_size(const Bf16GroupedParams& 
   return m < 0 ? 0 : m;  // the contract: a negative size counts as 0
 }
 
-// The one dynamic (leading-dimension) stride of a 2-D operand stride: mode 0 or mode 1, whichever
-// is not the static unit stride.
-template <class S>
-__device__ __forceinline__ void set_leading(S& s, int64_t ld) {
-  if constexpr (cute::is_static<cute::remove_cvref_t<decltype(cute::get<0>(s))>>::value)
-    cute::get<1>(s) = ld;
-  else
-    cute::get<0>(s) = ld;
-}
-
-// Every block prefix-sums the G sizes (a block-wide scan, kSetupThreads groups per step; G is
+// Every block prefix-sums the G sizes (scan_group_rows of grouped_setup.cuh; G is
 // small next to the GEMM); block 0 writes the per-group arguments, and all blocks together
 // zero rows [min(sum, total_M), total_M) of out. Group g owns rows
 // [min(S_g, total_M), min(S_g + m_g, total_M)) with S_g the sum of the (non-negative) earlier
 // sizes: the same cut at total_M as the SIMT kernel.
 template <class Shape, class ElementAB, class ElementD, class StrideA, class StrideB, class StrideD>
-__global__ void __launch_bounds__(kSetupThreads)
+__global__ void __launch_bounds__(kGroupSetupThreads)
     bf16_grouped_setup_kernel(const Bf16GroupedParams p, Shape* shapes, const ElementAB** a_ptrs,
                               const ElementAB** b_ptrs, ElementD** d_ptrs, StrideA* a_strides, StrideB* b_strides,
                               StrideD* d_strides) {
-  __shared__ long long scan[kSetupThreads];
-  const int tid = static_cast<int>(threadIdx.x);
   const auto* x = static_cast<const ElementAB*>(p.x);
   const auto* w = static_cast<const ElementAB*>(p.w);
   auto* out = static_cast<ElementD*>(p.out);
   // kDgrad: dX_g [m, K] = dY_g [m, N] @ W[g] [N, K]: GEMM n = K, k = N, out rows of K columns.
   const bool dgrad = p.mode == Bf16GroupedMode::kDgrad;
   const int64_t ncols = dgrad ? p.K : p.N, kdim = dgrad ? p.N : p.K;
-  long long carry = 0;
-  for (int64_t base = 0; base < p.G; base += kSetupThreads) {
-    const int64_t g = base + tid;
-    const long long m = g < p.G ? bf16_grouped_size(p, g) : 0;
-    scan[tid] = m;
-    __syncthreads();
-    for (int off = 1; off < kSetupThreads; off <<= 1) {  // Hillis-Steele inclusive scan
-      const long long v = tid >= off ? scan[tid - off] : 0;
-      __syncthreads();
-      scan[tid] += v;
-      __syncthreads();
-    }
-    const long long incl = carry + scan[tid];
-    if (blockIdx.x == 0 && g < p.G) {
-      const long long start = min(incl - m, static_cast<long long>(p.total_M));
-      const long long end = min(incl, static_cast<long long>(p.total_M));
-      shapes[g] = Shape(static_cast<int>(end - start), static_cast<int>(ncols), static_cast<int>(kdim));
-      a_ptrs[g] = x + start * p.ldx;
-      b_ptrs[g] = w + g * p.w_gs;
-      d_ptrs[g] = out + start * ncols;
-      StrideA sa{};
-      cute::get<0>(sa) = p.ldx;
-      a_strides[g] = sa;
-      StrideB sb{};
-      set_leading(sb, p.ldw);  // K-major B (forward): stride of n; N-major B (dgrad): stride of k
-      b_strides[g] = sb;
-      StrideD sd{};
-      cute::get<0>(sd) = ncols;
-      d_strides[g] = sd;
-    }
-    carry += scan[kSetupThreads - 1];
-    __syncthreads();  // scan[] is rewritten by the next step
-  }
-  // Tail rows: contiguous [valid * N, total_M * N) of out, 16-byte aligned (N % 8 == 0).
-  const long long valid = min(carry, static_cast<long long>(p.total_M));
-  const long long n16 = (p.total_M - valid) * ncols / 8;
-  uint4* tail = reinterpret_cast<uint4*>(out + valid * ncols);
-  for (long long i = static_cast<long long>(blockIdx.x) * kSetupThreads + tid; i < n16;
-       i += static_cast<long long>(gridDim.x) * kSetupThreads) {
-    tail[i] = make_uint4(0u, 0u, 0u, 0u);
-  }
+  const long long sum = scan_group_rows(
+      p.G, p.total_M, [&](int64_t g) { return bf16_grouped_size(p, g); },
+      [&](int64_t g, long long start, long long end) {
+        if (blockIdx.x != 0) return;
+        shapes[g] = Shape(static_cast<int>(end - start), static_cast<int>(ncols), static_cast<int>(kdim));
+        a_ptrs[g] = x + start * p.ldx;
+        b_ptrs[g] = w + g * p.w_gs;
+        d_ptrs[g] = out + start * ncols;
+        StrideA sa{};
+        cute::get<0>(sa) = p.ldx;
+        a_strides[g] = sa;
+        StrideB sb{};
+        set_leading(sb, p.ldw);  // K-major B (forward): stride of n; N-major B (dgrad): stride of k
+        b_strides[g] = sb;
+        StrideD sd{};
+        cute::get<0>(sd) = ncols;
+        d_strides[g] = sd;
+      });
+  zero_tail_rows(out, min(sum, static_cast<long long>(p.total_M)), p.total_M, ncols);
 }
-
-inline int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
 template <int TM, int TN, int TK, int CM, int CN, bool kCooperative, bool kDgrad>
 struct CutlassBf16Grouped {
@@ -184,47 +147,30 @@ struct CutlassBf16Grouped {
 
     // One scratch allocation (stream-ordered, graph-capturable): the per-group arrays, then
     // CUTLASS's workspace (its TMA descriptors).
-    constexpr int64_t kA = 128;
-    const int64_t off_shapes = 0;
-    const int64_t off_a = align_up(off_shapes + G * int64_t(sizeof(Shape)), kA);
-    const int64_t off_b = align_up(off_a + G * int64_t(sizeof(void*)), kA);
-    const int64_t off_d = align_up(off_b + G * int64_t(sizeof(void*)), kA);
-    const int64_t off_sa = align_up(off_d + G * int64_t(sizeof(void*)), kA);
-    const int64_t off_sb = align_up(off_sa + G * int64_t(sizeof(StrideA)), kA);
-    const int64_t off_sd = align_up(off_sb + G * int64_t(sizeof(StrideB)), kA);
-    const int64_t off_ws = align_up(off_sd + G * int64_t(sizeof(StrideD)), kA);
-    const int64_t total = off_ws + static_cast<int64_t>(ws_bytes);
+    ScratchLayout L;
+    const int64_t o_shapes = L.take(G * int64_t(sizeof(Shape)));
+    const int64_t o_a = L.take(G * int64_t(sizeof(void*))), o_b = L.take(G * int64_t(sizeof(void*)));
+    const int64_t o_d = L.take(G * int64_t(sizeof(void*)));
+    const int64_t o_sa = L.take(G * int64_t(sizeof(StrideA))), o_sb = L.take(G * int64_t(sizeof(StrideB)));
+    const int64_t o_sd = L.take(G * int64_t(sizeof(StrideD)));
+    const int64_t o_ws = L.take(static_cast<int64_t>(ws_bytes));
     char* buf = nullptr;
-    if ((e = cudaMallocAsync(reinterpret_cast<void**>(&buf), static_cast<size_t>(total), stream)) != cudaSuccess) {
+    if ((e = cudaMallocAsync(reinterpret_cast<void**>(&buf), static_cast<size_t>(L.size), stream)) != cudaSuccess)
       return e;
-    }
-    auto* shapes = reinterpret_cast<Shape*>(buf + off_shapes);
-    auto* a = reinterpret_cast<const ElementAB**>(buf + off_a);
-    auto* b = reinterpret_cast<const ElementAB**>(buf + off_b);
-    auto* d = reinterpret_cast<ElementD**>(buf + off_d);
-    auto* sa = reinterpret_cast<StrideA*>(buf + off_sa);
-    auto* sb = reinterpret_cast<StrideB*>(buf + off_sb);
-    auto* sd = reinterpret_cast<StrideD*>(buf + off_sd);
-    void* workspace = ws_bytes > 0 ? static_cast<void*>(buf + off_ws) : nullptr;
+    auto* shapes = reinterpret_cast<Shape*>(buf + o_shapes);
+    auto* a = reinterpret_cast<const ElementAB**>(buf + o_a);
+    auto* b = reinterpret_cast<const ElementAB**>(buf + o_b);
+    auto* d = reinterpret_cast<ElementD**>(buf + o_d);
+    auto* sa = reinterpret_cast<StrideA*>(buf + o_sa);
+    auto* sb = reinterpret_cast<StrideB*>(buf + o_sb);
+    auto* sd = reinterpret_cast<StrideD*>(buf + o_sd);
+    void* workspace = ws_bytes > 0 ? static_cast<void*>(buf + o_ws) : nullptr;
 
-    // Enough blocks to zero a large tail quickly; every block only scans G sizes otherwise.
-    const long long tail16 = p.total_M * (kDgrad ? p.K : p.N) / 8;
-    const long long want = (tail16 + kSetupThreads * 8 - 1) / (kSetupThreads * 8);
-    const unsigned blocks = static_cast<unsigned>(want < 1 ? 1 : (want > 2 * sms ? 2 * sms : want));
+    const unsigned blocks = setup_blocks(p.total_M * (kDgrad ? p.K : p.N) / 8, sms);
     bf16_grouped_setup_kernel<Shape, ElementAB, ElementD, StrideA, StrideB, StrideD>
-        <<<blocks, kSetupThreads, 0, stream>>>(p, shapes, a, b, d, sa, sb, sd);
-    e = cudaGetLastError();
-
-    if (e == cudaSuccess) {
-      auto args = make_args(G, shapes, a, sa, b, sb, d, sd, device, sm_count);
-      Gemm gemm;
-      cutlass::Status st = gemm.initialize(args, workspace, stream);
-      if (st == cutlass::Status::kSuccess) st = gemm.run(stream);
-      e = cudaGetLastError();
-      if (st != cutlass::Status::kSuccess && e == cudaSuccess) e = cudaErrorLaunchFailure;
-    }
-    const cudaError_t ef = cudaFreeAsync(buf, stream);
-    return e != cudaSuccess ? e : ef;
+        <<<blocks, kGroupSetupThreads, 0, stream>>>(p, shapes, a, b, d, sa, sb, sd);
+    return run_after_setup<Gemm>(cudaGetLastError(), make_args(G, shapes, a, sa, b, sb, d, sd, device, sm_count),
+                                 workspace, buf, stream);
   }
 };
 

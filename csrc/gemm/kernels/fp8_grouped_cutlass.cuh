@@ -26,10 +26,9 @@
 
 #include "gemm/kernels/fp8_grouped.h"
 #include "gemm/kernels/fp8_grouped_configs.h"
+#include "gemm/kernels/grouped_setup.cuh"
 
 namespace mslk::gemm::detail {
-
-constexpr int kFp8SetupThreads = 256;
 
 // m_g of the contract: a count, or the difference of cumulative ends; negatives count as 0.
 __device__ __forceinline__ long long fp8_group_rows(const Fp8GroupedParams& p, int64_t g) {
@@ -55,82 +54,48 @@ struct Fp8GroupArrays {
   StrideD* sd;
 };
 
-// Every block scans the G sizes (kFp8SetupThreads per step, with a carry); block 0 writes the
-// per-group arguments; all blocks zero the rows [min(sum, total_M), total_M) of out.
+// Groups known on the host (descriptors): copied into the arrays. Otherwise every block scans
+// the G sizes (scan_group_rows); block 0 writes the per-group arguments and all blocks zero the
+// rows [min(sum, total_M), total_M) of out.
 template <class Shape, class StrideA, class StrideB, class StrideD>
-__global__ void __launch_bounds__(kFp8SetupThreads)
+__global__ void __launch_bounds__(kGroupSetupThreads)
     fp8_grouped_setup_kernel(const Fp8GroupedParams p, Fp8GroupArrays<Shape, StrideA, StrideB, StrideD> arr) {
-  __shared__ long long scan[kFp8SetupThreads];
-  const int tid = static_cast<int>(threadIdx.x);
-  if (p.descs != nullptr) {  // groups given one by one: copy them into CUTLASS's arrays
-    for (int64_t g = static_cast<int64_t>(blockIdx.x) * kFp8SetupThreads + tid; g < p.G;
-         g += static_cast<int64_t>(gridDim.x) * kFp8SetupThreads) {
+  auto put = [&](int64_t g, const uint8_t* a, const uint8_t* b, void* d, const float* xs, const float* ws,
+                 int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd) {
+    arr.shapes[g] = Shape(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
+    arr.a[g] = reinterpret_cast<const cutlass::float_e4m3_t*>(a);
+    arr.b[g] = reinterpret_cast<const cutlass::float_e4m3_t*>(b);
+    arr.d[g] = static_cast<cutlass::bfloat16_t*>(d);
+    arr.xs[g] = xs;
+    arr.ws[g] = ws;
+    StrideA sa{};
+    cute::get<0>(sa) = lda;
+    arr.sa[g] = sa;
+    StrideB sb{};
+    cute::get<0>(sb) = ldb;
+    arr.sb[g] = sb;
+    StrideD sd{};
+    cute::get<0>(sd) = ldd;
+    arr.sd[g] = sd;
+  };
+  if (p.descs != nullptr) {
+    for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < p.G;
+         g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
       const Fp8GroupDesc dg = p.descs[g];
-      arr.shapes[g] = Shape(static_cast<int>(dg.m), static_cast<int>(dg.n), static_cast<int>(dg.k));
-      arr.a[g] = reinterpret_cast<const cutlass::float_e4m3_t*>(dg.a);
-      arr.b[g] = reinterpret_cast<const cutlass::float_e4m3_t*>(dg.b);
-      arr.d[g] = static_cast<cutlass::bfloat16_t*>(dg.d);
-      arr.xs[g] = dg.xs;
-      arr.ws[g] = dg.ws;
-      StrideA sa{};
-      cute::get<0>(sa) = dg.lda;
-      arr.sa[g] = sa;
-      StrideB sb{};
-      cute::get<0>(sb) = dg.ldb;
-      arr.sb[g] = sb;
-      StrideD sd{};
-      cute::get<0>(sd) = dg.ldd;
-      arr.sd[g] = sd;
+      put(g, dg.a, dg.b, dg.d, dg.xs, dg.ws, dg.m, dg.n, dg.k, dg.lda, dg.ldb, dg.ldd);
     }
     return;
   }
-  const auto* x = reinterpret_cast<const cutlass::float_e4m3_t*>(p.x);
-  const auto* w = reinterpret_cast<const cutlass::float_e4m3_t*>(p.w);
   auto* out = static_cast<cutlass::bfloat16_t*>(p.out);
-  const long long total = p.total_M;
-  long long carry = 0;
-  for (int64_t base = 0; base < p.G; base += kFp8SetupThreads) {
-    const int64_t g = base + tid;
-    const long long m = g < p.G ? fp8_group_rows(p, g) : 0;
-    scan[tid] = m;
-    __syncthreads();
-    for (int off = 1; off < kFp8SetupThreads; off <<= 1) {  // inclusive scan
-      const long long v = tid >= off ? scan[tid - off] : 0;
-      __syncthreads();
-      scan[tid] += v;
-      __syncthreads();
-    }
-    const long long incl = carry + scan[tid];
-    if (blockIdx.x == 0 && g < p.G) {
-      const long long start = min(incl - m, total), end = min(incl, total);
-      arr.shapes[g] = Shape(static_cast<int>(end - start), static_cast<int>(p.N), static_cast<int>(p.K));
-      arr.a[g] = x + start * p.ldx;
-      arr.b[g] = w + g * p.w_gs;
-      arr.d[g] = out + start * p.N;
-      arr.xs[g] = p.x_scale + start;
-      arr.ws[g] = p.w_scale + g * p.N;
-      StrideA sa{};
-      cute::get<0>(sa) = p.ldx;
-      arr.sa[g] = sa;
-      StrideB sb{};
-      cute::get<0>(sb) = p.ldw;
-      arr.sb[g] = sb;
-      StrideD sd{};
-      cute::get<0>(sd) = p.N;
-      arr.sd[g] = sd;
-    }
-    carry += scan[kFp8SetupThreads - 1];
-    __syncthreads();  // scan[] is rewritten by the next step
-  }
-  const long long valid = min(carry, total);
-  const long long n16 = (total - valid) * p.N / 8;  // N % 8 == 0: whole 16-byte vectors
-  uint4* tail = reinterpret_cast<uint4*>(out + valid * p.N);
-  for (long long i = static_cast<long long>(blockIdx.x) * kFp8SetupThreads + tid; i < n16;
-       i += static_cast<long long>(gridDim.x) * kFp8SetupThreads)
-    tail[i] = make_uint4(0u, 0u, 0u, 0u);
+  const long long sum = scan_group_rows(
+      p.G, p.total_M, [&](int64_t g) { return fp8_group_rows(p, g); },
+      [&](int64_t g, long long start, long long end) {
+        if (blockIdx.x == 0)
+          put(g, p.x + start * p.ldx, p.w + g * p.w_gs, out + start * p.N, p.x_scale + start, p.w_scale + g * p.N,
+              end - start, p.N, p.K, p.ldx, p.ldw, p.N);
+      });
+  zero_tail_rows(out, min(sum, static_cast<long long>(p.total_M)), p.total_M, p.N);
 }
-
-inline int64_t fp8_align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
 template <int TM, int TN, int TK, int CM, int CN, bool kCooperative, bool kFast>
 struct CutlassFp8Grouped {
@@ -221,22 +186,16 @@ struct CutlassFp8Grouped {
     const size_t ws_bytes = Gemm::get_workspace_size(probe);
 
     // One stream-ordered scratch allocation: the per-group arrays, then CUTLASS's workspace.
-    constexpr int64_t kA = 128;
-    int64_t off = 0;
-    auto take = [&](int64_t bytes) {
-      const int64_t at = off;
-      off = fp8_align_up(off + bytes, kA);
-      return at;
-    };
-    const int64_t o_shapes = take(G * int64_t(sizeof(Shape)));
-    const int64_t o_a = take(G * int64_t(sizeof(void*))), o_b = take(G * int64_t(sizeof(void*)));
-    const int64_t o_d = take(G * int64_t(sizeof(void*))), o_xs = take(G * int64_t(sizeof(void*)));
-    const int64_t o_ws = take(G * int64_t(sizeof(void*)));
-    const int64_t o_sa = take(G * int64_t(sizeof(StrideA))), o_sb = take(G * int64_t(sizeof(StrideB)));
-    const int64_t o_sd = take(G * int64_t(sizeof(StrideD)));
-    const int64_t o_work = take(static_cast<int64_t>(ws_bytes));
+    ScratchLayout L;
+    const int64_t o_shapes = L.take(G * int64_t(sizeof(Shape)));
+    const int64_t o_a = L.take(G * int64_t(sizeof(void*))), o_b = L.take(G * int64_t(sizeof(void*)));
+    const int64_t o_d = L.take(G * int64_t(sizeof(void*))), o_xs = L.take(G * int64_t(sizeof(void*)));
+    const int64_t o_ws = L.take(G * int64_t(sizeof(void*)));
+    const int64_t o_sa = L.take(G * int64_t(sizeof(StrideA))), o_sb = L.take(G * int64_t(sizeof(StrideB)));
+    const int64_t o_sd = L.take(G * int64_t(sizeof(StrideD)));
+    const int64_t o_work = L.take(static_cast<int64_t>(ws_bytes));
     char* buf = nullptr;
-    if ((e = cudaMallocAsync(reinterpret_cast<void**>(&buf), static_cast<size_t>(off), stream)) != cudaSuccess)
+    if ((e = cudaMallocAsync(reinterpret_cast<void**>(&buf), static_cast<size_t>(L.size), stream)) != cudaSuccess)
       return e;
     Arrays arr;
     arr.shapes = reinterpret_cast<Shape*>(buf + o_shapes);
@@ -250,24 +209,11 @@ struct CutlassFp8Grouped {
     arr.sd = reinterpret_cast<StrideD*>(buf + o_sd);
     void* workspace = ws_bytes > 0 ? static_cast<void*>(buf + o_work) : nullptr;
 
-    // Enough blocks to zero a large tail quickly; otherwise every block only scans G sizes.
-    const long long tail16 = p.descs != nullptr ? 0 : p.total_M * p.N / 8;
-    const long long want = (tail16 + kFp8SetupThreads * 8 - 1) / (kFp8SetupThreads * 8);
-    long long nb = want < 1 ? 1 : (want > 2 * sms ? 2 * sms : want);
-    if (p.descs != nullptr) nb = (p.G + kFp8SetupThreads - 1) / kFp8SetupThreads;
-    const unsigned blocks = static_cast<unsigned>(nb);
-    fp8_grouped_setup_kernel<Shape, StrideA, StrideB, StrideD><<<blocks, kFp8SetupThreads, 0, stream>>>(p, arr);
-    e = cudaGetLastError();
-    if (e == cudaSuccess) {
-      auto args = make_args(G, arr, device, sms);
-      Gemm gemm;
-      cutlass::Status st = gemm.initialize(args, workspace, stream);
-      if (st == cutlass::Status::kSuccess) st = gemm.run(stream);
-      e = cudaGetLastError();
-      if (st != cutlass::Status::kSuccess && e == cudaSuccess) e = cudaErrorLaunchFailure;
-    }
-    const cudaError_t ef = cudaFreeAsync(buf, stream);
-    return e != cudaSuccess ? e : ef;
+    const unsigned blocks = p.descs != nullptr
+                                ? static_cast<unsigned>((p.G + kGroupSetupThreads - 1) / kGroupSetupThreads)
+                                : setup_blocks(p.total_M * p.N / 8, sms);
+    fp8_grouped_setup_kernel<Shape, StrideA, StrideB, StrideD><<<blocks, kGroupSetupThreads, 0, stream>>>(p, arr);
+    return run_after_setup<Gemm>(cudaGetLastError(), make_args(G, arr, device, sms), workspace, buf, stream);
   }
 };
 

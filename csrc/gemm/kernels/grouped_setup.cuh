@@ -1,0 +1,97 @@
+// Pieces shared by the device-side argument setup of the CUTLASS ptr-array grouped GEMMs
+// (bf16_grouped_cutlass.cuh, fp8_grouped_cutlass.cuh): group rows from sizes on the device, the
+// zeroed tail, the one scratch allocation, and the run after setup.
+#pragma once
+#include <cute/tensor.hpp>
+#include <cutlass/bfloat16.h>
+#include <cutlass/cutlass.h>
+
+#include <cstdint>
+
+namespace mslk::gemm::detail {
+
+constexpr int kGroupSetupThreads = 256;
+
+// Rows of G groups from their sizes (each >= 0): a block-wide inclusive scan, kGroupSetupThreads
+// groups a step with a carry. Calls on_group(g, start, end) on the thread that owns group g,
+// rows clipped to [0, total); returns the sum of all sizes, on every thread. Every thread of the
+// block must call it (it synchronises); blockDim.x == kGroupSetupThreads.
+template <class Size, class OnGroup>
+__device__ long long scan_group_rows(int64_t G, long long total, Size size, OnGroup on_group) {
+  __shared__ long long scan[kGroupSetupThreads];
+  const int tid = static_cast<int>(threadIdx.x);
+  long long carry = 0;
+  for (int64_t base = 0; base < G; base += kGroupSetupThreads) {
+    const int64_t g = base + tid;
+    const long long m = g < G ? size(g) : 0;
+    scan[tid] = m;
+    __syncthreads();
+    for (int off = 1; off < kGroupSetupThreads; off <<= 1) {  // Hillis-Steele inclusive scan
+      const long long v = tid >= off ? scan[tid - off] : 0;
+      __syncthreads();
+      scan[tid] += v;
+      __syncthreads();
+    }
+    const long long incl = carry + scan[tid];
+    if (g < G) on_group(g, min(incl - m, total), min(incl, total));
+    carry += scan[kGroupSetupThreads - 1];
+    __syncthreads();  // scan[] is rewritten by the next step
+  }
+  return carry;
+}
+
+// Zeroes rows [valid, total) of a contiguous bf16 [total, cols] output (cols % 8 == 0: whole
+// 16-byte vectors), spread over the grid.
+__device__ __forceinline__ void zero_tail_rows(cutlass::bfloat16_t* out, long long valid, long long total,
+                                               int64_t cols) {
+  const long long n16 = (total - valid) * cols / 8;
+  uint4* tail = reinterpret_cast<uint4*>(out + valid * cols);
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n16;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    tail[i] = make_uint4(0u, 0u, 0u, 0u);
+}
+
+// The one dynamic (leading-dimension) stride of a 2-D operand stride: mode 0 or mode 1, whichever
+// is not the static unit stride.
+template <class S>
+__device__ __forceinline__ void set_leading(S& s, int64_t ld) {
+  if constexpr (cute::is_static<cute::remove_cvref_t<decltype(cute::get<0>(s))>>::value)
+    cute::get<1>(s) = ld;
+  else
+    cute::get<0>(s) = ld;
+}
+
+// Blocks of a setup launch: enough to zero `tail16` 16-byte vectors quickly (8 a thread), at
+// least 1, at most 2 per SM; every block otherwise only scans the G sizes.
+inline unsigned setup_blocks(long long tail16, int sms) {
+  const long long want = (tail16 + kGroupSetupThreads * 8 - 1) / (kGroupSetupThreads * 8);
+  return static_cast<unsigned>(want < 1 ? 1 : (want > 2 * sms ? 2 * sms : want));
+}
+
+// Offsets of the arrays inside one scratch allocation, each 128-byte aligned.
+struct ScratchLayout {
+  int64_t size = 0;
+  int64_t take(int64_t bytes) {
+    const int64_t at = size;
+    size = (size + bytes + 127) / 128 * 128;
+    return at;
+  }
+};
+
+// After the setup launch (its launch error `e`): initialize and run the grouped GEMM, then free
+// the stream-ordered scratch allocation `buf` either way.
+template <class Gemm>
+cudaError_t run_after_setup(cudaError_t e, const typename Gemm::Arguments& args, void* workspace, void* buf,
+                            cudaStream_t stream) {
+  if (e == cudaSuccess) {
+    Gemm gemm;
+    cutlass::Status st = gemm.initialize(args, workspace, stream);
+    if (st == cutlass::Status::kSuccess) st = gemm.run(stream);
+    e = cudaGetLastError();
+    if (st != cutlass::Status::kSuccess && e == cudaSuccess) e = cudaErrorLaunchFailure;
+  }
+  const cudaError_t ef = cudaFreeAsync(buf, stream);
+  return e != cudaSuccess ? e : ef;
+}
+
+}  // namespace mslk::gemm::detail

@@ -48,6 +48,34 @@ def load_tile(smem, sbase, gmem, D, ROWS, THREADS, off, row_stride, rows_valid, 
                 smem[dst:dst + 8] = 0.0
 
 
+def load_rows(smem, sbase, gmem, D, ROWS, THREADS, rows, rows_valid, cols_valid):
+    """The kernel's load_rows: tile row r at element offset rows(r) (-1: zeros)."""
+    CPR = D // 8
+    assert ROWS * CPR % THREADS == 0
+    for tid in range(THREADS):
+        for n in range(ROWS * CPR // THREADS):
+            i = tid + n * THREADS
+            r, c = i // CPR, (i % CPR) * 8
+            ro = rows(r) if (r < rows_valid and c < cols_valid) else -1
+            dst = sbase + swz(D, r, c)
+            if ro >= 0:
+                src = ro + c
+                assert 0 <= src and src + 8 <= gmem.size, "global OOB read"
+                smem[dst:dst + 8] = gmem[src:src + 8]
+            else:
+                smem[dst:dst + 8] = 0.0
+
+
+def paged_rows(bt_row, first, head_off, row_stride, kv_rows, page_size):
+    """The kernel's PagedRows functor."""
+    def f(r):
+        x = first + r
+        page = int(bt_row[x // page_size])
+        row = page * page_size + x % page_size
+        return -1 if page < 0 or row >= kv_rows else head_off + row * row_stride
+    return f
+
+
 def ldsm_x4(smem, addrs, trans):
     """addrs: [32] element offsets. Returns regs [4][32][2]."""
     regs = np.zeros((4, 32, 2))
@@ -107,8 +135,9 @@ def kernel_cta(p, D, BM, BN, gridx, bx, h, s, stats):
     else:
         bq, q0, lq, k0 = s, 0, p["Mq"], 0
         lk = p["seqlen_k"][s] if p["seqlen_k"] is not None else p["Mkv"]
+    paged = p.get("block_table") is not None
     lq = max(0, min(lq, p["Mq"] - max(q0, 0)))
-    lk = max(0, min(lk, p["Mkv"] - max(k0, 0)))
+    lk = max(0, min(lk, (p["bt_cols"] * p["page_size"] if paged else p["Mkv"]) - max(k0, 0)))
     if q0 < 0 or k0 < 0:
         return
     r0 = tile * BM
@@ -132,6 +161,17 @@ def kernel_cta(p, D, BM, BN, gridx, bx, h, s, stats):
     q_off = bq * p["q_sb"] + (q0 + r0) * p["q_sm"] + h * p["q_sh"]
     k_off = bq * p["k_sb"] + k0 * p["k_sm"] + h * p["k_sh"]
     v_off = bq * p["v_sb"] + k0 * p["v_sm"] + h * p["v_sh"]
+
+    def load_kv(which, dst, n):  # the kernel's load_k / load_v lambdas
+        g, sm, sh, off, cols = ((p["k"], p["k_sm"], p["k_sh"], k_off, p["K"]) if which == "k" else
+                                (p["v"], p["v_sm"], p["v_sh"], v_off, p["Kv"]))
+        if paged:
+            bt_row = p["block_table"][s * p["bt_stride"]:(s + 1) * p["bt_stride"]]
+            rows = paged_rows(bt_row, k0 + n, h * sh, sm, p["kv_rows"], p["page_size"])
+        else:
+            rows = lambda r: off + (n + r) * sm  # noqa: E731
+        load_rows(smem, dst, g, D, BN, THREADS, rows, lk - n, cols)
+
     sQ, sK, sV = 0, BM * D, BM * D + 2 * BN * D
     smem = np.full((BM + 4 * BN) * D, np.nan)
     k_steps, v_steps = (p["K"] + 15) // 16, (p["Kv"] + 15) // 16
@@ -141,8 +181,8 @@ def kernel_cta(p, D, BM, BN, gridx, bx, h, s, stats):
     l_i = np.zeros((NW, 2, 32))
     if n_tiles > 0:
         load_tile(smem, sQ, p["q"], D, BM, THREADS, q_off, p["q_sm"], lq - r0, p["K"])
-        load_tile(smem, sK, p["k"], D, BN, THREADS, k_off + n_begin * p["k_sm"], p["k_sm"], lk - n_begin, p["K"])
-        load_tile(smem, sV, p["v"], D, BN, THREADS, v_off + n_begin * p["v_sm"], p["v_sm"], lk - n_begin, p["Kv"])
+        load_kv("k", sK, n_begin)
+        load_kv("v", sV, n_begin)
     for it in range(n_tiles):
         n0 = n_begin + it * BN
         cur, nxt = it & 1, (it & 1) ^ 1
@@ -151,7 +191,7 @@ def kernel_cta(p, D, BM, BN, gridx, bx, h, s, stats):
         # prove that the reads never touch the buffer being filled
         if it + 1 < n_tiles:
             n1 = n0 + BN
-            load_tile(smem, sK + nxt * BN * D, p["k"], D, BN, THREADS, k_off + n1 * p["k_sm"], p["k_sm"], lk - n1, p["K"])
+            load_kv("k", sK + nxt * BN * D, n1)
         dmin, dmax = n0 - (r0 + BM - 1) - shift, n0 + BN - 1 - r0 - shift
         need_mask = n0 + BN > lk or dmin < lo or dmax > hi
         sc_all = []
@@ -215,7 +255,7 @@ def kernel_cta(p, D, BM, BN, gridx, bx, h, s, stats):
                         mma(o[w, 2 * ob2 + 1], a, b[2], b[3])
         if it + 1 < n_tiles:
             n1 = n0 + BN
-            load_tile(smem, sV + nxt * BN * D, p["v"], D, BN, THREADS, v_off + n1 * p["v_sm"], p["v_sm"], lk - n1, p["Kv"])
+            load_kv("v", sV + nxt * BN * D, n1)
     for w in range(NW):
         wrow = w * 16
         for rr in range(2):
@@ -335,8 +375,70 @@ def run_case(rng, B, Mq, Mkv, H, K, Kv, kind, wl, wr, varlen=None, seqlen_k=None
     return err, stats["tiles"]
 
 
+def run_paged_case(rng, page_size, bt, ql, kstarts, klens, kind, wl, wr, K=64, Kv=64, H=2, BM=32, BN=16, D=64):
+    """Paged K/V: lane s's logical key x is physical row bt[s][x // page_size] * page_size + x % page_size."""
+    bt = np.asarray(bt, dtype=np.int64)
+    P = (int(bt.max()) + 2) * page_size  # one page past the highest used: unused rows stay unread
+    Mq = sum(ql)
+    q = rng.standard_normal((1, Mq, H, K))
+    k = rng.standard_normal((1, P, H, K))
+    v = rng.standard_normal((1, P, H, Kv))
+    sq = [0]
+    for x in ql:
+        sq.append(sq[-1] + x)
+    p = dict(q=q.ravel(), k=k.ravel(), v=v.ravel(), Mq=Mq, Mkv=P, H=H, K=K, Kv=Kv,
+             q_sb=Mq * H * K, q_sm=H * K, q_sh=K, k_sb=P * H * K, k_sm=H * K, k_sh=K,
+             v_sb=P * H * Kv, v_sm=H * Kv, v_sh=Kv, o_sb=Mq * H * Kv, o_sm=H * Kv, o_sh=Kv,
+             mask_kind=kind, wl=wl, wr=wr, scale=0.37, bias=None,
+             seqstart_q=sq, seqstart_k=list(kstarts) + [0], seqlen_k=list(klens),
+             block_table=bt.ravel(), bt_stride=bt.shape[1], bt_cols=bt.shape[1], page_size=page_size, kv_rows=P)
+    p["out"] = np.zeros(Mq * H * Kv)
+    p["written"] = np.zeros(Mq * H * Kv)
+    p["lse"] = np.full(H * Mq, -np.inf)
+    stats = {"tiles": 0}
+    gridx = (max(ql) + BM - 1) // BM
+    for s_ in range(len(ql)):
+        for h in range(H):
+            for bx in range(gridx):
+                kernel_cta(p, D, BM, BN, gridx, bx, h, s_, stats)
+    out, lse = p["out"].reshape(1, Mq, H, Kv), p["lse"].reshape(1, H, Mq)
+    err = 0.0
+    for s_, (lq, k0, lk) in enumerate(zip(ql, kstarts, klens)):
+        x = np.arange(k0, k0 + lk)
+        rows = bt[s_][x // page_size] * page_size + x % page_size
+        a = allowed_block(lq, lk, kind, wl, wr)
+        for h in range(H):
+            sc = q[0, sq[s_]:sq[s_ + 1], h] @ k[0, rows, h].T * 0.37
+            sc = np.where(a, sc, -np.inf)
+            mx = sc.max(1, keepdims=True) if lk else np.full((lq, 1), -np.inf)
+            fin = np.isfinite(mx[:, 0])
+            e = np.where(fin[:, None], np.exp(sc - np.where(fin[:, None], mx, 0)), 0.0) if lk else np.zeros((lq, 0))
+            l = e.sum(1)
+            want = np.where(fin[:, None], e @ v[0, rows, h] / np.where(fin, l, 1)[:, None], 0.0)
+            err = max(err, np.abs(out[0, sq[s_]:sq[s_ + 1], h] - want).max(initial=0))
+            want_l = np.where(fin, mx[:, 0] + np.log(np.where(fin, l, 1)), -np.inf)
+            got_l = lse[0, h, sq[s_]:sq[s_ + 1]]
+            assert np.array_equal(np.isneginf(got_l), np.isneginf(want_l))
+            f = np.isfinite(want_l)
+            err = max(err, np.abs(got_l[f] - want_l[f]).max(initial=0))
+            assert (p["written"].reshape(1, Mq, H, Kv)[0, sq[s_]:sq[s_ + 1], h] == 1).all()
+    return err, stats["tiles"]
+
+
+PAGED_CASES = [  # (page_size, block table, q lens, lane-relative key starts, key counts, kind, wl, wr)
+    (4, [[5, 0, 9, 2], [1, 7, 3, 8]], [3, 6], [0, 0], [15, 16], 2, -1, -1),
+    (4, [[5, 0, 9, 2], [1, 7, 3, 8]], [3, 6], [2, 5], [13, 9], 2, 2, -1),  # gappy starts, window
+    (16, [[3, 1], [0, 2], [4, 5]], [17, 1, 9], [0, 3, 0], [32, 20, 0], 0, -1, -1),  # an empty lane
+    (8, [[2, 6, 0, 4]], [33], [0], [31], 1, -1, -1),
+]
+
+
 def main():
     rng = np.random.default_rng(0)
+    for c in PAGED_CASES:
+        err, tiles = run_paged_case(rng, *c)
+        print(f"paged err {err:.2e} tiles {tiles:4d}  {c}", flush=True)
+        assert err < 1e-9, c
     cases = []
     small = dict(BM=32, BN=16)  # several key tiles with short sequences (same template logic)
     for kind, (wl, wr) in itertools.product([0, 1, 2, 3], [(-1, -1), (5, -1), (3, 2), (0, 0)]):

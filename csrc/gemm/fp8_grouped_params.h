@@ -9,6 +9,10 @@
 //   and out rows past the last group are 0.
 // Values are not validated on the device (the glue checks them wherever they are host-visible).
 //
+// fixed_rows > 0 (the _dynamic layout, x [G, fixed_rows, K] / out [G, fixed_rows, N]): group g
+// owns rows [g * fixed_rows, (g + 1) * fixed_rows) of which the first clamp(sizes[g], 0,
+// fixed_rows) are computed and the rest are written as zeros; total_M = G * fixed_rows.
+//
 // Groups known on the host (the list forms) come instead as a device array of descriptors,
 // one GEMM each (any M, N, K per group, own pointers and row strides, no tail rows).
 #pragma once
@@ -37,6 +41,7 @@ struct Fp8GroupedParams {
   int64_t G = 0, total_M = 0, N = 0, K = 0;
   int64_t ldx = 0, ldw = 0, w_gs = 0;
   bool fast_accum = true;
+  int64_t fixed_rows = 0;
   // Descriptor mode (non-null: x, w, scales, out and sizes are unused; total_M is the sum of the
   // groups' m, for the tile heuristic). The glue has checked every descriptor for TMA's rules.
   const Fp8GroupDesc* descs = nullptr;

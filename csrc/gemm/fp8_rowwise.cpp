@@ -392,10 +392,28 @@ Tensor rowwise_grouped_dynamic(const RowwiseBackend& b, const Tensor& XQ, const 
   const Tensor xs = scale_vec(x_scale, G * M, XQ, op, "x_scale", "[G, M]");
   const Tensor ws = scale_vec(w_scale, G * N, XQ, op, "w_scale", "[G, N]");
   Tensor out = at::empty({G, M, N}, XQ.options().dtype(at::kBFloat16));
-  gemm(b, XQ, WQ, xs, ws, std::nullopt, out, true);
   // Rows m >= zero_start_index_M[g] are zero (on the device: no host sync). With
   // zeroing_output_tensor=False the reference leaves them unspecified; we zero them anyway.
   (void)zeroing_output_tensor;
+  if (b.grouped && G > 0 && M > 0 && N > 0 && K > 0 && (M == 1 || XQ.stride(0) == M * XQ.stride(1))) {
+    // Only the first zero_start_index_M[g] rows of each group are computed (device-side grouped GEMM).
+    Fp8GroupedParams p;
+    const Tensor zc = zs.contiguous();
+    p.x = static_cast<const uint8_t*>(XQ.const_data_ptr());
+    p.w = static_cast<const uint8_t*>(WQ.const_data_ptr());
+    p.x_scale = xs.const_data_ptr<float>();
+    p.w_scale = ws.const_data_ptr<float>();
+    p.out = out.data_ptr();
+    p.sizes = zc.const_data_ptr();
+    p.sizes_int64 = zc.scalar_type() == at::kLong;
+    p.G = G, p.total_M = G * M, p.N = N, p.K = K, p.fixed_rows = M;
+    p.ldx = M > 1 ? XQ.stride(1) : (G > 1 ? XQ.stride(0) : K);
+    p.ldw = N > 1 ? WQ.stride(1) : K;
+    p.w_gs = G > 1 ? WQ.stride(0) : N * p.ldw;
+    p.fast_accum = true;
+    if (b.grouped(p)) return out;
+  }
+  gemm(b, XQ, WQ, xs, ws, std::nullopt, out, true);
   const Tensor rows = at::arange(M, zs.options().dtype(at::kLong)).view({1, M, 1});
   out.masked_fill_(at::ge(rows, zs.reshape({G, 1, 1}).to(at::kLong)), 0);
   return out;

@@ -197,3 +197,18 @@ def test_grouped_list_and_cat_paths(device, grouped_kernel, ks):
         if m:
             check(cat[r:r + m], x, w, xs, ws)
         r += m
+
+
+@pytest.mark.parametrize("zs", [[0, 1, 130, 77], [130, 130, 130, 130], [0, 0, 0, 0], [200, -3, 64, 5]])
+def test_grouped_dynamic_paths(device, grouped_kernel, zs):
+    # device path: only the first zero_start_index_M[g] rows of each group are computed (values
+    # clamped to [0, M]); the rest come back zero on both paths
+    G, M, N, K = 4, 130, 136, 144
+    xq, wq = rand_fp8((G, M, K), device), rand_fp8((G, N, K), device)
+    xs, ws = rand_scale(M, device, (G,)), rand_scale(N, device, (G,))
+    out = ops.f8f8bf16_rowwise_grouped_dynamic(xq, wq, xs, ws, torch.tensor(zs, device=device))
+    for g, n in enumerate(zs):
+        n = min(max(n, 0), M)
+        if n:
+            check(out[g, :n], xq[g, :n], wq[g], xs[g, :n], ws[g])
+        assert torch.all(out[g, n:] == 0)

@@ -22,6 +22,7 @@
 #include <cutlass/gemm/group_array_problem_shape.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "gemm/kernels/fp8_grouped.h"
@@ -87,6 +88,24 @@ __global__ void __launch_bounds__(kGroupSetupThreads)
     return;
   }
   auto* out = static_cast<cutlass::bfloat16_t*>(p.out);
+  if (p.fixed_rows > 0) {  // _dynamic: fixed row blocks, rows past each group's count are zero
+    const int64_t F = p.fixed_rows;
+    for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < p.G;
+         g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      const long long m = min(fp8_group_rows(p, g), static_cast<long long>(F));
+      const int64_t start = g * F;
+      put(g, p.x + start * p.ldx, p.w + g * p.w_gs, out + start * p.N, p.x_scale + start, p.w_scale + g * p.N, m,
+          p.N, p.K, p.ldx, p.ldw, p.N);
+    }
+    const int64_t v_row = p.N / 8;  // 16-byte vectors a row (N % 8 == 0)
+    for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.total_M * v_row;
+         i += static_cast<long long>(gridDim.x) * blockDim.x) {
+      const int64_t row = i / v_row, g = row / F;
+      if (row - g * F >= min(fp8_group_rows(p, g), static_cast<long long>(F)))
+        reinterpret_cast<uint4*>(out)[i] = make_uint4(0u, 0u, 0u, 0u);
+    }
+    return;
+  }
   const long long sum = scan_group_rows(
       p.G, p.total_M, [&](int64_t g) { return fp8_group_rows(p, g); },
       [&](int64_t g, long long start, long long end) {
@@ -211,7 +230,8 @@ struct CutlassFp8Grouped {
 
     const unsigned blocks = p.descs != nullptr
                                 ? static_cast<unsigned>((p.G + kGroupSetupThreads - 1) / kGroupSetupThreads)
-                                : setup_blocks(p.total_M * p.N / 8, sms);
+                                : std::max(setup_blocks(p.total_M * p.N / 8, sms),
+                                           static_cast<unsigned>((p.G + kGroupSetupThreads - 1) / kGroupSetupThreads));
     fp8_grouped_setup_kernel<Shape, StrideA, StrideB, StrideD><<<blocks, kGroupSetupThreads, 0, stream>>>(p, arr);
     return run_after_setup<Gemm>(cudaGetLastError(), make_args(G, arr, device, sms), workspace, buf, stream);
   }

@@ -22,6 +22,16 @@ import mslk  # noqa: F401
 from bench.common import copies_to_exceed_l2, env_var, time_ms, write_results
 
 SHAPES = [(8, 2048, 4096, 7168), (16, 512, 2048, 5120), (128, 64, 2048, 7168)]
+CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/gemm/kernels/bf16_grouped_configs.h"
+
+
+def config_rows():
+    """(row id, name) of every CUTLASS row of bf16_grouped_configs.h."""
+    import re
+
+    return [(int(m[0]), f"{m[1]}x{m[2]}x{m[3]}_c{m[4]}x{m[5]}_{'coop' if m[6] == '1' else 'pp'}")
+            for m in re.findall(r"X\((\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+)\)",
+                                CONFIGS_H.read_text())]
 
 
 def sizes_for(E, m, skewed):
@@ -134,18 +144,27 @@ def main():
                 with cutlass_path(True):
                     t_cut = time_ms(op, sets)
                 t_loop = time_ms(loop, sets, reps=7)
+                per_cfg = {}  # every CUTLASS row, forced (MSLK_BF16_GROUPED_CONFIG): data for the buckets
+                with cutlass_path(True):
+                    for rid, name in config_rows():
+                        with env_var("MSLK_BF16_GROUPED_CONFIG", str(rid)):
+                            per_cfg[name] = time_ms(op, sets)
+                best = min(per_cfg, key=per_cfg.get)
                 flops = 2.0 * T * N * K
                 rows.append([pass_, E, m, N, K, "skewed" if skewed else "uniform", f"{t_ours * 1e3:.0f}",
                              f"{tflops(flops, t_ours):.0f}", f"{t_cut * 1e3:.0f}", f"{tflops(flops, t_cut):.0f}",
                              f"{tflops(flops, t_gmm):.0f}", f"{tflops(flops, t_loop):.0f}",
                              f"{t_gmm / t_ours:.2f}x", f"{t_gmm / t_cut:.2f}x", f"{t_loop / t_ours:.2f}x",
-                             f"{t_ours / t_cut:.2f}x", f"{rel:.1e}", f"{rel_c:.1e}"])
+                             f"{t_ours / t_cut:.2f}x", f"{rel:.1e}", f"{rel_c:.1e}", best,
+                             f"{tflops(flops, per_cfg[best]):.0f}",
+                             " ".join(f"{n}:{v * 1e3:.0f}" for n, v in per_cfg.items())])
                 print(" | ".join(str(c) for c in rows[-1]), flush=True)
                 del sets
                 torch.cuda.empty_cache()
     header = ["pass", "E", "tokens/expert", "N", "K", "routing", "mslk us", "mslk TFLOP/s", "cutlass us", "cutlass TFLOP/s",
               "_grouped_mm TFLOP/s", "mm loop TFLOP/s", "mslk vs _grouped_mm", "cutlass vs _grouped_mm",
-              "mslk vs mm loop", "cutlass vs simt", "max rel diff", "cutlass max rel diff"]
+              "mslk vs mm loop", "cutlass vs simt", "max rel diff", "cutlass max rel diff", "best CUTLASS row",
+              "best row TFLOP/s", "every row, us"]
     write_results(args.out, "BF16 grouped GEMM (stacked): mslk vs torch._grouped_mm vs a torch.mm loop", header,
                   rows, notes="fwd: X [E*m, K] @ W[g]^T, W [E, N, K]; dgrad: dY [E*m, N] @ W[g]; skewed: half the tokens on expert 0. "
                               "Ratios > 1: mslk faster. mslk: default SIMT kernel; cutlass: "

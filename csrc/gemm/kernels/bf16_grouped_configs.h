@@ -1,5 +1,5 @@
 // THE table of CUTLASS sm90 ptr-array grouped instantiations of the BF16 stacked grouped GEMM
-// (kForward of bf16_grouped_params.h), and the heuristic over it. Data, not code:
+// (kForward and kDgrad of bf16_grouped_params.h), and the heuristic over it. Data, not code:
 // CMakeLists.txt generates one translation unit per X(...) row (ids 0..n-1 in order),
 // bf16_grouped_cutlass_dispatch.cu picks a row per call; a static_assert there checks that every
 // bucket names an existing row.
@@ -8,12 +8,14 @@
 // X(id, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative (else ping-pong))
 #define MSLK_BF16_GROUPED_CONFIGS(X) \
   X(0, 128, 128, 64, 2, 1, 1)        \
-  X(1, 64, 128, 64, 1, 1, 0)
+  X(1, 64, 128, 64, 1, 1, 0)         \
+  X(2, 128, 256, 64, 2, 1, 1)        \
+  X(3, 128, 128, 64, 1, 1, 0)
 
 // B(max_avg_m, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative): the first bucket with
 // ceil(total_M / G) <= max_avg_m wins (max_avg_m < 0: no limit). The average group size is
-// known on the host without reading M_sizes (no sync). Not measured yet: regenerate from
-// bench/gemm/bench_bf16_grouped.py runs on the H200.
+// known on the host without reading M_sizes (no sync). Not measured yet: the benchmark times
+// every row (MSLK_BF16_GROUPED_CONFIG=<row id> forces one); set the buckets from that table.
 #define MSLK_BF16_GROUPED_BUCKETS(B) \
   B(64, 64, 128, 64, 1, 1, 0)        \
   B(-1, 128, 128, 64, 2, 1, 1)

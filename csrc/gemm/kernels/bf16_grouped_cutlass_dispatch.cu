@@ -2,6 +2,7 @@
 // when the operands meet TMA's rules. Experimental: reached only when the CUDA glue is asked
 // for it (MSLK_EXPERIMENTAL_GROUPED_CUTLASS=1); the SIMT kernel stays the default.
 #include <climits>
+#include <cstdlib>
 #include <cstdint>
 
 #include "gemm/kernels/bf16_grouped.h"
@@ -48,7 +49,18 @@ static_assert(table_is_consistent(),
               "bf16_grouped_configs.h: ids must be 0..n-1 in order, every bucket must name an existing row, and "
               "the last bucket must have no limit (max_avg_m < 0)");
 
+// MSLK_BF16_GROUPED_CONFIG=<row id> (tuning; read per call): that row instead of the buckets.
+// -1: not set; -2: no such row (the CUTLASS path then declines).
+int forced_config() {
+  const char* s = std::getenv("MSLK_BF16_GROUPED_CONFIG");
+  if (!s || !*s) return -1;
+  char* end = nullptr;
+  const long id = std::strtol(s, &end, 10);
+  return *end == '\0' && id >= 0 && id < kNumBf16GroupedConfigs ? static_cast<int>(id) : -2;
+}
+
 int pick_config(int64_t total_M, int64_t G) {
+  if (const int f = forced_config(); f != -1) return f;
   const int64_t avg_m = (total_M + G - 1) / G;
   for (int j = 0; j < kNumBf16GroupedBuckets; ++j)
     if (kBf16GroupedBuckets[j].max_avg_m < 0 || avg_m <= kBf16GroupedBuckets[j].max_avg_m)

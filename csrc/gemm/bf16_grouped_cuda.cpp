@@ -2,7 +2,7 @@
 // group sizes read on the device (no host sync).
 //
 // Kernel choice: the SIMT kernel is the default. MSLK_EXPERIMENTAL_GROUPED_CUTLASS=1 (read on
-// every call, so one process can time both) routes the stacked forward and dgrad through the
+// every call, so one process can time both) routes the stacked forward, dgrad and wgrad through the
 // CUTLASS sm90 ptr-array grouped GEMM with device-side argument setup, falling back to SIMT
 // where that path does not apply (alignment, mode, built without CUTLASS). It has not run on a
 // GPU yet: the next GPU session measures it (test/gemm, bench/gemm/bench_bf16_grouped.py) and,
@@ -27,8 +27,9 @@ bool experimental_cutlass() {
 
 void cuda_run(const Bf16GroupedParams& p) {
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  if ((p.mode == Bf16GroupedMode::kForward || p.mode == Bf16GroupedMode::kDgrad) && experimental_cutlass()) {
-    const cudaError_t e = bf16_grouped_cutlass_run(p, stream);
+  if (experimental_cutlass()) {
+    const cudaError_t e = p.mode == Bf16GroupedMode::kWgrad ? bf16_wgrad_cutlass_run(p, stream)
+                                                            : bf16_grouped_cutlass_run(p, stream);
     if (e != cudaErrorNotSupported) {  // NotSupported: nothing was launched, take the SIMT path
       C10_CUDA_CHECK(e);
       return;

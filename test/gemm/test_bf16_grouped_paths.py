@@ -9,7 +9,7 @@ sizes, and a misaligned shape that must fall back to SIMT."""
 import pytest
 import torch
 
-from test.gemm.bf16_grouped_reference import BF16, assert_close, rand_bf16, ref_grad, ref_stacked
+from test.gemm.bf16_grouped_reference import BF16, assert_close, rand_bf16, ref_grad, ref_stacked, ref_wgrad
 
 ops = torch.ops.mslk
 ENV = "MSLK_EXPERIMENTAL_GROUPED_CUTLASS"
@@ -69,6 +69,29 @@ def test_grad(path, sizes, extra):
     assert dx.data_ptr() == out.data_ptr()
     assert_close(dx, ref_grad(dy, w, sizes), N)
     assert torch.count_nonzero(dx[sum(sizes):]) == 0
+
+
+@pytest.mark.parametrize("sizes", SIZES)
+@pytest.mark.parametrize("out_kind", ["bf16", "fp32", "fp32_accum"])
+def test_wgrad(path, sizes, out_kind):
+    # dW[g] = dY_g^T @ X_g, grouped along the reduction; empty groups give 0 (or leave the
+    # accumulated output as it was); rows past sum(M_sizes) take no part
+    G, N, K = len(sizes), 136, 72
+    T = sum(sizes) + 3
+    dy, x = rand_bf16((T, N), "cuda"), rand_bf16((T, K), "cuda")
+    ms = torch.tensor(sizes, dtype=torch.int64, device="cuda")
+    want = ref_wgrad(dy, x, sizes)
+    if out_kind == "bf16":
+        out = torch.full((G, N, K), 3.0, dtype=BF16, device="cuda")  # dirty: every group written
+        dw = ops.bf16bf16bf16_grouped_wgrad(dy, x, ms, out)
+        assert_close(dw, want, max(sizes + [1]))
+        return
+    base = torch.randn(G, N, K, device="cuda")
+    out = base.clone() if out_kind == "fp32_accum" else torch.full((G, N, K), 3.0, device="cuda")
+    dw = ops.bf16bf16bf16_grouped_wgrad(dy, x, ms, out, out_kind == "fp32_accum")
+    if out_kind == "fp32_accum":
+        want = want + base.cpu().double()
+    torch.testing.assert_close(dw.cpu().double(), want, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("G", [300, 600])
@@ -163,3 +186,5 @@ def test_env_var_selects_the_kernel(monkeypatch):
     dy = rand_bf16((130, N), "cuda")
     names = _kernel_names(lambda: ops.bf16bf16bf16_grouped_grad(dy, w, ms))
     assert any("cutlass" in n and "GroupProblemShape" in n for n in names), names
+    names = _kernel_names(lambda: ops.bf16bf16bf16_grouped_wgrad(dy, x, ms))
+    assert any("bf16_wgrad_setup_kernel" in n for n in names), names

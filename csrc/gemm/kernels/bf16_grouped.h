@@ -16,6 +16,13 @@ cudaError_t bf16_grouped_run(const Bf16GroupedParams& p, cudaStream_t stream);
 // that break TMA's 16-byte rules); the caller then runs bf16_grouped_run.
 cudaError_t bf16_grouped_cutlass_run(const Bf16GroupedParams& p, cudaStream_t stream);
 
+// EXPERIMENTAL likewise: the grouped weight gradient (kWgrad) on a CUTLASS ptr-array grouped
+// GEMM grouped along the reduction (bf16_wgrad_cutlass.cuh); cudaErrorNotSupported, having
+// launched nothing, when it does not apply.
+cudaError_t bf16_wgrad_cutlass_run(const Bf16GroupedParams& p, cudaStream_t stream);
+template <int ID>
+cudaError_t bf16_wgrad_cutlass(const Bf16GroupedParams& p, cudaStream_t stream);
+
 // The CUTLASS instantiation of row `ID` of bf16_grouped_configs.h (one generated TU per row).
 template <int ID>
 cudaError_t bf16_grouped_cutlass(const Bf16GroupedParams& p, cudaStream_t stream);

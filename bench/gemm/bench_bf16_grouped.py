@@ -2,13 +2,13 @@
 
 MoE shapes (E experts, tokens per expert, N, K); plus a skewed routing (half the tokens on one
 expert, the rest spread). Prints and writes (--out) time, TFLOP/s and the ratios; checks the
-mslk result against torch._grouped_mm once per shape (max relative difference). Forward
-and dgrad (the wgrad op is not timed yet).
+mslk result against torch._grouped_mm once per shape (max relative difference).
 
 Both mslk CUDA paths are timed in the same run: the default SIMT kernel ("mslk") and the
 experimental CUTLASS sm90 ptr-array grouped GEMM ("cutlass"), which the op takes when
 MSLK_EXPERIMENTAL_GROUPED_CUTLASS=1 (read on every call). The "cutlass max rel diff" column
-checks it against torch._grouped_mm. When it wins everywhere, make it the default.
+checks it against torch._grouped_mm. When it wins everywhere, make it the default. Passes: fwd,
+dgrad and wgrad (each against its torch._grouped_mm form and a torch.mm loop).
 """
 
 from __future__ import annotations
@@ -94,9 +94,33 @@ def make_dgrad(sizes, N, K):
     return torch.randn(x.shape[0], N, device="cuda", dtype=torch.bfloat16), w, ms, offs, sizes
 
 
+# wgrad: dW [E, N, K], dW[g] = dY_g^T [N, m] @ X_g [m, K] (sets hold dY [T, N] and X [T, K])
+def make_wgrad(sizes, N, K):
+    x, w, ms, offs, sizes = make(sizes, N, K)
+    return torch.randn(x.shape[0], N, device="cuda", dtype=torch.bfloat16), x, ms, offs, sizes
+
+
+def ours_wgrad(dy, x, ms, offs, sizes):
+    return torch.ops.mslk.bf16bf16bf16_grouped_wgrad(dy, x, ms)
+
+
+def grouped_mm_wgrad(dy, x, ms, offs, sizes):
+    return torch._grouped_mm(dy.t(), x, offs=offs, out_dtype=torch.bfloat16)
+
+
+def mm_loop_wgrad(dy, x, ms, offs, sizes):
+    out = torch.empty(len(sizes), dy.shape[1], x.shape[1], dtype=dy.dtype, device=dy.device)
+    r = 0
+    for g, m in enumerate(sizes):
+        torch.mm(dy[r:r + m].t(), x[r:r + m], out=out[g])
+        r += m
+    return out
+
+
 PASSES = {  # name -> (make, mslk op, torch._grouped_mm form, torch.mm loop)
     "fwd": (make, None, grouped_mm, None),
     "dgrad": (make_dgrad, ours_dgrad, grouped_mm_dgrad, mm_loop_dgrad),
+    "wgrad": (make_wgrad, ours_wgrad, grouped_mm_wgrad, mm_loop_wgrad),
 }
 
 
@@ -146,9 +170,10 @@ def main():
                 t_loop = time_ms(loop, sets, reps=7)
                 per_cfg = {}  # every CUTLASS row, forced (MSLK_BF16_GROUPED_CONFIG): data for the buckets
                 with cutlass_path(True):
-                    for rid, name in config_rows():
+                    for rid, name in (config_rows() if pass_ != "wgrad" else []):  # wgrad: its own table
                         with env_var("MSLK_BF16_GROUPED_CONFIG", str(rid)):
                             per_cfg[name] = time_ms(op, sets)
+                per_cfg = per_cfg or {"(bf16_wgrad_configs.h)": t_cut}
                 best = min(per_cfg, key=per_cfg.get)
                 flops = 2.0 * T * N * K
                 rows.append([pass_, E, m, N, K, "skewed" if skewed else "uniform", f"{t_ours * 1e3:.0f}",

@@ -11,6 +11,8 @@
 #include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <cstring>
+
 #include "common/checks.h"
 
 namespace mslk::gemm {
@@ -85,6 +87,38 @@ void run_single(const Bf16GroupedBackend& b, const Tensor& X, const Tensor& W, c
   b.run(p);
 }
 
+// The list forms in one grouped launch (see Bf16GroupedBackend::list): descriptors built here,
+// copied to the device from pinned memory without a sync. False when the backend has no such path,
+// a group breaks TMA's rules (16-byte bases and row strides) or has K == 0.
+bool try_list(const Bf16GroupedBackend& b, TensorList X, TensorList W, const std::vector<Tensor>& outs) {
+  if (!b.list) return false;
+  auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  std::vector<Bf16GroupDesc> descs;
+  int64_t total_m = 0;
+  for (size_t g = 0; g < X.size(); ++g) {
+    const int64_t m = X[g].size(0), n = W[g].size(0), k = X[g].size(1);
+    if (m == 0 || n == 0) continue;
+    Bf16GroupDesc d{X[g].const_data_ptr(), W[g].const_data_ptr(), outs[g].data_ptr(), m, n, k,
+                    row_stride(X[g], 0), row_stride(W[g], 0), m > 1 ? outs[g].stride(0) : n};
+    if (k == 0 || k % 8 || d.lda % 8 || d.ldb % 8 || d.ldd % 8 || !aligned(d.a) || !aligned(d.b) || !aligned(d.d) ||
+        m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+      return false;
+    descs.push_back(d);
+    total_m += m;
+  }
+  if (descs.empty()) return true;
+  const int64_t bytes = static_cast<int64_t>(descs.size() * sizeof(Bf16GroupDesc));
+  Tensor host = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+  std::memcpy(host.data_ptr(), descs.data(), static_cast<size_t>(bytes));
+  const Tensor dev = host.to(X[0].device(), /*non_blocking=*/true);  // pinned: no sync
+  Bf16GroupedParams p;
+  p.mode = Bf16GroupedMode::kForward;
+  p.descs = static_cast<const Bf16GroupDesc*>(dev.const_data_ptr());
+  p.G = static_cast<int64_t>(descs.size());
+  p.total_M = total_m;
+  return b.list(p);
+}
+
 void check_lists(TensorList X, TensorList W, const char* op) {
   TORCH_CHECK_VALUE(X.size() == W.size(), op, ": 'X' and 'W' must hold one tensor per group, got ", X.size(),
                     " and ", W.size(), " tensors");
@@ -107,10 +141,9 @@ std::vector<Tensor> bf16_grouped(const Bf16GroupedBackend& b, TensorList X, Tens
   std::vector<Tensor> outs;
   if (X.empty()) return outs;
   c10::OptionalDeviceGuard guard(X[0].device());
-  for (size_t g = 0; g < X.size(); ++g) {
-    outs.push_back(at::empty({X[g].size(0), W[g].size(0)}, X[g].options()));
-    run_single(b, X[g], W[g], outs.back());
-  }
+  for (size_t g = 0; g < X.size(); ++g) outs.push_back(at::empty({X[g].size(0), W[g].size(0)}, X[g].options()));
+  if (try_list(b, X, W, outs)) return outs;
+  for (size_t g = 0; g < X.size(); ++g) run_single(b, X[g], W[g], outs[g]);
   return outs;
 }
 
@@ -127,11 +160,14 @@ Tensor bf16_grouped_cat(const Bf16GroupedBackend& b, TensorList X, TensorList W)
   }
   c10::OptionalDeviceGuard guard(X[0].device());
   Tensor out = at::empty({total, N}, X[0].options());
+  std::vector<Tensor> parts;
   int64_t r0 = 0;
   for (size_t g = 0; g < X.size(); ++g) {
-    run_single(b, X[g], W[g], out.narrow(0, r0, X[g].size(0)));
+    parts.push_back(out.narrow(0, r0, X[g].size(0)));
     r0 += X[g].size(0);
   }
+  if (try_list(b, X, W, parts)) return out;
+  for (size_t g = 0; g < X.size(); ++g) run_single(b, X[g], W[g], parts[g]);
   return out;
 }
 

@@ -15,6 +15,9 @@ namespace mslk::gemm {
 struct Bf16GroupedBackend {
   void (*run)(const Bf16GroupedParams&);
   bool sizes_on_host;  // group sizes readable without a sync: validate their values
+  // The list forms in one grouped launch (descriptor mode), or null. False: nothing was
+  // launched, the glue runs one GEMM per group.
+  bool (*list)(const Bf16GroupedParams&);
 };
 
 using at::Tensor;

@@ -92,7 +92,7 @@ void cpu_run(const Bf16GroupedParams& p) {
   });
 }
 
-constexpr Bf16GroupedBackend kCpuBackend{cpu_run, true};
+constexpr Bf16GroupedBackend kCpuBackend{cpu_run, true, nullptr};
 using CpuOps = Bf16GroupedOps<&kCpuBackend>;
 
 }  // namespace

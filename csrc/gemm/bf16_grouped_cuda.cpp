@@ -38,7 +38,16 @@ void cuda_run(const Bf16GroupedParams& p) {
   C10_CUDA_CHECK(bf16_grouped_run(p, stream));
 }
 
-constexpr Bf16GroupedBackend kCudaBackend{cuda_run, false};
+// The list forms on the CUTLASS grouped kernel (descriptor mode), when it is switched on.
+bool cuda_list(const Bf16GroupedParams& p) {
+  if (!experimental_cutlass()) return false;
+  const cudaError_t e = bf16_grouped_cutlass_run(p, c10::cuda::getCurrentCUDAStream().stream());
+  if (e == cudaErrorNotSupported) return false;
+  C10_CUDA_CHECK(e);
+  return true;
+}
+
+constexpr Bf16GroupedBackend kCudaBackend{cuda_run, false, cuda_list};
 using CudaOps = Bf16GroupedOps<&kCudaBackend>;
 
 }  // namespace

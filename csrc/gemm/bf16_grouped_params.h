@@ -22,6 +22,15 @@ namespace mslk::gemm {
 
 enum class Bf16GroupedMode : int { kForward = 0, kDgrad = 1, kWgrad = 2 };
 
+// kForward of groups known on the host (the list forms): one GEMM each, d = a @ b^T with
+// a [m, k] (row stride lda), b [n, k] (ldb), d [m, n] (ldd); any m, n, k per group.
+struct Bf16GroupDesc {
+  const void* a;
+  const void* b;
+  void* d;
+  int64_t m, n, k, lda, ldb, ldd;
+};
+
 struct Bf16GroupedParams {
   Bf16GroupedMode mode = Bf16GroupedMode::kForward;
   const void* x = nullptr;  // bf16
@@ -35,6 +44,9 @@ struct Bf16GroupedParams {
   int64_t ldx = 0, ldw = 0, w_gs = 0;
   int64_t fixed_rows = 0;
   int num_sms = 0;  // <= 0: all SMs
+  // Descriptor mode (kForward, the CUDA grouped path only): a device array of G descriptors
+  // replaces x, w, out and m_sizes; total_M is the sum of the groups' m (tile heuristic).
+  const Bf16GroupDesc* descs = nullptr;
 };
 
 }  // namespace mslk::gemm

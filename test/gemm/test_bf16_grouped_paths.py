@@ -188,3 +188,24 @@ def test_env_var_selects_the_kernel(monkeypatch):
     assert any("cutlass" in n and "GroupProblemShape" in n for n in names), names
     names = _kernel_names(lambda: ops.bf16bf16bf16_grouped_wgrad(dy, x, ms))
     assert any("bf16_wgrad_setup_kernel" in n for n in names), names
+
+
+@pytest.mark.parametrize("ks", [[64, 128, 32, 256], [64, 72, 36, 256]])  # K=36: the whole list loops
+def test_list_and_cat(path, ks):
+    # the list forms: one grouped launch from host-built descriptors on the CUTLASS path
+    Ms, Ns = [17, 0, 1, 130], [40, 136, 8, 264]
+    X = [rand_bf16((m, k), "cuda") for m, k in zip(Ms, ks)]
+    W = [rand_bf16((n, k), "cuda") for n, k in zip(Ns, ks)]
+    outs = ops.bf16bf16bf16_grouped(X, W)
+    for o, x, w in zip(outs, X, W):
+        assert o.shape == (x.shape[0], w.shape[0])
+        if x.shape[0]:
+            assert_close(o, x.cpu().double() @ w.cpu().double().t(), x.shape[1])
+    W48 = [rand_bf16((48, k), "cuda") for k in ks]
+    cat = ops.bf16bf16bf16_grouped_cat(X, W48)
+    r = 0
+    for x, w in zip(X, W48):
+        m = x.shape[0]
+        if m:
+            assert_close(cat[r:r + m], x.cpu().double() @ w.cpu().double().t(), x.shape[1])
+        r += m

@@ -49,6 +49,26 @@ __global__ void __launch_bounds__(kGroupSetupThreads)
     bf16_grouped_setup_kernel(const Bf16GroupedParams p, Shape* shapes, const ElementAB** a_ptrs,
                               const ElementAB** b_ptrs, ElementD** d_ptrs, StrideA* a_strides, StrideB* b_strides,
                               StrideD* d_strides) {
+  if (p.descs != nullptr) {  // the list forms: groups given one by one
+    for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < p.G;
+         g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      const Bf16GroupDesc dg = p.descs[g];
+      shapes[g] = Shape(static_cast<int>(dg.m), static_cast<int>(dg.n), static_cast<int>(dg.k));
+      a_ptrs[g] = static_cast<const ElementAB*>(dg.a);
+      b_ptrs[g] = static_cast<const ElementAB*>(dg.b);
+      d_ptrs[g] = static_cast<ElementD*>(dg.d);
+      StrideA sa{};
+      cute::get<0>(sa) = dg.lda;
+      a_strides[g] = sa;
+      StrideB sb{};
+      set_leading(sb, dg.ldb);
+      b_strides[g] = sb;
+      StrideD sd{};
+      cute::get<0>(sd) = dg.ldd;
+      d_strides[g] = sd;
+    }
+    return;
+  }
   const auto* x = static_cast<const ElementAB*>(p.x);
   const auto* w = static_cast<const ElementAB*>(p.w);
   auto* out = static_cast<ElementD*>(p.out);
@@ -166,7 +186,9 @@ struct CutlassBf16Grouped {
     auto* sd = reinterpret_cast<StrideD*>(buf + o_sd);
     void* workspace = ws_bytes > 0 ? static_cast<void*>(buf + o_ws) : nullptr;
 
-    const unsigned blocks = setup_blocks(p.total_M * (kDgrad ? p.K : p.N) / 8, sms);
+    const unsigned blocks = p.descs != nullptr
+                                ? static_cast<unsigned>((p.G + kGroupSetupThreads - 1) / kGroupSetupThreads)
+                                : setup_blocks(p.total_M * (kDgrad ? p.K : p.N) / 8, sms);
     bf16_grouped_setup_kernel<Shape, ElementAB, ElementD, StrideA, StrideB, StrideD>
         <<<blocks, kGroupSetupThreads, 0, stream>>>(p, shapes, a, b, d, sa, sb, sd);
     return run_after_setup<Gemm>(cudaGetLastError(), make_args(G, shapes, a, sa, b, sb, d, sd, device, sm_count),

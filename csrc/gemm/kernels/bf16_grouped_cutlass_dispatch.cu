@@ -72,6 +72,8 @@ bool aligned(const void* ptr, int bytes) { return reinterpret_cast<uintptr_t>(pt
 
 // TMA: 16-byte aligned base addresses, row strides and group strides (8 bf16); int32 sizes.
 bool cutlass_applies(const Bf16GroupedParams& p) {
+  if (p.descs != nullptr)  // the list forms: the glue checked every group
+    return p.mode == Bf16GroupedMode::kForward && p.G > 0 && p.G <= INT_MAX && p.total_M > 0;
   const bool mode_ok = p.mode == Bf16GroupedMode::kForward || p.mode == Bf16GroupedMode::kDgrad;
   return mode_ok && p.fixed_rows == 0 && p.m_sizes != nullptr && !p.out_fp32 && !p.accumulate && p.G > 0 && p.G <= INT_MAX && p.total_M > 0 && p.total_M <= INT_MAX && p.N > 0 &&
          p.N <= INT_MAX && p.K > 0 && p.K <= INT_MAX && p.N % 8 == 0 && p.K % 8 == 0 && p.ldx % 8 == 0 &&

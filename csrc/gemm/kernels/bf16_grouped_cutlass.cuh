@@ -155,44 +155,25 @@ struct CutlassBf16Grouped {
   static cudaError_t run(const Bf16GroupedParams& p, cudaStream_t stream) {
     const int G = static_cast<int>(p.G);
     int device = 0, sms = 0;
-    cudaError_t e = cudaGetDevice(&device);
+    cudaError_t e = device_sms(&device, &sms);
     if (e != cudaSuccess) return e;
-    if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return e;
     const int sm_count = p.num_sms > 0 && p.num_sms < sms ? p.num_sms : sms;
 
     // Host-only checks and sizes first (null per-group arrays: nothing is read here).
     auto probe = make_args(G, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, device, sm_count);
     if (Gemm::can_implement(probe) != cutlass::Status::kSuccess) return cudaErrorNotSupported;
-    const size_t ws_bytes = Gemm::get_workspace_size(probe);
-
-    // One scratch allocation (stream-ordered, graph-capturable): the per-group arrays, then
-    // CUTLASS's workspace (its TMA descriptors).
-    ScratchLayout L;
-    const int64_t o_shapes = L.take(G * int64_t(sizeof(Shape)));
-    const int64_t o_a = L.take(G * int64_t(sizeof(void*))), o_b = L.take(G * int64_t(sizeof(void*)));
-    const int64_t o_d = L.take(G * int64_t(sizeof(void*)));
-    const int64_t o_sa = L.take(G * int64_t(sizeof(StrideA))), o_sb = L.take(G * int64_t(sizeof(StrideB)));
-    const int64_t o_sd = L.take(G * int64_t(sizeof(StrideD)));
-    const int64_t o_ws = L.take(static_cast<int64_t>(ws_bytes));
-    char* buf = nullptr;
-    if ((e = cudaMallocAsync(reinterpret_cast<void**>(&buf), static_cast<size_t>(L.size), stream)) != cudaSuccess)
-      return e;
-    auto* shapes = reinterpret_cast<Shape*>(buf + o_shapes);
-    auto* a = reinterpret_cast<const ElementAB**>(buf + o_a);
-    auto* b = reinterpret_cast<const ElementAB**>(buf + o_b);
-    auto* d = reinterpret_cast<ElementD**>(buf + o_d);
-    auto* sa = reinterpret_cast<StrideA*>(buf + o_sa);
-    auto* sb = reinterpret_cast<StrideB*>(buf + o_sb);
-    auto* sd = reinterpret_cast<StrideD*>(buf + o_sd);
-    void* workspace = ws_bytes > 0 ? static_cast<void*>(buf + o_ws) : nullptr;
+    GroupArrays<Shape, ElementAB, ElementAB, ElementD, StrideA, StrideB, StrideD> arr;
+    if ((e = arr.allocate(G, Gemm::get_workspace_size(probe), false, stream)) != cudaSuccess) return e;
 
     const unsigned blocks = p.descs != nullptr
                                 ? static_cast<unsigned>((p.G + kGroupSetupThreads - 1) / kGroupSetupThreads)
                                 : setup_blocks(p.total_M * (kDgrad ? p.K : p.N) / 8, sms);
     bf16_grouped_setup_kernel<Shape, ElementAB, ElementD, StrideA, StrideB, StrideD>
-        <<<blocks, kGroupSetupThreads, 0, stream>>>(p, shapes, a, b, d, sa, sb, sd);
-    return run_after_setup<Gemm>(cudaGetLastError(), make_args(G, shapes, a, sa, b, sb, d, sd, device, sm_count),
-                                 workspace, buf, stream);
+        <<<blocks, kGroupSetupThreads, 0, stream>>>(p, arr.shapes, arr.a, arr.b, arr.d, arr.sa, arr.sb, arr.sd);
+    return run_after_setup<Gemm>(
+        cudaGetLastError(),
+        make_args(G, arr.shapes, arr.a, arr.sa, arr.b, arr.sb, arr.d, arr.sd, device, sm_count), arr.workspace,
+        arr.buf, stream);
   }
 };
 

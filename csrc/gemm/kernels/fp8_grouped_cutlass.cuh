@@ -41,19 +41,9 @@ __device__ __forceinline__ long long fp8_group_rows(const Fp8GroupedParams& p, i
   return m < 0 ? 0 : m;
 }
 
-// Per-group argument arrays of the CUTLASS call, all device memory.
 template <class Shape, class StrideA, class StrideB, class StrideD>
-struct Fp8GroupArrays {
-  Shape* shapes;
-  const cutlass::float_e4m3_t** a;
-  const cutlass::float_e4m3_t** b;
-  cutlass::bfloat16_t** d;
-  const float** xs;
-  const float** ws;
-  StrideA* sa;
-  StrideB* sb;
-  StrideD* sd;
-};
+using Fp8GroupArrays = GroupArrays<Shape, cutlass::float_e4m3_t, cutlass::float_e4m3_t, cutlass::bfloat16_t, StrideA,
+                                   StrideB, StrideD>;
 
 // Groups known on the host (descriptors): copied into the arrays. Otherwise every block scans
 // the G sizes (scan_group_rows); block 0 writes the per-group arguments and all blocks zero the
@@ -194,46 +184,22 @@ struct CutlassFp8Grouped {
   static cudaError_t run(const Fp8GroupedParams& p, cudaStream_t stream) {
     const int G = static_cast<int>(p.G);
     int device = 0, sms = 0;
-    cudaError_t e = cudaGetDevice(&device);
+    cudaError_t e = device_sms(&device, &sms);
     if (e != cudaSuccess) return e;
-    if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return e;
 
     // Host-only checks and sizes first (null per-group arrays: nothing is read here).
     const Arrays none{};
     auto probe = make_args(G, none, device, sms);
     if (Gemm::can_implement(probe) != cutlass::Status::kSuccess) return cudaErrorNotSupported;
-    const size_t ws_bytes = Gemm::get_workspace_size(probe);
-
-    // One stream-ordered scratch allocation: the per-group arrays, then CUTLASS's workspace.
-    ScratchLayout L;
-    const int64_t o_shapes = L.take(G * int64_t(sizeof(Shape)));
-    const int64_t o_a = L.take(G * int64_t(sizeof(void*))), o_b = L.take(G * int64_t(sizeof(void*)));
-    const int64_t o_d = L.take(G * int64_t(sizeof(void*))), o_xs = L.take(G * int64_t(sizeof(void*)));
-    const int64_t o_ws = L.take(G * int64_t(sizeof(void*)));
-    const int64_t o_sa = L.take(G * int64_t(sizeof(StrideA))), o_sb = L.take(G * int64_t(sizeof(StrideB)));
-    const int64_t o_sd = L.take(G * int64_t(sizeof(StrideD)));
-    const int64_t o_work = L.take(static_cast<int64_t>(ws_bytes));
-    char* buf = nullptr;
-    if ((e = cudaMallocAsync(reinterpret_cast<void**>(&buf), static_cast<size_t>(L.size), stream)) != cudaSuccess)
-      return e;
     Arrays arr;
-    arr.shapes = reinterpret_cast<Shape*>(buf + o_shapes);
-    arr.a = reinterpret_cast<const ElementAB**>(buf + o_a);
-    arr.b = reinterpret_cast<const ElementAB**>(buf + o_b);
-    arr.d = reinterpret_cast<ElementD**>(buf + o_d);
-    arr.xs = reinterpret_cast<const float**>(buf + o_xs);
-    arr.ws = reinterpret_cast<const float**>(buf + o_ws);
-    arr.sa = reinterpret_cast<StrideA*>(buf + o_sa);
-    arr.sb = reinterpret_cast<StrideB*>(buf + o_sb);
-    arr.sd = reinterpret_cast<StrideD*>(buf + o_sd);
-    void* workspace = ws_bytes > 0 ? static_cast<void*>(buf + o_work) : nullptr;
+    if ((e = arr.allocate(G, Gemm::get_workspace_size(probe), true, stream)) != cudaSuccess) return e;
 
     const unsigned blocks = p.descs != nullptr
                                 ? static_cast<unsigned>((p.G + kGroupSetupThreads - 1) / kGroupSetupThreads)
                                 : std::max(setup_blocks(p.total_M * p.N / 8, sms),
                                            static_cast<unsigned>((p.G + kGroupSetupThreads - 1) / kGroupSetupThreads));
     fp8_grouped_setup_kernel<Shape, StrideA, StrideB, StrideD><<<blocks, kGroupSetupThreads, 0, stream>>>(p, arr);
-    return run_after_setup<Gemm>(cudaGetLastError(), make_args(G, arr, device, sms), workspace, buf, stream);
+    return run_after_setup<Gemm>(cudaGetLastError(), make_args(G, arr, device, sms), arr.workspace, arr.buf, stream);
   }
 };
 

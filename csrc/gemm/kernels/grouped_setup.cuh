@@ -68,13 +68,57 @@ inline unsigned setup_blocks(long long tail16, int sms) {
   return static_cast<unsigned>(want < 1 ? 1 : (want > 2 * sms ? 2 * sms : want));
 }
 
-// Offsets of the arrays inside one scratch allocation, each 128-byte aligned.
-struct ScratchLayout {
-  int64_t size = 0;
-  int64_t take(int64_t bytes) {
-    const int64_t at = size;
-    size = (size + bytes + 127) / 128 * 128;
-    return at;
+// The current device and its SM count (asked per call: no caches keyed on a device).
+inline cudaError_t device_sms(int* device, int* sms) {
+  cudaError_t e = cudaGetDevice(device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, *device);
+  return e;
+}
+
+// Per-group argument arrays of a grouped CUTLASS call and CUTLASS's workspace, carved from one
+// stream-ordered allocation (graph-capturable), each part 128-byte aligned. xs / ws: per-group
+// epilogue scale pointers, allocated only when asked for (the FP8 path).
+template <class Shape, class EA, class EB, class ED, class SA, class SB, class SD>
+struct GroupArrays {
+  Shape* shapes = nullptr;
+  const EA** a = nullptr;
+  const EB** b = nullptr;
+  ED** d = nullptr;
+  const float** xs = nullptr;
+  const float** ws = nullptr;
+  SA* sa = nullptr;
+  SB* sb = nullptr;
+  SD* sd = nullptr;
+  void* workspace = nullptr;
+  char* buf = nullptr;  // the allocation; run_after_setup frees it
+
+  cudaError_t allocate(int64_t G, size_t ws_bytes, bool scales, cudaStream_t stream) {
+    int64_t size = 0;
+    auto take = [&](int64_t bytes) {
+      const int64_t at = size;
+      size = (size + bytes + 127) / 128 * 128;
+      return at;
+    };
+    const int64_t ptr = G * int64_t(sizeof(void*));
+    const int64_t o_shapes = take(G * int64_t(sizeof(Shape))), o_a = take(ptr), o_b = take(ptr), o_d = take(ptr);
+    const int64_t o_xs = scales ? take(ptr) : 0, o_ws = scales ? take(ptr) : 0;
+    const int64_t o_sa = take(G * int64_t(sizeof(SA))), o_sb = take(G * int64_t(sizeof(SB)));
+    const int64_t o_sd = take(G * int64_t(sizeof(SD))), o_work = take(static_cast<int64_t>(ws_bytes));
+    const cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&buf), static_cast<size_t>(size), stream);
+    if (e != cudaSuccess) return e;
+    shapes = reinterpret_cast<Shape*>(buf + o_shapes);
+    a = reinterpret_cast<const EA**>(buf + o_a);
+    b = reinterpret_cast<const EB**>(buf + o_b);
+    d = reinterpret_cast<ED**>(buf + o_d);
+    if (scales) {
+      xs = reinterpret_cast<const float**>(buf + o_xs);
+      ws = reinterpret_cast<const float**>(buf + o_ws);
+    }
+    sa = reinterpret_cast<SA*>(buf + o_sa);
+    sb = reinterpret_cast<SB*>(buf + o_sb);
+    sd = reinterpret_cast<SD*>(buf + o_sd);
+    workspace = ws_bytes > 0 ? static_cast<void*>(buf + o_work) : nullptr;
+    return cudaSuccess;
   }
 };
 

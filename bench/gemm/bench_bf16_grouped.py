@@ -4,11 +4,10 @@ MoE shapes (E experts, tokens per expert, N, K); plus a skewed routing (half the
 expert, the rest spread). Prints and writes (--out) time, TFLOP/s and the ratios; checks the
 mslk result against torch._grouped_mm once per shape (max relative difference).
 
-Both mslk CUDA paths are timed in the same run: the default SIMT kernel ("mslk") and the
-experimental CUTLASS sm90 ptr-array grouped GEMM ("cutlass"), which the op takes when
-MSLK_EXPERIMENTAL_GROUPED_CUTLASS=1 (read on every call). The "cutlass max rel diff" column
-checks it against torch._grouped_mm. When it wins everywhere, make it the default. Passes: fwd,
-dgrad and wgrad (each against its torch._grouped_mm form and a torch.mm loop).
+"mslk" is the op as users get it (MSLK_BF16_GROUPED_KERNEL=auto: the CUTLASS sm90 ptr-array
+grouped GEMMs); every CUTLASS row of the config table is also timed, forced one at a time, as the
+data for the buckets in bf16_grouped_configs.h (and the default row under swizzle 2 and 8). --simt also times the SIMT fallback (slow: ~30x).
+Passes: fwd, dgrad and wgrad (each against its torch._grouped_mm form and a torch.mm loop).
 """
 
 from __future__ import annotations
@@ -58,12 +57,12 @@ def ours(x, w, ms, offs, sizes):
     return torch.ops.mslk.bf16bf16bf16_grouped_stacked(x, w, ms)
 
 
-ENV = "MSLK_EXPERIMENTAL_GROUPED_CUTLASS"
+ENV = "MSLK_BF16_GROUPED_KERNEL"
 
 
 def cutlass_path(on):
     """Selects the mslk kernel path for the calls inside (the op reads the variable per call)."""
-    return env_var(ENV, "1" if on else None)
+    return env_var(ENV, "cutlass" if on else "simt")
 
 
 def grouped_mm(x, w, ms, offs, sizes):
@@ -141,6 +140,7 @@ def tflops(flops, ms):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results_bf16_grouped.md"))
+    ap.add_argument("--simt", action="store_true", help="also time the SIMT fallback kernel")
     args = ap.parse_args()
     rows = []
     for pass_, (mk, op, gmm, loop) in PASSES.items():
@@ -151,49 +151,46 @@ def main():
                 T = sum(sizes)
                 n = copies_to_exceed_l2(2 * (T * K + E * N * K + T * N))
                 sets = [mk(sizes, N, K) for _ in range(n)]
-                with cutlass_path(False):
-                    a = op(*sets[0]).float()
-                with cutlass_path(True):
-                    c = op(*sets[0]).float()
+                a = op(*sets[0]).float()
                 try:
                     b = gmm(*sets[0]).float()
                     rel = ((a - b).abs().max() / b.abs().max().clamp(min=1e-30)).item()
-                    rel_c = ((c - b).abs().max() / b.abs().max().clamp(min=1e-30)).item()
                     t_gmm = time_ms(gmm, sets)
                 except RuntimeError as e:
                     print(f"torch._grouped_mm refused: {e}")
-                    rel, rel_c, t_gmm = float("nan"), float("nan"), float("nan")
-                with cutlass_path(False):
-                    t_ours = time_ms(op, sets)
-                with cutlass_path(True):
-                    t_cut = time_ms(op, sets)
+                    rel, t_gmm = float("nan"), float("nan")
+                t_ours = time_ms(op, sets)
                 t_loop = time_ms(loop, sets, reps=7)
+                t_simt = float("nan")
+                if args.simt:
+                    with cutlass_path(False):
+                        t_simt = time_ms(op, sets, reps=3)
                 per_cfg = {}  # every CUTLASS row, forced (MSLK_BF16_GROUPED_CONFIG): data for the buckets
-                with cutlass_path(True):
-                    for rid, name in (config_rows() if pass_ != "wgrad" else []):  # wgrad: its own table
-                        with env_var("MSLK_BF16_GROUPED_CONFIG", str(rid)):
-                            per_cfg[name] = time_ms(op, sets)
-                per_cfg = per_cfg or {"(bf16_wgrad_configs.h)": t_cut}
+                for rid, name in (config_rows() if pass_ != "wgrad" else []):  # wgrad: its own table
+                    with env_var("MSLK_BF16_GROUPED_CONFIG", str(rid)):
+                        per_cfg[name] = time_ms(op, sets)
+                per_cfg = per_cfg or {"(bf16_wgrad_configs.h)": t_ours}
+                for sw in (2, 8):  # the default row under a wider tile-scheduler swizzle (cutlass_swizzle.h)
+                    with env_var("MSLK_GEMM_SWIZZLE", str(sw)):
+                        per_cfg[f"default_swizzle{sw}"] = time_ms(op, sets)
                 best = min(per_cfg, key=per_cfg.get)
                 flops = 2.0 * T * N * K
                 rows.append([pass_, E, m, N, K, "skewed" if skewed else "uniform", f"{t_ours * 1e3:.0f}",
-                             f"{tflops(flops, t_ours):.0f}", f"{t_cut * 1e3:.0f}", f"{tflops(flops, t_cut):.0f}",
-                             f"{tflops(flops, t_gmm):.0f}", f"{tflops(flops, t_loop):.0f}",
-                             f"{t_gmm / t_ours:.2f}x", f"{t_gmm / t_cut:.2f}x", f"{t_loop / t_ours:.2f}x",
-                             f"{t_ours / t_cut:.2f}x", f"{rel:.1e}", f"{rel_c:.1e}", best,
-                             f"{tflops(flops, per_cfg[best]):.0f}",
+                             f"{tflops(flops, t_ours):.0f}", f"{tflops(flops, t_gmm):.0f}",
+                             f"{tflops(flops, t_loop):.0f}", f"{t_gmm / t_ours:.2f}x", f"{t_loop / t_ours:.2f}x",
+                             f"{rel:.1e}", best, f"{tflops(flops, per_cfg[best]):.0f}",
+                             f"{t_simt / t_ours:.1f}x" if args.simt else "-",
                              " ".join(f"{n}:{v * 1e3:.0f}" for n, v in per_cfg.items())])
                 print(" | ".join(str(c) for c in rows[-1]), flush=True)
                 del sets
                 torch.cuda.empty_cache()
-    header = ["pass", "E", "tokens/expert", "N", "K", "routing", "mslk us", "mslk TFLOP/s", "cutlass us", "cutlass TFLOP/s",
-              "_grouped_mm TFLOP/s", "mm loop TFLOP/s", "mslk vs _grouped_mm", "cutlass vs _grouped_mm",
-              "mslk vs mm loop", "cutlass vs simt", "max rel diff", "cutlass max rel diff", "best CUTLASS row",
-              "best row TFLOP/s", "every row, us"]
+    header = ["pass", "E", "tokens/expert", "N", "K", "routing", "mslk us", "mslk TFLOP/s", "_grouped_mm TFLOP/s",
+              "mm loop TFLOP/s", "mslk vs _grouped_mm", "mslk vs mm loop", "max rel diff vs _grouped_mm",
+              "best CUTLASS row", "best row TFLOP/s", "SIMT fallback slower by", "every row, us"]
     write_results(args.out, "BF16 grouped GEMM (stacked): mslk vs torch._grouped_mm vs a torch.mm loop", header,
                   rows, notes="fwd: X [E*m, K] @ W[g]^T, W [E, N, K]; dgrad: dY [E*m, N] @ W[g]; skewed: half the tokens on expert 0. "
-                              "Ratios > 1: mslk faster. mslk: default SIMT kernel; cutlass: "
-                              "MSLK_EXPERIMENTAL_GROUPED_CUTLASS=1 (CUTLASS sm90 ptr-array grouped GEMM).")
+                              "Ratios > 1: mslk faster. mslk: the default path (CUTLASS sm90 ptr-array grouped GEMM, "
+                              "row chosen by the buckets of bf16_grouped_configs.h).")
     print(f"wrote {args.out}")
 
 

@@ -24,6 +24,9 @@ from bench.gemm.bench_fp8_rowwise import MS, NKS, make, ours, peer
 CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/gemm/kernels/fp8_rowwise_configs.h"
 
 
+SWIZZLES = (1, 2, 4, 8)
+
+
 def fast_rows():
     """(row id, tile name) of the fast-accumulation rows of the config table."""
     rows = []
@@ -54,7 +57,7 @@ def timed(env, fn, sets):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--json", type=Path, default=Path(__file__).with_name("tune_fp8_rowwise.json"))
+    ap.add_argument("--json", type=Path, default=Path(__file__).with_name("tune_fp8_rowwise_points.json"))
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results_tune_fp8_rowwise.md"))
     ap.add_argument("--ms", type=str, default=",".join(map(str, MS)))
     args = ap.parse_args()
@@ -68,16 +71,21 @@ def main():
                 t[name] = timed({"MSLK_FP8_GEMM_KERNEL": "cutlass", "MSLK_FP8_ROWWISE_TILE": str(rid)}, ours, sets)
             if M <= 64:
                 t["skinny"] = timed({"MSLK_FP8_GEMM_KERNEL": "skinny"}, ours, sets)
+            if M >= 512:  # the bucket's kernel under each tile-scheduler swizzle (cutlass_swizzle.h)
+                for sw in SWIZZLES:
+                    t[f"swizzle {sw}"] = timed({"MSLK_GEMM_SWIZZLE": str(sw)}, ours, sets)
             points.append({"M": M, "N": N, "K": K, "us": {k: v * 1e3 for k, v in t.items()}})
             best = min((v, k) for k, v in t.items() if k != "peer" and v == v)
             table.append([M, N, K, f"{t['peer'] * 1e3:.1f}"] + [f"{t.get(n, float('nan')) * 1e3:.1f}" for _, n in rows_cfg]
-                         + [f"{t.get('skinny', float('nan')) * 1e3:.1f}", best[1], f"{t['peer'] / best[0]:.2f}x"])
+                         + [f"{t.get('skinny', float('nan')) * 1e3:.1f}"]
+                         + [f"{t.get(f'swizzle {sw}', float('nan')) * 1e3:.1f}" for sw in SWIZZLES]
+                         + [best[1], f"{t['peer'] / best[0]:.2f}x"])
             print(" | ".join(map(str, table[-1])), flush=True)
             del sets
         torch.cuda.empty_cache()
     args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                                      "configs": [n for _, n in rows_cfg], "points": points}, indent=1))
-    header = ["M", "N", "K", "_scaled_mm us"] + [n for _, n in rows_cfg] + ["skinny us", "best", "best vs _scaled_mm"]
+    header = ["M", "N", "K", "_scaled_mm us"] + [n for _, n in rows_cfg] + ["skinny us"] + [f"auto, swizzle {sw}" for sw in SWIZZLES] + ["best", "best vs _scaled_mm"]
     write_results(args.out, "FP8 rowwise GEMM tuning: every kernel choice, us (fast accumulation)", header, table,
                   notes="Regenerate the bucket table: python3 tools/gemm/regen_fp8_buckets.py " + str(args.json))
     print(f"wrote {args.json} and {args.out}")

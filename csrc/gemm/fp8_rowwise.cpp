@@ -116,7 +116,7 @@ bool try_device_grouped(const RowwiseBackend& be, const Tensor& XQ, const Tensor
   check_dim(sizes, op, arg, 1, 1);
   check_same_device(sizes, XQ, op, arg, "XQ");
   const int64_t G = WQ.size(0);
-  TORCH_CHECK_VALUE(sizes.size(0) == G, op, ": argument '", arg, "' must hold one value per group (", G,
+  TORCH_CHECK_VALUE(sizes.size(0) == G, op, ": argument '", arg, "' must hold one size per group (", G,
                     "), got shape ", sizes.sizes());
   const Tensor sz = sizes.contiguous();
   Fp8GroupedParams p;

@@ -94,7 +94,6 @@ def test_sm90_gqa_through_operator_class(sm90, monkeypatch, dtype):
     """BMGHK with K/V expanded over the heads of a group, through cutlass.FwOp."""
     from mslk.attention import fmha
     from mslk.attention.fmha import cutlass, reference
-    monkeypatch.setenv("MSLK_EXPERIMENTAL_ATTN", "1")
     g = torch.Generator().manual_seed(5)
     B, M, N, G, H, D = 2, 257, 300, 2, 3, 128  # N > M: no fully masked row under bottom-right causal
     q = rand((B, M, G, H, D), dtype, "cuda", g)

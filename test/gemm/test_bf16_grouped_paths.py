@@ -1,6 +1,6 @@
 """bf16bf16bf16_grouped_stacked on both CUDA kernel paths vs the float64 CPU reference: the
-default SIMT kernel and the experimental CUTLASS sm90 ptr-array grouped GEMM (selected per call
-by MSLK_EXPERIMENTAL_GROUPED_CUTLASS=1, with device-side argument setup). Shapes meet the
+SIMT kernel and the default CUTLASS sm90 ptr-array grouped GEMM (chosen per call by
+MSLK_BF16_GROUPED_KERNEL=simt|cutlass|auto, with device-side argument setup). Shapes meet the
 CUTLASS path's TMA rules (N, K, row strides multiples of 8) so that it really runs; a profiler
 check proves it does. Empty groups, rows past sum(M_sizes), G > 256 (the setup kernel's scan
 runs in several steps), int32/int64 sizes, strided X / W, num_sms, CUDA-graph replay with new
@@ -12,17 +12,14 @@ import torch
 from test.gemm.bf16_grouped_reference import BF16, assert_close, rand_bf16, ref_grad, ref_stacked, ref_wgrad
 
 ops = torch.ops.mslk
-ENV = "MSLK_EXPERIMENTAL_GROUPED_CUTLASS"
+ENV = "MSLK_BF16_GROUPED_KERNEL"
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
 @pytest.fixture(params=["simt", "cutlass"])
 def path(request, monkeypatch):
-    if request.param == "cutlass":
-        monkeypatch.setenv(ENV, "1")
-    else:
-        monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setenv(ENV, request.param)
     return request.param
 
 
@@ -176,10 +173,10 @@ def test_env_var_selects_the_kernel(monkeypatch):
     x, w = rand_bf16((130, K), "cuda"), rand_bf16((3, N, K), "cuda")
     ms = torch.tensor(sizes, dtype=torch.int32, device="cuda")
     run = lambda: ops.bf16bf16bf16_grouped_stacked(x, w, ms)  # noqa: E731
-    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setenv(ENV, "simt")
     names = _kernel_names(run)
     assert not any("cutlass" in n for n in names), names
-    monkeypatch.setenv(ENV, "1")
+    monkeypatch.delenv(ENV, raising=False)  # auto: CUTLASS
     names = _kernel_names(run)
     assert any("cutlass" in n and "GroupProblemShape" in n for n in names), names
     assert any("bf16_grouped_setup_kernel" in n for n in names), names
@@ -209,3 +206,10 @@ def test_list_and_cat(path, ks):
         if m:
             assert_close(cat[r:r + m], x.cpu().double() @ w.cpu().double().t(), x.shape[1])
         r += m
+
+
+def test_env_var_rejects_unknown_values(monkeypatch):
+    x, w = rand_bf16((8, 64), "cuda"), rand_bf16((1, 64, 64), "cuda")
+    monkeypatch.setenv(ENV, "fastest")
+    with pytest.raises(ValueError, match="MSLK_BF16_GROUPED_KERNEL must be auto, cutlass or simt, got 'fastest'"):
+        ops.bf16bf16bf16_grouped_stacked(x, w, torch.tensor([8], dtype=torch.int32, device="cuda"))

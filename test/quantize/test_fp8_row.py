@@ -110,7 +110,7 @@ def test_row_inf_nan(device):
 
 
 @requires_cuda
-@pytest.mark.parametrize("schedule", ["oneshot", "staged", "bulk"])
+@pytest.mark.parametrize("schedule", ["auto", "oneshot", "staged", "bulk"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(8192, 8192), (3, 131072), (1, 7), (257, 4100)])
 def test_row_cuda_equals_cpu(dtype, shape, schedule, monkeypatch):

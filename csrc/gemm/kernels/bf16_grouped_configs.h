@@ -10,15 +10,21 @@
   X(0, 128, 128, 64, 2, 1, 1)        \
   X(1, 64, 128, 64, 1, 1, 0)         \
   X(2, 128, 256, 64, 2, 1, 1)        \
-  X(3, 128, 128, 64, 1, 1, 0)
+  X(3, 128, 128, 64, 1, 1, 0)        \
+  X(4, 64, 256, 64, 1, 1, 0)         \
+  X(5, 256, 128, 64, 1, 2, 1)
 
 // B(max_avg_m, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative): the first bucket with
 // ceil(total_M / G) <= max_avg_m wins (max_avg_m < 0: no limit). The average group size is
-// known on the host without reading M_sizes (no sync). Not measured yet: the benchmark times
-// every row (MSLK_BF16_GROUPED_CONFIG=<row id> forces one); set the buckets from that table.
+// known on the host without reading M_sizes (no sync). From bench/gemm/results_bf16_grouped.md
+// (H200, 2026-11-30; the benchmark times every row, MSLK_BF16_GROUPED_CONFIG=<row id> forces
+// one): avg 64 rows -> 64x128 ping-pong (weight streaming; 1.3-1.9x the 128-row tiles); 512 ->
+// 128x128 ping-pong (within 1% of the best uniform, best skewed); 2048 -> 128x256 cooperative.
+// Rows 4 and 5 are candidates, timed but not yet in a bucket.
 #define MSLK_BF16_GROUPED_BUCKETS(B) \
   B(64, 64, 128, 64, 1, 1, 0)        \
-  B(-1, 128, 128, 64, 2, 1, 1)
+  B(1024, 128, 128, 64, 1, 1, 0)     \
+  B(-1, 128, 256, 64, 2, 1, 1)
 
 namespace mslk::gemm {
 

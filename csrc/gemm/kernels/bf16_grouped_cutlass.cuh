@@ -27,6 +27,7 @@
 
 #include <cstdint>
 
+#include "gemm/kernels/cutlass_swizzle.h"
 #include "gemm/kernels/bf16_grouped.h"
 #include "gemm/kernels/bf16_grouped_configs.h"
 #include "gemm/kernels/grouped_setup.cuh"
@@ -149,6 +150,7 @@ struct CutlassBf16Grouped {
     args.epilogue.dD = sd;
     args.hw_info.device_id = device;
     args.hw_info.sm_count = sm_count;
+    args.scheduler.max_swizzle_size = cutlass_swizzle(kDefaultSwizzle);
     return args;
   }
 

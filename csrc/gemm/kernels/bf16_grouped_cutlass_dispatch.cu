@@ -1,6 +1,5 @@
 // Picks the CUTLASS row of bf16_grouped_configs.h for one stacked grouped BF16 GEMM (kForward or kDgrad),
-// when the operands meet TMA's rules. Experimental: reached only when the CUDA glue is asked
-// for it (MSLK_EXPERIMENTAL_GROUPED_CUTLASS=1); the SIMT kernel stays the default.
+// when the operands meet TMA's rules (the default path; MSLK_BF16_GROUPED_KERNEL=simt bypasses it).
 #include <climits>
 #include <cstdlib>
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Picks the CUTLASS row of bf16_wgrad_configs.h for one grouped weight gradient (kWgrad), when
-// the operands meet TMA's rules. Experimental like the forward (MSLK_EXPERIMENTAL_GROUPED_CUTLASS).
+// the operands meet TMA's rules. The default, like the forward (MSLK_BF16_GROUPED_KERNEL).
 #include <climits>
 #include <cstdint>
 #include <cstdlib>

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "gemm/kernels/cutlass_swizzle.h"
 #include "gemm/kernels/fp8_grouped.h"
 #include "gemm/kernels/fp8_grouped_configs.h"
 #include "gemm/kernels/grouped_setup.cuh"
@@ -178,6 +179,7 @@ struct CutlassFp8Grouped {
     args.epilogue.dD = arr.sd;
     args.hw_info.device_id = device;
     args.hw_info.sm_count = sm_count;
+    args.scheduler.max_swizzle_size = cutlass_swizzle(kDefaultSwizzle);
     return args;
   }
 

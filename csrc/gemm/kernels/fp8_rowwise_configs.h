@@ -21,13 +21,14 @@
 // (MSLK_FP8_ROWWISE_TILE=<row id> forces a row's tile, in the call's accumulation mode.)
 // BEGIN GENERATED BUCKETS
 #define MSLK_FP8_ROWWISE_BUCKETS(B) \
-  B(64, 64, 128, 128, 1, 1)         \
-  B(-1, 128, 128, 128, 2, 1)
+  B(512, 64, 128, 128, 1, 1) \
+  B(2048, 128, 128, 128, 1, 1) \
+  B(-1, 128, 256, 128, 2, 1)
 // END GENERATED BUCKETS
 
 // The decode-shape kernel (fp8_rowwise_skinny.cu): MSLK_FP8_GEMM_KERNEL=auto takes it for
 // M <= this (when its alignment rules hold); the kernel itself takes M <= 64.
-#define MSLK_FP8_SKINNY_AUTO_MAX_M 64
+#define MSLK_FP8_SKINNY_AUTO_MAX_M 1
 
 // S(max_m, max_weight_mib, ctas_per_sm, min_k_per_split): how the skinny kernel splits K. The
 // first row with M <= max_m and N*K <= max_weight_mib MiB wins (-1: no limit). splits =

@@ -14,6 +14,7 @@
 #include <cutlass/gemm/dispatch_policy.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
+#include "gemm/kernels/cutlass_swizzle.h"
 #include "gemm/kernels/fp8_rowwise.h"
 #include "gemm/kernels/fp8_rowwise_configs.h"
 
@@ -96,6 +97,7 @@ struct CutlassRowwise {
     if (e != cudaSuccess) return e;
     args.hw_info.device_id = device;
     args.hw_info.sm_count = sms;
+    args.scheduler.max_swizzle_size = cutlass_swizzle(kDefaultSwizzle);
 
     Gemm gemm;
     if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorNotSupported;

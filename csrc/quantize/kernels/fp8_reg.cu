@@ -136,11 +136,16 @@ __global__ void __launch_bounds__(NV == 8 ? 1024 : 256) fp8_staged_kernel(Fp8Til
   }
 }
 
-// One-shot unless MSLK_FP8_SCHEDULE=staged: on the H200 (2026-11-30) staged was slower at 9 of
-// the 12 benchmark points it affects; it stays selectable so the two can be re-measured together.
-bool use_staged() {
+// MSLK_FP8_SCHEDULE=staged / oneshot force a schedule; otherwise staged for whole rows of at
+// most 16 KB (the CTA's staging buffer is its row: several CTAs still fit an SM) and one-shot for
+// the rest. On the H200 (2026-11-30, one run) staged took 62 vs 67 us at 8192x8192 and 30 vs
+// 35 us at 4096x7168 (rows of 16 / 14 KB), but 311 vs 220 us at 16384x16384 (32 KB rows, one
+// CTA per SM) and lost for blocks and groups.
+bool use_staged(bool whole_rows, int stage_bytes) {
   const char* s = std::getenv("MSLK_FP8_SCHEDULE");
-  return s && std::strcmp(s, "staged") == 0;
+  if (s && std::strcmp(s, "staged") == 0) return true;
+  if (s && *s && std::strcmp(s, "auto") != 0) return false;
+  return whole_rows && stage_bytes <= 16 * 1024;
 }
 
 // Vectors per thread: the fewest that keep the CTA at <= 256 threads, up to 8 (1024 threads).
@@ -150,7 +155,7 @@ bool try_launch(const Fp8TileParams& p, const CtaTiling& t, cudaStream_t s) {
   if (vecs > (NV == 8 ? 1024 : 256) * NV) return false;
   const int threads = ((vecs + NV - 1) / NV + 31) / 32 * 32;
   const bool vec_store = p.out_stride % kVec16<T> == 0;
-  if (!use_staged()) {
+  if (!use_staged(ONE_ROW && L == 0 && t.cta_m == 1 && t.n_cta_k == 1, threads * NV * 16)) {
     fp8_oneshot_kernel<T, NV, L, ONE_ROW><<<unsigned(t.n_tiles), threads, 0, s>>>(p, t, vec_store);
     return true;
   }

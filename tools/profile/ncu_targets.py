@@ -1,0 +1,52 @@
+"""One profiled call of an mslk op or its peer, for Nsight Compute: warm-up outside, then the call
+inside the NVTX range "prof" (ncu --nvtx --nvtx-include "prof/" profiles only those kernels).
+Usage: python3 tools/profile/ncu_targets.py <target>; targets are the keys of TARGETS."""
+
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import mslk  # noqa: F401
+from mslk.attention import fmha
+
+
+def attn(backend):
+    B, H, S, D = 2, 32, 4096, 128
+    q, k, v = (torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    if backend == "mslk":
+        return lambda: fmha.memory_efficient_attention_forward(q, k, v)
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+    be = SDPBackend.CUDNN_ATTENTION if backend == "cudnn" else SDPBackend.FLASH_ATTENTION
+
+    def run():
+        with sdpa_kernel(be):
+            return F.scaled_dot_product_attention(qt, kt, vt)
+    return run
+
+
+def fp8(backend, M=8192, N=8192, K=8192):
+    xq = (torch.randn(M, K, device="cuda") * 4).to(torch.float8_e4m3fn)
+    wq = (torch.randn(N, K, device="cuda") * 4).to(torch.float8_e4m3fn)
+    xs, ws = torch.rand(M, device="cuda") + 0.5, torch.rand(N, device="cuda") + 0.5
+    if backend == "mslk":
+        return lambda: torch.ops.mslk.f8f8bf16_rowwise(xq, wq, xs, ws, None, True)
+    return lambda: torch._scaled_mm(xq, wq.t(), scale_a=xs[:, None], scale_b=ws[None, :],
+                                    out_dtype=torch.bfloat16, use_fast_accum=True)
+
+
+TARGETS = {
+    "attn-mslk": lambda: attn("mslk"), "attn-cudnn": lambda: attn("cudnn"),
+    "fp8-mslk": lambda: fp8("mslk"), "fp8-cublas": lambda: fp8("cublas"),
+}
+
+if __name__ == "__main__":
+    fn = TARGETS[sys.argv[1]]()
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push("prof")
+    fn()
+    torch.cuda.nvtx.range_pop()
+    torch.cuda.synchronize()

@@ -109,7 +109,7 @@ std::tuple<Tensor, Tensor, Tensor> index_shuffling(const MoeBackend& b, const Te
   p.expert_indices = ei.data_ptr<int32_t>();
   p.token_indices = ti.data_ptr<int32_t>();
   if (b.needs_workspace) {
-    ws = at::empty({index_shuffling_workspace_ints(T, top_k)}, iopt);
+    ws = at::empty({index_shuffling_workspace_ints(T, E, top_k)}, iopt);
     p.workspace = ws.data_ptr<int32_t>();
   }
   b.index_shuffling(p);
@@ -202,7 +202,15 @@ void scatter_add_dense_tokens(const MoeBackend& b, const Tensor& out, const Tens
   p.tok = tok.data_ptr();
   p.idx64 = tok.scalar_type() == at::kLong;
   p.valid = count_of(valid, out, op, "valid_token_count", "out_tokens");
-  if (p.A > 0 && p.D > 0) b.scatter_add(p);
+  if (p.A == 0 || p.D == 0) return;
+  Tensor ws;
+  if (b.needs_workspace) {
+    TORCH_CHECK_VALUE(p.A < (int64_t(1) << 31) && p.N < (int64_t(1) << 31) - 1, op,
+                      ": in_tokens.size(0) and out_tokens.size(0) must fit in int32 on CUDA, got ", p.A, " and ", p.N);
+    ws = at::empty({scatter_add_dense_workspace_ints(p.A, p.N)}, out.options().dtype(at::kInt));
+    p.workspace = ws.data_ptr<int32_t>();
+  }
+  b.scatter_add(p);
 }
 
 void scatter_add_padded_tokens(const MoeBackend& b, const Tensor& in, const Tensor& counts, const Tensor& tok,

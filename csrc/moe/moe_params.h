@@ -49,9 +49,19 @@ struct IndexShufflingParams {
   int32_t* counts;           // [E + 2]
   int32_t* expert_indices;   // [T * top_k]
   int32_t* token_indices;    // [T * top_k]
-  int32_t* workspace;        // CUDA only: index_shuffling_workspace_ints(T, top_k) ints
+  int32_t* workspace;        // CUDA only: index_shuffling_workspace_ints(T, E, top_k) ints
 };
-inline int64_t index_shuffling_workspace_ints(int64_t T, int64_t top_k) { return 4 + 2 * T * top_k; }
+// CUDA: at most index_shuffling_max_ctas(T) CTAs (>= 64 tokens each); the workspace holds their
+// per-expert counts [max_ctas][E], the expert totals [E], then one int16 expert per (token, k)
+// slot (used when the slots of a CTA do not fit its shared memory). No zeroing needed.
+constexpr int64_t kShuffleMaxCtas = 1024;
+MSLK_HD int64_t index_shuffling_max_ctas(int64_t T) {
+  const int64_t c = (T + 63) / 64;
+  return c < 1 ? 1 : (c > kShuffleMaxCtas ? kShuffleMaxCtas : c);
+}
+inline int64_t index_shuffling_workspace_ints(int64_t T, int64_t E, int64_t top_k) {
+  return (index_shuffling_max_ctas(T) + 1) * E + (T * top_k + 1) / 2;
+}
 
 // out[i] = x[tok[i]] * scores[tok[i], exp[i]] for i < min(valid, A); quantized variant also.
 struct GatherParams {
@@ -70,7 +80,9 @@ struct GatherParams {
   const float* scale_ub; // nullable, one float
 };
 
-// out[tok[i]] += in[i] for i < min(valid, A)  (atomic on the GPU)
+// out[tok[i]] += in[i] for i < min(valid, A), in ascending i, rounded to the dtype after every
+// row (as the CPU reference). CUDA: a stable sort of the rows by token (radix, 8-bit digits),
+// then one pass per output row; deterministic and bit-identical to the CPU reference.
 struct ScatterAddParams {
   void* out;  // [N, D]
   const void* in;  // [A, D]
@@ -79,7 +91,19 @@ struct ScatterAddParams {
   const void* tok;  // [A]
   bool idx64;
   Count valid;
+  int32_t* workspace;  // CUDA only: scatter_add_dense_workspace_ints(A, N) ints, no zeroing needed
 };
+// CUDA: at most scatter_add_max_ctas(A) CTAs (>= 256 rows each) sort the rows; the workspace holds
+// two (key, row) buffers [4][A], the per-CTA digit counts [max_ctas][256] and the row range of
+// every output token [N][2].
+constexpr int64_t kScatterMaxCtas = 1024;
+MSLK_HD int64_t scatter_add_max_ctas(int64_t A) {
+  const int64_t c = (A + 255) / 256;
+  return c < 1 ? 1 : (c > kScatterMaxCtas ? kScatterMaxCtas : c);
+}
+inline int64_t scatter_add_dense_workspace_ints(int64_t A, int64_t N) {
+  return 4 * A + scatter_add_max_ctas(A) * 256 + 2 * N;
+}
 
 // in [EP, T, D]; counts [E]; tok [T]; out [N, D]. Slot s (< sum counts) belongs to the expert e
 // with prefix[e] <= s < prefix[e+1]; out[tok[s]] += in[e / (E/EP), s].

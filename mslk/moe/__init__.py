@@ -5,7 +5,8 @@ valid_token_count=None, top_k=1) -> (token_counts [E+2], expert_indices [T*top_k
 token_indices [T*top_k]), all int32:
 - each token t < valid_token_count picks its top_k experts in torch.topk order (larger score
   first, NaN above +inf, equal scores: lower expert index first);
-- picks of experts in [start, end) are grouped by expert (order inside a segment unspecified);
+- picks of experts in [start, end) are grouped by expert, ascending token order inside a
+  segment (CPU and CUDA give the same bits);
   expert_indices are local (minus start); token_counts[e] counts them (0 outside the range);
 - token_counts[-2] = T (all input rows), token_counts[-1] = the number of picks kept, which
   bounds the valid prefix of the index arrays (later entries are 0).

@@ -3,8 +3,8 @@
 Contracts (see the ops' C++ docs in csrc/moe):
 - gather: out[i] = x[token_indices[i]] * scores[token_indices[i], expert_indices[i]] for
   i < valid_token_count (all rows when None); later rows are unspecified.
-- scatter_add_dense_tokens: out_tokens[token_indices[i]] += in_tokens[i] (atomic on the GPU:
-  the order of additions is unspecified).
+- scatter_add_dense_tokens: out_tokens[token_indices[i]] += in_tokens[i], rows added in
+  ascending i and rounded after each addition (CPU and CUDA give the same bits).
 - scatter_add_padded_tokens: in_tokens [EP, T, D], token_counts [E] (E % EP == 0); slot s of
   expert e (global prefix order) adds in_tokens[e // (E // EP), s] into out_tokens[token_indices[s]].
 """

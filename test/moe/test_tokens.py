@@ -198,6 +198,59 @@ def test_cuda_matches_cpu_large():
     moe.scatter_add_dense_tokens(out, g, ti, counts[-1:])
     ref = torch.zeros(T, D, dtype=torch.float64).index_add(0, ti[:n].long().cpu(), g[:n].cpu().double())
     torch.testing.assert_close(out.cpu().double(), ref, rtol=2e-2, atol=2e-2)
+    outc = torch.zeros(T, D, dtype=torch.bfloat16)
+    moe.scatter_add_dense_tokens(outc, gc, ti.cpu(), counts[-1:].cpu())
+    assert torch.equal(out.cpu(), outc)  # same order of additions, same rounding
+
+
+def _scatter_cases(N, A, mode, idx_dtype, gen):
+    if mode == "random":
+        tok = torch.randint(0, N, (A,), generator=gen)
+    elif mode == "heavy":  # a few tokens take most rows (long lists)
+        tok = torch.randint(0, min(N, 3), (A,), generator=gen)
+        tok[::5] = 0
+    else:  # as index_shuffling emits them: by expert, ascending tokens inside each
+        top = torch.rand(N, 16, generator=gen).topk(4, dim=1).indices.flatten()
+        tok = (torch.argsort(top, stable=True) // 4)[:A]
+    return tok.to(idx_dtype)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("D", [5120, 256, 33, 3])
+@pytest.mark.parametrize("idx_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("mode", ["random", "heavy", "routed"])
+def test_scatter_add_dense_cuda_equals_cpu(dtype, D, idx_dtype, mode):
+    """Deterministic gather formulation: bit-identical to the CPU reference (rows added in
+    ascending order, rounded to the dtype after every row)."""
+    gen = torch.Generator().manual_seed(D * 3 + len(mode))
+    N = 300
+    A = 4 * N if mode == "routed" else 777
+    tok = _scatter_cases(N, A, mode, idx_dtype, gen)
+    out = torch.randn(N, D, generator=gen).to(dtype)
+    inp = (torch.randn(A, D, generator=gen) * 4).to(dtype)
+    for valid in (None, A - A // 4, 0):
+        vt = None if valid is None else torch.tensor([valid], dtype=idx_dtype)
+        ref = out.clone()
+        moe.scatter_add_dense_tokens(ref, inp, tok, vt)
+        got = out.cuda()
+        moe.scatter_add_dense_tokens(got, inp.cuda(), tok.cuda(), None if vt is None else vt.cuda())
+        assert torch.equal(got.cpu(), ref), (valid,)
+
+
+@requires_cuda
+@pytest.mark.parametrize("N", [1, 200, 70000])  # 1, 1 and 3 radix passes
+def test_scatter_add_dense_cuda_sizes(N):
+    gen = torch.Generator().manual_seed(N)
+    A, D = 5000, 8
+    tok = torch.randint(0, N, (A,), generator=gen, dtype=torch.int32)
+    out = torch.randn(N, D, generator=gen).bfloat16()
+    inp = torch.randn(A, D, generator=gen).bfloat16()
+    ref = out.clone()
+    moe.scatter_add_dense_tokens(ref, inp, tok)
+    got = out.cuda()
+    moe.scatter_add_dense_tokens(got, inp.cuda(), tok.cuda())
+    assert torch.equal(got.cpu(), ref)
 
 
 def _samples(device):
@@ -226,6 +279,15 @@ def _samples(device):
 def test_opcheck(device):
     for op, args, kwargs in _samples(device):
         torch.library.opcheck(op, args, kwargs)
+
+
+@requires_cuda
+def test_opcheck_scatter_add_dense_cuda_large():
+    A, T, D = 4096, 1024, 64
+    tok = torch.randint(0, T, (A,), device="cuda", dtype=torch.int32)
+    out = torch.randn(T, D, device="cuda", dtype=torch.bfloat16)
+    inp = torch.randn(A, D, device="cuda", dtype=torch.bfloat16)
+    torch.library.opcheck(torch.ops.mslk.scatter_add_dense_tokens, (out, inp, tok), {})
 
 
 def test_torch_compile_fullgraph(device):

@@ -1,8 +1,13 @@
 // Token movement of the MoE layer: gather (+scale, +FP8 quant), scatter-add (dense, padded,
 // first-dim), SwiGLU (+FP8 quant). One CTA per row, 16-byte vectors where rows allow them
-// (a scalar path otherwise: any D). Scatter-adds are vector atomics (red.global.add.v4 on
-// sm_90): the order of additions into one row is unspecified. Rows past the valid count are
-// not written. Rows whose ids are out of range are skipped (the CPU reference raises).
+// (a scalar path otherwise: any D). The padded and first-dim scatter-adds are vector atomics
+// (red.global.add.v4 on sm_90): the order of additions into one row is unspecified. The dense
+// scatter-add is a gather instead (deterministic, bit-identical to the CPU reference): a stable
+// radix sort of the rows by token, then one CTA per output row reads it once, adds its rows in
+// ascending order and writes it once. Rows past the valid count are not written. Rows whose ids
+// are out of range are skipped (the CPU reference raises).
+#include <cooperative_groups.h>
+
 #include "common/fp8.h"
 #include "moe/kernels/moe_device.cuh"
 
@@ -85,14 +90,205 @@ __global__ void __launch_bounds__(kQuantThreads) gather_quant_kernel(GatherParam
             p.out_scale + i, p.scale_ub);
 }
 
-// ---- scatter-add -------------------------------------------------------------------------
+// ---- dense scatter-add: stable sort of the rows by token, then a gather per output row -----
+// scatter_sort_kernel (cooperative): key of row i = its token (N when i >= valid or the id is out
+// of range), LSD radix sort of (key, i) with 8-bit digits, ceil(bit_width(N) / 8) passes. Each
+// pass is a stable counting sort: CTA g owns a contiguous chunk of rows, warp w a contiguous part
+// of it; per-warp digit counts, a prefix over the warps, per-CTA counts to a [G][256] workspace,
+// a grid barrier, column sums (every CTA), and each warp places its rows in order (ranks among
+// equal digits by __match_any_sync). Last, every output token's range [begin, end) of sorted rows.
+namespace cg = cooperative_groups;
+constexpr int kSortThreads = 512, kSortWarps = kSortThreads / 32, kDigits = 256;
+
+__device__ __forceinline__ int sort_excl_scan(int v, int* warp_tot) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int inc = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int n = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += n;
+  }
+  if (lane == 31) warp_tot[warp] = inc;
+  __syncthreads();
+  if (warp == 0) {
+    const int w = lane < kSortWarps ? warp_tot[lane] : 0;
+    int wi = w;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int n = __shfl_up_sync(0xffffffffu, wi, o);
+      if (lane >= o) wi += n;
+    }
+    if (lane < kSortWarps) warp_tot[lane] = wi - w;
+  }
+  __syncthreads();
+  const int r = warp_tot[warp] + inc - v;
+  __syncthreads();  // warp_tot is reused by the next call
+  return r;
+}
+
+__global__ void __launch_bounds__(kSortThreads) scatter_sort_kernel(ScatterAddParams p, int passes, int chunk) {
+  __shared__ int hist[kSortWarps * kDigits];  // per-warp digit counts, then cursors
+  __shared__ int tot_s[kDigits], pre_s[kDigits];
+  __shared__ int warp_tot[32];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = blockIdx.x, G = gridDim.x;
+  const int A = static_cast<int>(p.A), N = static_cast<int>(p.N);
+  const int valid = static_cast<int>(read_count(p.valid, p.A));
+  // keys of buffer b at ws + b * A, rows at ws + (2 + b) * A
+  auto keys = [&](int b) { return p.workspace + b * static_cast<int64_t>(A); };
+  auto rows = [&](int b) { return p.workspace + (2 + b) * static_cast<int64_t>(A); };
+  int* cnt = p.workspace + 4 * static_cast<int64_t>(A);  // [G][256]
+  int* range = cnt + scatter_add_max_ctas(p.A) * kDigits;  // [N][2]
+  for (int64_t i = static_cast<int64_t>(g) * kSortThreads + tid; i < 2 * static_cast<int64_t>(N);
+       i += static_cast<int64_t>(G) * kSortThreads)
+    range[i] = 0;
+  const int r0 = min(g * chunk, A), r1 = min(r0 + chunk, A);
+  const int per_warp = (r1 - r0 + kSortWarps - 1) / kSortWarps;
+  const int a = min(r0 + warp * per_warp, r1), b = min(a + per_warp, r1);
+  int* my_hist = hist + warp * kDigits;
+  cg::grid_group grid = cg::this_grid();
+
+  auto key0 = [&](int i) {
+    if (i >= valid) return N;
+    const int64_t t = load_idx(p.tok, p.idx64, i);
+    return t >= 0 && t < N ? static_cast<int>(t) : N;
+  };
+
+  for (int pass = 0; pass < passes; ++pass) {
+    const int shift = 8 * pass;
+    const int* sk = keys((pass + 1) & 1);  // unused in pass 0 (keys from token_indices)
+    const int* sr = rows((pass + 1) & 1);
+    int* dk = keys(pass & 1);
+    int* dr = rows(pass & 1);
+    for (int i = tid; i < kSortWarps * kDigits; i += kSortThreads) hist[i] = 0;
+    __syncthreads();
+    for (int s = a + lane; s < b; s += 32) {
+      const int k = pass ? sk[s] : key0(s);
+      atomicAdd(my_hist + ((k >> shift) & 255), 1);
+    }
+    __syncthreads();
+    if (tid < kDigits) {  // prefix over the warps, CTA count to the workspace
+      int run = 0;
+#pragma unroll
+      for (int w = 0; w < kSortWarps; ++w) {
+        const int c = hist[w * kDigits + tid];
+        hist[w * kDigits + tid] = run;
+        run += c;
+      }
+      cnt[g * kDigits + tid] = run;
+      tot_s[tid] = 0;
+      pre_s[tid] = 0;
+    }
+    grid.sync();
+    {  // column sums: 4 digits x every 8th CTA row a thread, 8 rows in flight
+      const int dq = tid & 63, r = tid >> 6;
+      int sa[4] = {0, 0, 0, 0}, sp[4] = {0, 0, 0, 0};
+      for (int h0 = r; h0 < G; h0 += 64) {
+        int4 c[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const int h = h0 + 8 * u;
+          c[u] = h < G ? __ldcg(reinterpret_cast<const int4*>(cnt + h * kDigits) + dq) : make_int4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          const bool before = h0 + 8 * u < g;
+          sa[0] += c[u].x;
+          sa[1] += c[u].y;
+          sa[2] += c[u].z;
+          sa[3] += c[u].w;
+          if (before) {
+            sp[0] += c[u].x;
+            sp[1] += c[u].y;
+            sp[2] += c[u].z;
+            sp[3] += c[u].w;
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        atomicAdd(tot_s + 4 * dq + j, sa[j]);
+        atomicAdd(pre_s + 4 * dq + j, sp[j]);
+      }
+    }
+    __syncthreads();
+    const int start = sort_excl_scan(tid < kDigits ? tot_s[tid] : 0, warp_tot);
+    if (tid < kDigits) {
+      const int add = start + pre_s[tid];
+#pragma unroll
+      for (int w = 0; w < kSortWarps; ++w) hist[w * kDigits + tid] += add;
+    }
+    __syncthreads();
+    for (int s0 = a; s0 < b; s0 += 32) {  // place in order
+      const int s = s0 + lane;
+      const bool live = s < b;
+      const int k = live ? (pass ? sk[s] : key0(s)) : 0;
+      const int d = live ? (k >> shift) & 255 : -1;
+      const unsigned same = __match_any_sync(0xffffffffu, d);
+      const unsigned before = same & ((1u << lane) - 1u);
+      if (live) {
+        const int pos = my_hist[d] + __popc(before);
+        dk[pos] = k;
+        dr[pos] = pass ? sr[s] : s;
+      }
+      __syncwarp();
+      if (live && before == 0) my_hist[d] += __popc(same);
+      __syncwarp();
+    }
+    grid.sync();
+  }
+  // every output token's rows: [range[2t], range[2t + 1]) of the sorted order (empty: 0, 0)
+  const int* fk = keys((passes + 1) & 1);
+  for (int s = r0 + tid; s < r1; s += kSortThreads) {
+    const int k = fk[s];
+    if (k >= N) continue;
+    if (s == 0 || fk[s - 1] != k) range[2 * k] = s;
+    if (s == A - 1 || fk[s + 1] != k) range[2 * k + 1] = s + 1;
+  }
+}
+
+template <typename T> __device__ __forceinline__ float round_to(float x) { return to_f32(from_f32<T>(x)); }
+template <> __device__ __forceinline__ float round_to<float>(float x) { return x; }
+
+// out[t] += in[rows[j]] for j in the token's range, in order, rounded to T after every row.
 template <typename T>
-__global__ void __launch_bounds__(kCopyThreads) scatter_add_kernel(ScatterAddParams p, bool vec) {
-  const int64_t i = blockIdx.x;
-  if (i >= read_count(p.valid, p.A)) return;
-  const int64_t t = load_idx(p.tok, p.idx64, i);
-  if (t < 0 || t >= p.N) return;
-  cta_add_row(static_cast<T*>(p.out) + t * p.D, static_cast<const T*>(p.in) + i * p.D, p.D, vec);
+__global__ void __launch_bounds__(kCopyThreads) scatter_rows_kernel(ScatterAddParams p, const int* __restrict__ rows,
+                                                                    const int2* __restrict__ range, bool vec) {
+  const int64_t t = blockIdx.x;
+  const int2 r = range[t];
+  if (r.x >= r.y) return;
+  T* o = static_cast<T*>(p.out) + t * p.D;
+  const T* in = static_cast<const T*>(p.in);
+  if (vec) {
+    constexpr int V = kVec16<T>;
+    const int64_t nv = p.D / V;
+    for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
+      float acc[V];
+      unpack16<T>(reinterpret_cast<const uint4*>(o)[v], acc);
+      for (int j0 = r.x; j0 < r.y; j0 += 4) {
+        uint4 y[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          y[u] = j0 + u < r.y ? __ldcs(reinterpret_cast<const uint4*>(in + static_cast<int64_t>(__ldg(rows + j0 + u)) * p.D) + v)
+                              : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          if (j0 + u >= r.y) break;
+          float f[V];
+          unpack16<T>(y[u], f);
+#pragma unroll
+          for (int k = 0; k < V; ++k) acc[k] = round_to<T>(acc[k] + f[k]);
+        }
+      }
+      reinterpret_cast<uint4*>(o)[v] = pack16<T>(acc);
+    }
+  } else {
+    for (int64_t d = threadIdx.x; d < p.D; d += blockDim.x) {
+      float acc = to_f32(o[d]);
+      for (int j = r.x; j < r.y; ++j) acc = round_to<T>(acc + to_f32(in[static_cast<int64_t>(__ldg(rows + j)) * p.D + d]));
+      o[d] = from_f32<T>(acc);
+    }
+  }
 }
 
 template <typename T>
@@ -304,11 +500,38 @@ cudaError_t gather_scale_quant_cuda(const GatherParams& p, cudaStream_t s) {
 }
 
 cudaError_t scatter_add_dense_cuda(const ScatterAddParams& p, cudaStream_t s) {
-  if (p.A > kMaxGrid) return cudaErrorInvalidValue;
+  if (p.A <= 0 || p.D <= 0 || p.N <= 0) return cudaSuccess;
+  if (p.A > kMaxGrid || p.N >= kMaxGrid || !p.workspace) return cudaErrorInvalidValue;
+  // 1. stable sort of the rows by token: one cooperative launch, at most one CTA per SM
+  int dev = 0, sms = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err != cudaSuccess) return err;
+  const int64_t want = (p.A + 2 * kSortThreads - 1) / (2 * kSortThreads);  // ~32 rows a warp
+  const int64_t ctas = std::max<int64_t>(1, std::min<int64_t>({want, sms, scatter_add_max_ctas(p.A)}));
+  const int chunk = static_cast<int>((p.A + ctas - 1) / ctas);
+  const int grid = static_cast<int>((p.A + chunk - 1) / chunk);
+  int bits = 0;
+  while ((p.N >> bits) != 0) ++bits;  // keys are in [0, N]
+  const int passes = (bits + 7) / 8;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid));
+  cfg.blockDim = dim3(kSortThreads);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  err = cudaLaunchKernelEx(&cfg, scatter_sort_kernel, p, passes, chunk);
+  if (err != cudaSuccess) return err;
+  // 2. one CTA per output row
+  const int* rows = p.workspace + (passes & 1 ? 2 : 3) * p.A;
+  const int2* range = reinterpret_cast<const int2*>(p.workspace + 4 * p.A + scatter_add_max_ctas(p.A) * kDigits);
   const int sz = dtype_size(p.dtype);
   const bool vec = rows_vec(p.out, p.D, p.D, sz) && rows_vec(p.in, p.D, p.D, sz);
   return by_dtype(p.dtype, [&](auto z) {
-    scatter_add_kernel<decltype(z)><<<static_cast<unsigned>(p.A), kCopyThreads, 0, s>>>(p, vec);
+    scatter_rows_kernel<decltype(z)><<<static_cast<unsigned>(p.N), kCopyThreads, 0, s>>>(p, rows, range, vec);
   });
 }
 

@@ -9,6 +9,7 @@ import torch
 
 from mslk.attention import fmha
 from mslk.attention.fmha import attn_bias as ab
+from mslk.attention.fmha.common import _kernel_registered
 from test.attention.oracle import attention_f64
 
 TOL = {torch.float32: (2e-5, 2e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2),
@@ -254,7 +255,8 @@ def test_pinned_unsupported_op_lists_reasons():
     with pytest.raises(ValueError) as e:
         fmha.memory_efficient_attention(q, k, v, op=fmha.MemoryEfficientAttentionFlashAttentionOp)
     msg = str(e.value)
-    assert "fa2F" in msg and "device=cpu" in msg and "dtype=torch.float32" in msg and "not available" in msg
+    assert "fa2F" in msg and "device=cpu" in msg and "dtype=torch.float32" in msg
+    assert ("not available" in msg) == (not fmha.flash.FwOp.is_available())
     with pytest.raises(ValueError, match="dropout > 0.0"):
         fmha.memory_efficient_attention(q, k, v, p=0.2, op=(fmha.reference.FwOp, None))
     inp = fmha.Inputs(q.half(), k.half(), rand((1, 6, 2, 24)).half())
@@ -267,13 +269,20 @@ def test_operator_classes_and_dispatch():
     from mslk.attention.fmha import (ck, ck_decoder, ck_splitk, cute_blackwell, cute_hopper, cutlass,
                                      cutlass_blackwell, dispatch, flash, flash3, flash_mtia, reference,
                                      triton_splitk)
-    hw = [cutlass.FwOp, cutlass.BwOp, flash.FwOp, flash.BwOp, flash3.FwOp, flash3.BwOp, flash3.FwOp_KVSplit,
+    hw = [cutlass.BwOp, flash.BwOp, flash3.BwOp,
           ck.FwOp, ck.BwOp, ck_decoder.FwOp, ck_splitk.FwOp, triton_splitk.FwOp, cute_hopper.FwOp,
           cute_hopper.BwOp, cute_blackwell.FwOp, cute_blackwell.FwOpDecode, cute_blackwell.BwOp,
           cutlass_blackwell.FwOp, cutlass_blackwell.FwOpDecode, cutlass_blackwell.BwOp, flash_mtia.FwOp,
           flash_mtia.BwOp, *triton_splitk.FwOp_Map.values(), ck_splitk.FwOp_S1, ck_splitk.FwOp_S128]
     for op in hw:
         assert not op.is_available(), op
+    # the fused CUDA forward (mslk::fmha_fused_fwd) backs cutlass / flash (and flash3 on sm_90 GPUs)
+    fused = hasattr(torch.ops.mslk, "fmha_fused_fwd") and _kernel_registered("mslk::fmha_fused_fwd", "CUDA")
+    sm90 = torch.cuda.is_available() and any(torch.cuda.get_device_capability(i) == (9, 0)
+                                             for i in range(torch.cuda.device_count()))
+    assert cutlass.FwOp.is_available() == fused and flash.FwOp.is_available() == fused
+    assert flash3.FwOp.is_available() == flash3.FwOp_KVSplit.is_available() == (fused and sm90)
+    for op in (*hw, cutlass.FwOp, flash.FwOp, flash3.FwOp, flash3.FwOp_KVSplit):
         for attr in ("SUPPORTED_DTYPES", "SUPPORTED_MAX_K", "SUPPORTED_ATTN_BIAS_TYPES", "SUPPORTS_DROPOUT",
                      "NAME", "SUPPORTED_DEVICES"):
             assert hasattr(op, attr)
@@ -291,7 +300,7 @@ def test_operator_classes_and_dispatch():
         assert fmha._get_use_fa3() is use_fa3
         assert dispatch._dispatch_fw(fmha.Inputs(q, q, q), False) is reference.FwOp
     fmha._set_use_fa3(True)
-    assert fmha.fa3_available() is False
+    assert fmha.fa3_available() is flash3.FwOp.is_available()
 
 
 def test_context_padded_lse_and_helpers():

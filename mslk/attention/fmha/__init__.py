@@ -4,9 +4,11 @@ q/k/v: BMK [B, M, K], BMHK [B, M, H, K] or BMGHK [B, M, G, H, K]; the output is 
 with the last dim replaced by V's head dim; LSE is the natural log, [B, H, M] or [B, G, H, M]
 (packed [1, H, total_Mq] for variable-length biases). Default scale: q.shape[-1] ** -0.5.
 
-This build's only available forward operator is `reference.FwOp` (exact, unfused; CPU, and CUDA
-in CUDA builds); the fused Hopper kernels land behind the same dispatch later. Backward is not
-implemented yet: calls that need gradients raise NotImplementedError.
+Forward operators: on CUDA, mslk's fused kernel (torch.ops.mslk.fmha_fused_fwd: a
+FlashAttention-3-style Hopper kernel on sm_90, a FlashAttention-2-style one elsewhere and for
+tensor biases and paged K/V) behind flash3.FwOp (sm_90), flash.FwOp and cutlass.FwOp, each with the
+limits of its class; `reference.FwOp` (exact, unfused) takes everything else, on CPU too.
+Backward is not implemented yet: calls that need gradients raise NotImplementedError.
 """
 
 from __future__ import annotations

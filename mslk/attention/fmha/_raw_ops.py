@@ -1,11 +1,23 @@
 """Raw backend ops (spec group "Attention - Raw backend ops"), registered under the spec's names and
 schemas so that code referencing them finds them; each has a fake (Meta) implementation.
 
-- mslk_flash::flash_fwd, mslk_flash3::flash_fwd: thin adapters over the exact reference op
-  (mslk::fmha_reference_fwd) for what they can honour -- dense or varlen (cu_seqlens, seqused_k),
-  causal and sliding windows (bottom-right aligned, as FlashAttention), softmax scale, GQA/MQA
-  (Hq a multiple of Hkv). Dropout, return_softmax, paged KV (block tables), leftpad_k and FP8
-  descales raise NotImplementedError.
+- mslk_flash::flash_fwd, mslk_flash3::flash_fwd: FlashAttention 2 / 3 style forward.
+  * CUDA, fp16/bf16, head dims <= 256 (where mslk::fmha_fused_fwd has a CUDA kernel): the fused
+    kernel (the Hopper kernel on sm_90 where it applies, else the FlashAttention-2 style one), see
+    `fused_attention` / `_fused_flash_fwd` below. Dense or varlen (cu_seqlens_q/k, seqused_k),
+    causal / sliding windows (bottom-right aligned, as FlashAttention), softmax scale, GQA/MQA
+    (Hq a multiple of Hkv, K/V never copied) and paged KV (block_tables / block_table with K/V as
+    [num_pages, page_size, Hkv, K]).
+  * anything else (CPU, fp32/fp64, head dims > 256): the exact reference op
+    (mslk::fmha_reference_fwd) for what it can honour -- dense or varlen, causal and windows,
+    scale, GQA/MQA; paged KV raises NotImplementedError there.
+  Dropout, return_softmax, leftpad_k and FP8 descales raise NotImplementedError everywhere.
+  Layouts (both paths): out like query with V's head dim; LSE float32, natural log, [B, H, M] dense
+  and [H, total_q] varlen; rows with no visible key (and varlen rows outside every sequence) give
+  out 0 and LSE -inf.
+  Mask semantics (FlashAttention's): key j is visible from query i of a sequence with Mq queries
+  and Mk keys iff i + Mk - Mq - window_left <= j <= i + Mk - Mq + window_right, a negative window
+  being unbounded; is_causal forces window_right = 0.
 - mslk_flash::flash_bwd, mslk_flash3::flash_bwd: NotImplementedError (fused attention backward is
   pending in this build).
 - mslk_flash_mtia::*, xformers::*_ck, xformers::_ck_rand_uniform: MTIA / ROCm only; calling them
@@ -15,9 +27,11 @@ schemas so that code referencing them finds them; each has a fake (Meta) impleme
 from __future__ import annotations
 
 import math
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
+
+from mslk.attention.fmha.common import _kernel_registered
 
 _BWD_PENDING = ("{op}: not implemented in this build: the fused attention backward is pending "
                 "(forward-only attention for now; see mslk.attention.fmha.merge_training for a trainable path)")
@@ -139,19 +153,240 @@ def _fwd_fake_shapes(query, value, cu_seqlens_q):
     return out, lse
 
 
+# ---------------------------------------------------------------------------------------------
+# Fused path: torch.ops.mslk.fmha_fused_fwd (CUDA kernels; the op also has a CPU implementation,
+# the exact reference, which the tests use to check the argument mapping without a GPU).
+
+_FUSED_OP = "mslk::fmha_fused_fwd"
+# mask_kind values of mslk::fmha_fused_fwd (csrc/attention/attention_ops.cpp)
+MASK_NONE, MASK_CAUSAL_TOP_LEFT, MASK_CAUSAL_BOTTOM_RIGHT, MASK_LOCAL_BOTTOM_RIGHT = 0, 1, 2, 3
+_MAX_SEQS = 65535  # the fused op's limit on the number of sequences (grid dim)
+_FUSED_DTYPES = (torch.float16, torch.bfloat16)
+_FUSED_MAX_K = 256
+
+
+def fused_cuda_registered() -> bool:
+    """Whether mslk::fmha_fused_fwd has a CUDA kernel in this build."""
+    return hasattr(torch.ops.mslk, "fmha_fused_fwd") and _kernel_registered(_FUSED_OP, "CUDA")
+
+
+def _fused_takes(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> bool:
+    """The raw flash ops run the fused CUDA kernel for these tensors (else the reference path)."""
+    return (query.device.type == "cuda" and query.dtype in _FUSED_DTYPES
+            and query.dtype == key.dtype == value.dtype
+            and 1 <= query.shape[-1] <= _FUSED_MAX_K and 1 <= value.shape[-1] <= _FUSED_MAX_K
+            and fused_cuda_registered())
+
+
+def flash_mask_args(is_causal: bool, window_left: int, window_right: int) -> Tuple[int, int, int]:
+    """FlashAttention's (is_causal, window_left, window_right) -> the fused op's (mask_kind,
+    window_left, window_right). FlashAttention: key j is visible from query i iff
+    i + Mk - Mq - window_left <= j <= i + Mk - Mq + window_right (negative window: unbounded),
+    is_causal meaning window_right = 0. The fused op, with d = j - i - (lk - lq) for its bottom-right
+    kinds: kind 2 (causal bottom-right) allows d <= 0, kind 3 (local bottom-right) nothing by
+    itself, and then window_left >= 0 adds d >= -window_left, window_right >= 0 adds
+    d <= window_right. So: causal -> (2, wl, -1); any window -> (3, wl, wr); neither -> (0, -1, -1)."""
+    wl = int(window_left) if int(window_left) >= 0 else -1
+    wr = int(window_right) if int(window_right) >= 0 else -1
+    if is_causal:
+        return MASK_CAUSAL_BOTTOM_RIGHT, wl, -1
+    if wl >= 0 or wr >= 0:
+        return MASK_LOCAL_BOTTOM_RIGHT, wl, wr
+    return MASK_NONE, -1, -1
+
+
+def _i32(t: Optional[torch.Tensor], device) -> Optional[torch.Tensor]:
+    return None if t is None else t.to(device=device, dtype=torch.int32).contiguous()
+
+
+def _flat_rows(x: torch.Tensor) -> Tuple[torch.Tensor, int]:
+    """[B, N, H, D] -> ([1, R, H, D] view over the same memory where the strides allow it, else a
+    copy; the row where batch b starts is b * step)."""
+    B, N = x.shape[0], x.shape[1]
+    s0, s1 = x.stride(0), x.stride(1)
+    if B == 1:
+        return x, 0
+    if B == 0:
+        return x.reshape(1, 0, x.shape[2], x.shape[3]), N
+    if N > 0 and s1 > 0 and s0 >= 0 and s0 % s1 == 0:
+        step = s0 // s1
+        rows = (B - 1) * step + N
+        return x.as_strided((1, rows, x.shape[2], x.shape[3]), (rows * s1, s1, x.stride(2), x.stride(3))), step
+    return x.reshape(1, B * N, x.shape[2], x.shape[3]), N
+
+
+def _fold_groups(q, k, v, seqstart_q, seqstart_k, seqlen_k, block_tables, max_seqlen_q, G, kw):
+    """GQA in variable-length mode without copying K/V: q [1, T, Hkv * G, K] (query head h reads
+    key/value head h // G), k/v [1, R, Hkv, *]. The G query heads of a K/V head become G copies of
+    the sequence list over a re-laid-out query [1, G * T, Hkv, K]; each copy g holds, in order, a
+    filler block for rows [0, seqstart_q[0]), the real blocks, and a filler for rows
+    [seqstart_q[-1], T), the fillers having no keys (their rows come out 0 / -inf, as rows outside
+    every sequence must). max_seqlen_q bounds the real blocks only: a longer filler is partly
+    skipped by the grid, its rows keep the op's variable-length initialisation (0 / -inf), which
+    is the same value. Everything stays on the device (no host sync)."""
+    T, Hq, K = q.shape[1], q.shape[2], q.shape[3]
+    Hkv = Hq // G
+    n = seqstart_q.numel() - 1
+    dev = q.device
+    sk = seqstart_k[:n]
+    lk = seqlen_k if seqlen_k is not None else seqstart_k[1:n + 1] - seqstart_k[:n]
+    z = seqstart_q.new_zeros(1)
+    per_q = torch.cat([z, seqstart_q])          # group-relative starts of n + 2 blocks
+    per_k = torch.cat([z, sk, z])
+    per_l = torch.cat([z, lk, z])
+    per_bt = None
+    if block_tables is not None:
+        zr = block_tables.new_zeros(1, block_tables.shape[1])
+        per_bt = torch.cat([zr, block_tables, zr])
+    msq = max_seqlen_q if 0 <= max_seqlen_q <= T else T
+    qg = q[0].unflatten(1, (Hkv, G))            # [T, Hkv, G, K] (a view)
+    chunk = max(1, min(G, _MAX_SEQS // (n + 2)))
+    outs, lses = [], []
+    for g0 in range(0, G, chunk):
+        gc = min(chunk, G - g0)
+        qf = qg[:, :, g0:g0 + gc].permute(2, 0, 1, 3).reshape(1, gc * T, Hkv, K)
+        offs = torch.arange(gc, device=dev, dtype=torch.int32).unsqueeze(1) * T
+        sq = torch.cat([(per_q.unsqueeze(0) + offs).reshape(-1), z + gc * T])
+        extra = dict(block_tables=per_bt.repeat(gc, 1)) if per_bt is not None else {}
+        o, l_ = torch.ops.mslk.fmha_fused_fwd(qf, k, v, None, seqstart_q=sq, seqstart_k=per_k.repeat(gc),
+                                              seqlen_k=per_l.repeat(gc), max_seqlen_q=msq, **kw, **extra)
+        outs.append(o[0].view(gc, T, Hkv, o.shape[-1]))
+        lses.append(l_[0].view(Hkv, gc, T))
+    out = torch.cat(outs, 0).permute(1, 2, 0, 3).reshape(1, T, Hq, outs[0].shape[-1])
+    lse = torch.cat(lses, 1).reshape(1, Hq, T)
+    return out, lse
+
+
+def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float,
+                    seqstart_q: Optional[torch.Tensor] = None, seqstart_k: Optional[torch.Tensor] = None,
+                    seqlen_k: Optional[torch.Tensor] = None, max_seqlen_q: int = -1, mask_kind: int = MASK_NONE,
+                    window_left: int = -1, window_right: int = -1, block_tables: Optional[torch.Tensor] = None,
+                    page_size: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
+    """torch.ops.mslk.fmha_fused_fwd (same arguments and results: out [B, Mq, Hq, Kv], lse
+    [B, Hq, Mq]) with GQA/MQA: k / v may have Hkv heads, Hq a multiple of Hkv, query head h reading
+    key/value head h // (Hq / Hkv). MQA (Hkv == 1) expands K/V (stride 0, no copy); other groupings
+    fold the query heads of a K/V head into extra sequences (`_fold_groups`; a dense problem is
+    first turned into a variable-length one), so K/V -- a paged cache too -- are never copied."""
+    Hq, Hkv = q.shape[2], k.shape[2]
+    if v.shape[2] != Hkv:
+        raise ValueError(f"fused attention: key has {Hkv} heads but value has {v.shape[2]}")
+    if Hkv == 0 or Hq % Hkv:
+        raise ValueError(f"fused attention: query heads ({Hq}) must be a multiple of key/value heads ({Hkv})")
+    kw = dict(scale=float(scale), mask_kind=int(mask_kind), window_left=int(window_left),
+              window_right=int(window_right))
+    G = Hq // Hkv
+    if G > 1 and Hkv == 1:
+        k = k.expand(k.shape[0], k.shape[1], Hq, k.shape[3])
+        v = v.expand(v.shape[0], v.shape[1], Hq, v.shape[3])
+        G = 1
+    if G == 1:
+        extra = dict(block_tables=block_tables, page_size=int(page_size)) if block_tables is not None else {}
+        return torch.ops.mslk.fmha_fused_fwd(q, k, v, None, seqstart_q=seqstart_q, seqstart_k=seqstart_k,
+                                             seqlen_k=seqlen_k, max_seqlen_q=int(max_seqlen_q), **kw, **extra)
+    if block_tables is not None:
+        kw["page_size"] = int(page_size)
+    if seqstart_q is not None:
+        return _fold_groups(q, k, v, seqstart_q, seqstart_k, seqlen_k, block_tables, int(max_seqlen_q), G, kw)
+    if block_tables is not None or seqstart_k is not None:
+        raise ValueError("fused attention: block_tables / seqstart_k need seqstart_q (variable-length mode)")
+    # Dense GQA: batch b becomes sequence b of a variable-length problem over flattened K/V.
+    B, M, N = q.shape[0], q.shape[1], k.shape[1]
+    if k.shape[0] != B or v.shape[0] != B:
+        raise ValueError(f"fused attention: batch sizes differ: q {B}, k {k.shape[0]}, v {v.shape[0]}")
+    if B == 0 or M == 0:
+        return (q.new_zeros((B, M, Hq, v.shape[3])),
+                torch.full((B, Hq, M), -math.inf, device=q.device, dtype=torch.float32))
+    kf, ks = _flat_rows(k)
+    vf, vs = _flat_rows(v)
+    if ks != vs:
+        kf, vf, ks = k.reshape(1, B * N, Hkv, k.shape[3]), v.reshape(1, B * N, Hkv, v.shape[3]), N
+    dev = q.device
+    sq = torch.arange(B + 1, device=dev, dtype=torch.int32) * M
+    sk = torch.arange(B, device=dev, dtype=torch.int32) * ks
+    lk = (seqlen_k.to(dtype=torch.int32) if seqlen_k is not None
+          else torch.full((B,), N, device=dev, dtype=torch.int32))
+    out, lse = _fold_groups(q.reshape(1, B * M, Hq, q.shape[3]), kf, vf, sq, sk, lk, None, M, G, kw)
+    return out.view(B, M, Hq, out.shape[-1]), lse[0].view(Hq, B, M).transpose(0, 1).contiguous()
+
+
+def _fused_flash_fwd(api, query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, softmax_scale,
+                     is_causal, window_left, window_right, block_table):
+    """FlashAttention forward arguments -> fused_attention; returns (out, lse) in FlashAttention's
+    layouts (dense: out [B, M, H, Kv], lse [B, H, M]; varlen: out [total_q, H, Kv], lse
+    [H, total_q]). Paged KV: key / value are [num_pages, page_size, Hkv, *] and block_table
+    [num_seqs, max_pages] (int32); sequence b's keys are its logical positions [0, n_b) of its
+    pages, n_b = seqused_k[b], else cu_seqlens_k[b + 1] - cu_seqlens_k[b], else
+    max_pages * page_size (FlashAttention 2's paged semantics)."""
+    kind, wl, wr = flash_mask_args(is_causal, window_left, window_right)
+    dev = query.device
+    query, key, value = (x if x.shape[-1] <= 1 or x.stride(-1) == 1 else x.contiguous() for x in (query, key, value))
+    kw = dict(scale=float(softmax_scale), mask_kind=kind, window_left=wl, window_right=wr)
+    if block_table is not None:
+        if key.ndim != 4 or value.ndim != 4:
+            raise ValueError(f"{api}: paged KV needs key/value as [num_pages, page_size, Hkv, K]; got key "
+                             f"{tuple(key.shape)}, value {tuple(value.shape)}")
+        n, max_pages = block_table.shape[0], block_table.shape[1]
+        page = key.shape[1]
+        if seqused_k is not None:
+            lens = _i32(seqused_k, dev)
+        elif cu_seqlens_k is not None:
+            ck = _i32(cu_seqlens_k, dev)
+            lens = ck[1:] - ck[:-1]
+        else:
+            lens = torch.full((n,), max_pages * page, device=dev, dtype=torch.int32)
+        kw.update(seqstart_k=torch.zeros(n, device=dev, dtype=torch.int32), seqlen_k=lens,
+                  block_tables=_i32(block_table, dev), page_size=page)
+        k = key.reshape(1, key.shape[0] * page, key.shape[2], key.shape[3])
+        v = value.reshape(1, value.shape[0] * page, value.shape[2], value.shape[3])
+        if cu_seqlens_q is None:
+            if query.ndim != 4:
+                raise ValueError(f"{api}: dense query must be [B, M, H, K]; got {tuple(query.shape)}")
+            B, M, H = query.shape[0], query.shape[1], query.shape[2]
+            if B != n:
+                raise ValueError(f"{api}: block_table has {n} rows but the batch is {B}")
+            sq = torch.arange(B + 1, device=dev, dtype=torch.int32) * M
+            out, lse = fused_attention(query.reshape(1, B * M, H, query.shape[3]), k, v, seqstart_q=sq,
+                                       max_seqlen_q=M, **kw)
+            return out.view(B, M, H, out.shape[-1]), lse[0].view(H, B, M).transpose(0, 1).contiguous()
+        if query.ndim != 3:
+            raise ValueError(f"{api}: variable-length query must be packed [total_q, H, K]; got {tuple(query.shape)}")
+        out, lse = fused_attention(query.unsqueeze(0), k, v, seqstart_q=_i32(cu_seqlens_q, dev),
+                                   max_seqlen_q=int(max_seqlen_q), **kw)
+        return out[0], lse[0]
+    if cu_seqlens_q is None:
+        if cu_seqlens_k is not None or seqused_k is not None:
+            raise ValueError(f"{api}: cu_seqlens_k / seqused_k need cu_seqlens_q (variable-length mode)")
+        if query.ndim != 4:
+            raise ValueError(f"{api}: dense query must be [B, M, H, K]; got {tuple(query.shape)}")
+        return fused_attention(query, key, value, **kw)
+    if cu_seqlens_k is None or query.ndim != 3:
+        raise ValueError(f"{api}: variable-length mode needs cu_seqlens_k and packed [total, H, K] tensors")
+    out, lse = fused_attention(query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0),
+                               seqstart_q=_i32(cu_seqlens_q, dev), seqstart_k=_i32(cu_seqlens_k, dev),
+                               seqlen_k=_i32(seqused_k, dev), max_seqlen_q=int(max_seqlen_q), **kw)
+    return out[0], lse[0]
+
+
 # --- mslk_flash (FlashAttention 2) -------------------------------------------------------------
 
 def _flash2_fwd(query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, p,
                 softmax_scale, is_causal, window_left, window_right, return_softmax, block_tables):
     api = "mslk_flash::flash_fwd"
     if p != 0.0:
-        raise NotImplementedError(f"{api}: dropout (p={p}) is not supported by the reference path")
+        raise NotImplementedError(f"{api}: dropout (p={p}) is not supported (neither the fused kernel nor the "
+                                  "reference path has dropout)")
     if return_softmax:
-        raise NotImplementedError(f"{api}: return_softmax=True is not supported by the reference path")
-    if block_tables is not None:
-        raise NotImplementedError(f"{api}: paged KV (block_tables) is not supported by the reference path")
-    out, lse = _reference_flash_fwd(api, query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k, softmax_scale,
-                                    is_causal, window_left, window_right)
+        raise NotImplementedError(f"{api}: return_softmax=True is not supported")
+    if _fused_takes(query, key, value):
+        out, lse = _fused_flash_fwd(api, query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
+                                    softmax_scale, is_causal, window_left, window_right, block_tables)
+    else:
+        if block_tables is not None:
+            raise NotImplementedError(f"{api}: paged KV (block_tables) needs the fused CUDA kernel (CUDA, fp16/bf16, "
+                                      "head dims <= 256); the reference path does not support it")
+        out, lse = _reference_flash_fwd(api, query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k,
+                                        softmax_scale, is_causal, window_left, window_right)
+    # No dropout, so there is no RNG state: (seed, offset) = (0, 0).
     return out, lse, torch.zeros(2, dtype=torch.int64, device=query.device)
 
 
@@ -180,12 +415,16 @@ def _flash3_fwd(query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k, leftpa
     if p != 0.0:
         raise NotImplementedError(f"{api}: dropout (p={p}) is not supported (FlashAttention 3 has none)")
     if any(x is not None for x in (descale_q, descale_k, descale_v)):
-        raise NotImplementedError(f"{api}: FP8 descale factors are not supported by the reference path")
-    if block_table is not None:
-        raise NotImplementedError(f"{api}: paged KV (block_table) is not supported by the reference path")
+        raise NotImplementedError(f"{api}: FP8 descale factors are not supported (no FP8 attention kernel)")
     if leftpad_k is not None:
-        raise NotImplementedError(f"{api}: leftpad_k is not supported by the reference path")
-    # use_kvsplit is a scheduling hint; the exact reference path ignores it.
+        raise NotImplementedError(f"{api}: leftpad_k is not supported")
+    # use_kvsplit is a scheduling hint (split-KV); neither path splits, the results are the same.
+    if _fused_takes(query, key, value):
+        return _fused_flash_fwd(api, query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
+                                softmax_scale, is_causal, window_left, window_right, block_table)
+    if block_table is not None:
+        raise NotImplementedError(f"{api}: paged KV (block_table) needs the fused CUDA kernel (CUDA, fp16/bf16, "
+                                  "head dims <= 256); the reference path does not support it")
     return _reference_flash_fwd(api, query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k, softmax_scale,
                                 is_causal, window_left, window_right)
 

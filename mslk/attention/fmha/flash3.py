@@ -1,30 +1,86 @@
-"""FlashAttention 3 (Hopper). No kernel in this build yet: the Hopper forward lands next."""
+"""FlashAttention 3 (Hopper; the spec's `flash3` classes), backed by mslk's fused attention forward.
+
+`FwOp` runs `torch.ops.mslk.fmha_fused_fwd` (flash.fused_apply): on sm_90 that is mslk's
+FlashAttention-3-style Hopper kernel (TMA + wgmma) for every problem it takes, and the
+FlashAttention-2 style kernel for paged K/V (which the Hopper kernel does not read). Available where
+the fused op has a CUDA kernel and a compute capability 9.0 GPU is present; inputs on other devices
+are rejected. What our kernel honours, within FlashAttention 3's contract: fp16/bf16 (no FP8 E4M3:
+no FP8 attention kernel), head dims 64/128/192/256 with K != Kv allowed, no dropout, dense /
+varlen / padded / gappy / paged masks, BMGHK (K/V expanded along H are read in place), packed
+variable-length LSE. No partial attention or custom output dtype (the kernel writes the query
+dtype). FwOp_KVSplit runs the same kernel (no split-KV scheduling: same results). BwOp has no
+kernel yet.
+"""
+
+import functools
 
 import torch
 
 from mslk.attention.fmha import _backends as _b
-from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase
+from mslk.attention.fmha import _raw_ops
+from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase, Inputs
+from mslk.attention.fmha.flash import fused_apply
 
 _K = {64, 128, 192, 256}
+_CAPABILITY = (9, 0)
+
+
+@functools.lru_cache(maxsize=None)
+def _has_sm90_device() -> bool:
+    if not torch.cuda.is_available():
+        return False
+    return any(torch.cuda.get_device_capability(i) == _CAPABILITY for i in range(torch.cuda.device_count()))
 
 
 class FwOp(_b.HeadDims, AttentionFwOpBase):
+    """FlashAttention 3 forward on mslk's fused kernel (sm_90, fp16/bf16, K, Kv in {64, 128, 192, 256})."""
+
+    OPERATOR = None  # resolved lazily: torch.ops.mslk.fmha_fused_fwd
     NAME = "fa3F"
     SUPPORTED_DEVICES = {"cuda"}
-    CUDA_MINIMUM_COMPUTE_CAPABILITY = (9, 0)
-    SUPPORTED_DTYPES = {*_b.HALF, torch.float8_e4m3fn}
+    CUDA_MINIMUM_COMPUTE_CAPABILITY = _CAPABILITY
+    SUPPORTED_DTYPES = set(_b.HALF)  # no FP8 attention kernel in this build
     SUPPORTED_MAX_K = 256
     SUPPORTED_ATTN_BIAS_TYPES = (*_b.STANDARD_MASKS, *_b.GAPPY_MASKS, *_b.PAGED_MASKS)
     SUPPORTS_DROPOUT = False
+    SUPPORTS_CUSTOM_SCALE = True
     SUPPORTS_DIFFERENT_VALUE_EMBED = True
     SUPPORTS_BMGHK = True
-    SUPPORTS_PARTIAL = True
-    SUPPORTS_OUTPUT_DTYPE = True
-    UNAVAILABLE_REASON = _b.NO_KERNEL_YET
+    SUPPORTS_PARTIAL = False  # the kernel writes the query dtype, not the float32 a partial needs
+    SUPPORTS_OUTPUT_DTYPE = False
+    IS_DETERMINISTIC = True
+    VARLEN_LSE_PACKED = True
+    UNAVAILABLE_REASON = ("needs a CUDA build of mslk (torch.ops.mslk.fmha_fused_fwd with a CUDA kernel) and a "
+                          "compute capability 9.0 (Hopper) GPU")
     HEAD_DIMS = _K
+
+    @classmethod
+    def is_available(cls) -> bool:
+        return _raw_ops.fused_cuda_registered() and _has_sm90_device()
+
+    @classmethod
+    def info(cls) -> str:
+        return "available" if cls.is_available() else f"unavailable: {cls.UNAVAILABLE_REASON}"
+
+    @classmethod
+    def not_supported_reasons(cls, d: Inputs):
+        reasons = super().not_supported_reasons(d)
+        dev = d.query.device
+        if dev.type == "cuda" and torch.cuda.is_available():
+            cap = torch.cuda.get_device_capability(dev)
+            if cap > _CAPABILITY:  # (below is reported by the base class)
+                reasons.append(f"requires a device with capability {_CAPABILITY} (Hopper) but your GPU has "
+                               f"capability {cap}")
+        return reasons
+
+    @classmethod
+    def apply(cls, inp, needs_gradient):
+        return fused_apply(cls, inp)
 
 
 class FwOp_KVSplit(FwOp):
+    """Same kernel as FwOp (no split-KV scheduling in this build; identical results)."""
+
     NAME = "fa3F_kvsplit"
 
 
@@ -37,5 +93,6 @@ class BwOp(_b.HeadDims, AttentionBwOpBase):
     # padded, gappy, paged and BMGHK are forward-only
     SUPPORTED_ATTN_BIAS_TYPES = (*_b.BASIC_MASKS, *_b.LOCAL_MASKS, *_b.VARLEN_MASKS)
     SUPPORTS_BMGHK = False
+    VARLEN_LSE_PACKED = True
     UNAVAILABLE_REASON = _b.NO_KERNEL_YET
     HEAD_DIMS = _K

@@ -45,7 +45,7 @@ def test_rewrite_keeps_the_header_valid():
     win = regen.winners(fake_tuning())
     out = regen.rewrite(text, regen.buckets(win), regen.skinny_max_m(win))
     assert "#define MSLK_FP8_SKINNY_AUTO_MAX_M 16" in out
-    assert "  B(128, 64, 128, 128, 1, 1) \\\n  B(512, 128, 128, 128, 2, 1) \\\n  B(-1, 128, 256, 128, 2, 1)\n" in out
+    assert "  B(128, 0, 0, 64, 128, 128, 1, 1) \\\n  B(512, 0, 0, 128, 128, 128, 2, 1) \\\n  B(-1, 0, 0, 128, 256, 128, 2, 1)\n" in out
     assert out.count("MSLK_FP8_ROWWISE_BUCKETS(B)") == 1
     # everything outside the generated block is untouched
     before = text.split("// BEGIN GENERATED BUCKETS")[0]
@@ -61,5 +61,7 @@ def test_every_tile_the_tuner_times_exists_in_both_modes():
     # current buckets name existing tiles
     text = (ROOT / "csrc/gemm/kernels/fp8_rowwise_configs.h").read_text()
     block = text.split("// BEGIN GENERATED BUCKETS")[1].split("// END GENERATED BUCKETS")[0]
-    for m in re.finditer(r"B\((-?\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\)", block):
-        assert any(r[1:6] == tuple(map(int, m.groups()[1:])) for r in rows), m.group(0)
+    found = list(re.finditer(r"B\((-?\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\)", block))
+    assert found
+    for m in found:
+        assert any(r[1:6] == tuple(map(int, m.groups()[3:])) for r in rows), m.group(0)

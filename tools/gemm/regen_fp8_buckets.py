@@ -2,7 +2,9 @@
 csrc/gemm/kernels/fp8_rowwise_configs.h from a bench/gemm/tune_fp8_rowwise.py JSON.
 
 For every M of the sweep, the CUTLASS tile with the best geometric-mean time over the (N, K)
-shapes wins; consecutive Ms with one winner merge into one bucket, the last one unbounded. The
+shapes wins; consecutive Ms with one winner merge into one bucket, the last one unbounded. It
+writes M-only buckets (min_k = min_waves = 0): refinements by K and by waves of tiles are
+hand edits made from the same table (see the header), to redo after a regeneration. The
 decode kernel keeps M up to the largest M (<= 64) where it beats every tile on geometric mean.
 Usage: python3 tools/gemm/regen_fp8_buckets.py bench/gemm/tune_fp8_rowwise.json [--dry-run]
 """
@@ -56,7 +58,7 @@ def render(bk):
     for i, (max_m, name) in enumerate(bk):
         tm, tn, tk, cm, cn, _ = TILE.fullmatch(name).groups()
         end = " \\" if i + 1 < len(bk) else ""
-        lines.append(f"  B({max_m}, {tm}, {tn}, {tk}, {cm}, {cn}){end}")
+        lines.append(f"  B({max_m}, 0, 0, {tm}, {tn}, {tk}, {cm}, {cn}){end}")
     return "\n".join(lines) + "\n"
 
 

@@ -9,14 +9,14 @@ namespace mslk::gemm {
 // Runs p on `stream` without any host synchronisation (CUDA-graph safe).
 cudaError_t bf16_grouped_run(const Bf16GroupedParams& p, cudaStream_t stream);
 
-// EXPERIMENTAL (not the default until measured on an H200): the CUTLASS sm90 ptr-array grouped
+// The default path (MSLK_BF16_GROUPED_KERNEL, bf16_grouped_cuda.cpp): the CUTLASS sm90 ptr-array grouped
 // GEMM for kForward and kDgrad with device-side argument setup (bf16_grouped_cutlass.cuh), also without a
 // host sync. Returns cudaErrorNotSupported, having launched nothing, when it does not apply
 // (built without CUTLASS, another mode, the _dynamic layout, no M_sizes, K == 0, or operands
 // that break TMA's 16-byte rules); the caller then runs bf16_grouped_run.
 cudaError_t bf16_grouped_cutlass_run(const Bf16GroupedParams& p, cudaStream_t stream);
 
-// EXPERIMENTAL likewise: the grouped weight gradient (kWgrad) on a CUTLASS ptr-array grouped
+// Likewise the default: the grouped weight gradient (kWgrad) on a CUTLASS ptr-array grouped
 // GEMM grouped along the reduction (bf16_wgrad_cutlass.cuh); cudaErrorNotSupported, having
 // launched nothing, when it does not apply.
 cudaError_t bf16_wgrad_cutlass_run(const Bf16GroupedParams& p, cudaStream_t stream);

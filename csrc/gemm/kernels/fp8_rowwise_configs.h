@@ -15,15 +15,23 @@
   X(6, 128, 128, 128, 1, 1, 0, 1)   \
   X(7, 128, 128, 128, 1, 1, 0, 0)
 
-// B(max_m, tile_m, tile_n, tile_k, cluster_m, cluster_n): the first bucket with M <= max_m
-// wins (max_m < 0: no limit). Generated: bench/gemm/tune_fp8_rowwise.py times every row on the
-// H200, tools/gemm/regen_fp8_buckets.py rewrites the lines between the markers.
+// B(max_m, min_k, min_waves, tile_m, tile_n, tile_k, cluster_m, cluster_n): the first bucket with
+// M <= max_m (max_m < 0: no limit), K >= min_k and at least min_waves full waves of output tiles
+// (ceil(M/tile_m) * ceil(N/tile_n) * batch >= min_waves * SMs) wins; the last bucket must take
+// every shape. bench/gemm/tune_fp8_rowwise.py times every row on the H200 and
+// tools/gemm/regen_fp8_buckets.py rewrites the lines between the markers with M-only buckets
+// (min_k = min_waves = 0); the K and wave conditions below were added by hand from the same
+// sweep (bench/gemm/results_tune_fp8_rowwise.md, 2026-11-30): 128x256 tiles lose when K is short
+// (epilogue-bound: ping-pong hides it) or when their tiles fill under 4 waves (N = 1280: 2.4
+// waves), and 128-row tiles lose to 64-row ones while they fill less than one wave.
 // (MSLK_FP8_ROWWISE_TILE=<row id> forces a row's tile, in the call's accumulation mode.)
 // BEGIN GENERATED BUCKETS
-#define MSLK_FP8_ROWWISE_BUCKETS(B) \
-  B(512, 64, 128, 128, 1, 1) \
-  B(2048, 128, 128, 128, 1, 1) \
-  B(-1, 128, 256, 128, 2, 1)
+#define MSLK_FP8_ROWWISE_BUCKETS(B)     \
+  B(128, 0, 0, 64, 128, 128, 1, 1)      \
+  B(2048, 0, 1, 128, 128, 128, 1, 1)    \
+  B(2048, 0, 0, 64, 128, 128, 1, 1)     \
+  B(-1, 4096, 4, 128, 256, 128, 2, 1)   \
+  B(-1, 0, 0, 128, 128, 128, 1, 1)
 // END GENERATED BUCKETS
 
 // The decode-shape kernel (fp8_rowwise_skinny.cu): MSLK_FP8_GEMM_KERNEL=auto takes it for
@@ -65,10 +73,10 @@ inline constexpr Fp8RowwiseConfig kFp8RowwiseConfigs[] = {MSLK_FP8_ROWWISE_CONFI
 inline constexpr int kNumFp8RowwiseConfigs = sizeof(kFp8RowwiseConfigs) / sizeof(kFp8RowwiseConfigs[0]);
 
 struct Fp8RowwiseBucket {
-  long long max_m;
-  int tile_m, tile_n, tile_k, cluster_m, cluster_n;
+  long long max_m, min_k;
+  int min_waves, tile_m, tile_n, tile_k, cluster_m, cluster_n;
 };
-#define MSLK_FP8_ROWWISE_BUCKET_ENTRY(mm, tm, tn, tk, cm, cn) Fp8RowwiseBucket{mm, tm, tn, tk, cm, cn},
+#define MSLK_FP8_ROWWISE_BUCKET_ENTRY(mm, mk, mw, tm, tn, tk, cm, cn) Fp8RowwiseBucket{mm, mk, mw, tm, tn, tk, cm, cn},
 inline constexpr Fp8RowwiseBucket kFp8RowwiseBuckets[] = {MSLK_FP8_ROWWISE_BUCKETS(MSLK_FP8_ROWWISE_BUCKET_ENTRY)};
 #undef MSLK_FP8_ROWWISE_BUCKET_ENTRY
 inline constexpr int kNumFp8RowwiseBuckets = sizeof(kFp8RowwiseBuckets) / sizeof(kFp8RowwiseBuckets[0]);

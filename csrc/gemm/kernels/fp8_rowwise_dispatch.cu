@@ -52,12 +52,13 @@ constexpr bool table_is_consistent() {
   }
   for (int j = 0; j < kNumFp8RowwiseBuckets; ++j)
     if (find_config(kFp8RowwiseBuckets[j], true) < 0 || find_config(kFp8RowwiseBuckets[j], false) < 0) return false;
-  return kNumFp8RowwiseBuckets > 0 && kFp8RowwiseBuckets[kNumFp8RowwiseBuckets - 1].max_m < 0;
+  const Fp8RowwiseBucket& last = kFp8RowwiseBuckets[kNumFp8RowwiseBuckets - 1];
+  return kNumFp8RowwiseBuckets > 0 && last.max_m < 0 && last.min_k == 0 && last.min_waves == 0;
 }
 static_assert(table_is_consistent(),
               "fp8_rowwise_configs.h: ids must be 0..n-1 in order, no two rows may share tile, cluster and "
               "fast_accum, every bucket must name a tile present with fast_accum 0 and 1, and the last bucket "
-              "must have no limit (max_m < 0)");
+              "must take every shape (max_m < 0, min_k = min_waves = 0)");
 
 // MSLK_FP8_ROWWISE_TILE=<row id> (tuning; read per call): the tile of that row in the call's
 // accumulation mode instead of the bucket table's. -1: not set; -2: no such row (refused).
@@ -77,11 +78,23 @@ int forced_config(bool fast) {
   return -2;
 }
 
-int pick_config(int64_t M, bool fast) {
-  if (const int f = forced_config(fast); f != -1) return f >= 0 ? f : -1;
-  for (int j = 0; j < kNumFp8RowwiseBuckets; ++j)
-    if (kFp8RowwiseBuckets[j].max_m < 0 || M <= kFp8RowwiseBuckets[j].max_m)
-      return find_config(kFp8RowwiseBuckets[j], fast);
+int device_sms() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return 132;
+  return sms;
+}
+
+int pick_config(const RowwiseGemmParams& p) {
+  if (const int f = forced_config(p.fast_accum); f != -1) return f >= 0 ? f : -1;
+  const int64_t sms = device_sms();
+  for (int j = 0; j < kNumFp8RowwiseBuckets; ++j) {
+    const Fp8RowwiseBucket& b = kFp8RowwiseBuckets[j];
+    if ((b.max_m >= 0 && p.M > b.max_m) || p.K < b.min_k) continue;
+    const int64_t tiles = ((p.M + b.tile_m - 1) / b.tile_m) * ((p.N + b.tile_n - 1) / b.tile_n) * p.L;
+    if (tiles < b.min_waves * sms) continue;
+    return find_config(b, p.fast_accum);
+  }
   return -1;
 }
 
@@ -103,7 +116,7 @@ namespace {
 
 bool cutlass_takes(const RowwiseGemmParams& p) {
 #if MSLK_HAS_CUTLASS
-  return pick_config(p.M, p.fast_accum) >= 0 && cutlass_applies(p);
+  return pick_config(p) >= 0 && cutlass_applies(p);
 #else
   (void)p;
   return false;
@@ -112,7 +125,7 @@ bool cutlass_takes(const RowwiseGemmParams& p) {
 
 cudaError_t run_cutlass(const RowwiseGemmParams& p, cudaStream_t s) {
 #if MSLK_HAS_CUTLASS
-  const int cfg = pick_config(p.M, p.fast_accum);
+  const int cfg = pick_config(p);
   // A broadcast operand (batch stride 0) cannot be a TMA batch mode: launch per batch.
   const bool broadcast = p.L > 1 && (p.batch_a == 0 || p.batch_b == 0 || p.batch_d == 0);
   if (!broadcast) return kRun[cfg](p, s);

@@ -5,6 +5,8 @@
 #pragma once
 
 // X(id, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative (else ping-pong), fast_accum)
+// Rows 8-11 are candidates for large M (the 2026-11-30 sweep left M >= 512 at 0.82-0.99x cuBLAS):
+// timed by the tuning sweep, in no bucket yet.
 #define MSLK_FP8_ROWWISE_CONFIGS(X) \
   X(0, 128, 128, 128, 2, 1, 1, 1)   \
   X(1, 128, 128, 128, 2, 1, 1, 0)   \
@@ -13,7 +15,11 @@
   X(4, 128, 256, 128, 2, 1, 1, 1)   \
   X(5, 128, 256, 128, 2, 1, 1, 0)   \
   X(6, 128, 128, 128, 1, 1, 0, 1)   \
-  X(7, 128, 128, 128, 1, 1, 0, 0)
+  X(7, 128, 128, 128, 1, 1, 0, 0)   \
+  X(8, 256, 128, 128, 2, 1, 1, 1)   \
+  X(9, 256, 128, 128, 2, 1, 1, 0)   \
+  X(10, 128, 256, 128, 1, 2, 1, 1)  \
+  X(11, 128, 256, 128, 1, 2, 1, 0)
 
 // B(max_m, min_k, min_waves, tile_m, tile_n, tile_k, cluster_m, cluster_n): the first bucket with
 // M <= max_m (max_m < 0: no limit), K >= min_k and at least min_waves full waves of output tiles

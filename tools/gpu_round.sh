@@ -5,7 +5,7 @@
 # a call cut short by the device's time limit still returns what was done. Args: optional pytest
 # selection (default: each test/<domain> folder in its own pytest process, so a hang or crash in
 # one domain costs only that domain). Env: BENCHES (see below), SKIP_TESTS=1 (build + benchmarks
-# only), TUNE=1 (also the FP8 rowwise tuning sweep), PROFILE=1 (ncu on attention and FP8 GEMM vs peers), PREBUILT=1 (use the carried mslk/lib and build/test/cpp of tools/prebuild.sh), TEST_TIMEOUT (seconds per pytest process, default 300), MSLK_TEST_TIMEOUT (seconds per
+# only), TUNE=1 (also the FP8 rowwise and sm90 attention tile sweeps), PROFILE=1 (ncu on attention and FP8 GEMM vs peers), PREBUILT=1 (use the carried mslk/lib and build/test/cpp of tools/prebuild.sh), TEST_TIMEOUT (seconds per pytest process, default 300), MSLK_TEST_TIMEOUT (seconds per
 # test, default 120: a hung test dumps its traceback and ends its process; see test/conftest.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -87,6 +87,12 @@ done
 if [ "${TUNE:-0}" = 1 ] && [ "$(left)" -gt 20 ]; then
   timeout "$(left)" python3 -m bench.gemm.tune_fp8_rowwise --json "$OUT/tune_fp8_rowwise_points.json" --out "$OUT/tune_fp8_rowwise.md" \
     >"$OUT/tune_fp8_rowwise.log" 2>&1 && status+=("tune_fp8_rowwise: ok") || status+=("tune_fp8_rowwise: FAILED")
+  pack
+fi
+# ... and the Hopper attention kernel's candidate tile rows (a failing candidate loses only this table)
+if [ "${TUNE:-0}" = 1 ] && [ "$(left)" -gt 20 ]; then
+  timeout "$(left)" python3 -m bench.attention.tune_fmha_sm90 --out "$OUT/tune_fmha_sm90.md" \
+    >"$OUT/tune_fmha_sm90.log" 2>&1 && status+=("tune_fmha_sm90: ok") || status+=("tune_fmha_sm90: FAILED")
   pack
 fi
 # PROFILE=1: Nsight Compute on our kernels and their peers (tools/profile/ncu_round.sh), after the

@@ -36,3 +36,32 @@ def test_emulated_sm90_kernel(monkeypatch, order, persistent, case):
         monkeypatch.setitem(emu.PERSISTENT, d, persistent)
     err, stats = emu.run_case(np.random.default_rng(case), **CASES[case])
     assert err < 1e-9 and stats["tiles"] > 0
+
+
+def _tile_rows():
+    """Every row of kTileCfgs (csrc/attention/kernels/fmha_fwd_sm90_configs.h), defaults and candidates."""
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "csrc/attention/kernels/fmha_fwd_sm90_configs.h").read_text()
+    body = text.split("kTileCfgs[] = {")[1].split("};")[0]
+    return [tuple(map(int, m)) for m in re.findall(r"\{(\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\}", body)]
+
+
+def test_config_rows_parsed():
+    rows = _tile_rows()
+    assert [r[0] for r in rows[:3]] == [64, 128, 256] and len(rows) > 3
+
+
+@pytest.mark.parametrize("row", range(len(_tile_rows())))
+def test_emulated_sm90_kernel_every_tile_config(monkeypatch, row):
+    """Each kTileCfgs row's tile schedule and barrier protocol, on the cases of its head dim."""
+    d, bn, stages, overlap, pingpong, persistent = _tile_rows()[row]
+    monkeypatch.setitem(emu.TILE_CFG, d, (bn, stages))
+    monkeypatch.setitem(emu.OVERLAP, d, bool(overlap))
+    monkeypatch.setitem(emu.PINGPONG, d, bool(pingpong))
+    monkeypatch.setitem(emu.PERSISTENT, d, bool(persistent))
+    cases = [c for c in CASES if max(c["K"], c["Kv"]) == d]
+    extra = dict(B=1, Mq=333, Mkv=517, H=2, K=d, Kv=d, kind=2, wl=-1, wr=-1)  # tails in both dims
+    for i, case in enumerate(cases + [extra]):
+        err, stats = emu.run_case(np.random.default_rng(100 + i), **case)
+        assert err < 1e-9 and stats["tiles"] > 0, (row, case)

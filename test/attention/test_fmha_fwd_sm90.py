@@ -207,3 +207,39 @@ def test_sm90_forced_off_hopper_raises(monkeypatch):
     q = torch.zeros(1, 8, 2, 64, dtype=torch.half, device="cuda")
     with pytest.raises(RuntimeError, match="MSLK_FMHA_KERNEL"):
         run_op(q, q, q, None, 0.125)
+
+
+def _tile_rows():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "csrc/attention/kernels/fmha_fwd_sm90_configs.h").read_text()
+    body = text.split("kTileCfgs[] = {")[1].split("};")[0]
+    return [tuple(map(int, m)) for m in re.findall(r"\{(\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\}", body)]
+
+
+CANDIDATES = [i for i, r in enumerate(_tile_rows()) if i != [x[0] for x in _tile_rows()].index(r[0])]
+
+
+@needs_sm90
+@pytest.mark.parametrize("row", CANDIDATES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("mq,mkv", [(7, 7), (1000, 1000), (127, 1000), (1000, 7), (4096, 4096)])
+@pytest.mark.parametrize("idx", SUPPORTED_DENSE)
+def test_sm90_candidate_tile_rows(sm90, monkeypatch, row, dtype, mq, mkv, idx):
+    """The candidate rows of kTileCfgs (MSLK_FMHA_SM90_CFG, for the tuning sweep) against the oracle."""
+    monkeypatch.setenv("MSLK_FMHA_SM90_CFG", str(row))
+    d = _tile_rows()[row][0]
+    g = torch.Generator().manual_seed(row + idx + mq)
+    q, k, v = (rand((1, mq, 2, d), dtype, "cuda", g), rand((1, mkv, 2, d), dtype, "cuda", g),
+               rand((1, mkv, 2, d), dtype, "cuda", g))
+    check_sm90(q, k, v, base.dense_masks(mq, mkv)[idx])
+
+
+@needs_cuda
+def test_sm90_cfg_env_errors(monkeypatch):
+    q = torch.randn(1, 8, 1, 64, device="cuda", dtype=torch.bfloat16)
+    for bad in ("x", "-1", "999"):
+        monkeypatch.setenv("MSLK_FMHA_SM90_CFG", bad)
+        with pytest.raises(ValueError, match=f"MSLK_FMHA_SM90_CFG must be a row of kTileCfgs .*got '{bad}'"):
+            torch.ops.mslk.fmha_fused_fwd(q, q, q)

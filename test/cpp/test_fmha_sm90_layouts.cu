@@ -48,14 +48,15 @@ int smem_offset(const L& l, C... c) {
   return int(l.layout_a()(2 * int(l.layout_b()(c...)))) / 2;
 }
 
-template <typename Element, int D>
+template <typename Element, int C>
 void check() {
-  using Tr = Traits<Element, D>;
+  constexpr int D = kTileCfgs[C].d;
+  using Tr = Traits<Element, D, C>;
   constexpr int BN = Tr::kBN, S = Tr::kStages;
   std::printf("D=%d %s BN=%d stages=%d smem=%zu bytes\n", D,
               sizeof(Element) == 2 && std::is_same_v<Element, cutlass::bfloat16_t> ? "bf16" : "fp16", BN, S,
-              sizeof(SharedStorage<Element, D>) + 1024);
-  EXPECT(sizeof(SharedStorage<Element, D>) + 1024 <= 232448, "smem over 227 KiB");
+              sizeof(SharedStorage<Element, D, C>) + 1024);
+  EXPECT(sizeof(SharedStorage<Element, D, C>) + 1024 <= 232448, "smem over 227 KiB");
 
   // 1. shared-memory layouts vs TMA boxes
   typename Tr::SmemLayoutQ lq;
@@ -151,13 +152,13 @@ void check() {
   }
 }
 
+template <int... Cs>
+void check_all(std::integer_sequence<int, Cs...>) {
+  ((check<cutlass::half_t, Cs>(), check<cutlass::bfloat16_t, Cs>()), ...);
+}
+
 int main() {
-  check<cutlass::half_t, 64>();
-  check<cutlass::bfloat16_t, 64>();
-  check<cutlass::half_t, 128>();
-  check<cutlass::bfloat16_t, 128>();
-  check<cutlass::half_t, 256>();
-  check<cutlass::bfloat16_t, 256>();
+  check_all(std::make_integer_sequence<int, kNumTileCfgs>{});  // defaults and candidates
   std::printf(g_fail ? "%d FAILURES\n" : "all layout checks passed\n", g_fail);
   return g_fail ? 1 : 0;
 }

@@ -1,7 +1,10 @@
 // Host-side predicate and head-dim dispatch of the Hopper fused attention forward.
 #include <cstdint>
 
+#include <cstdlib>
+
 #include "attention/kernels/fmha_fwd_sm90.h"
+#include "attention/kernels/fmha_fwd_sm90_configs.h"
 
 namespace mslk::attention {
 namespace {
@@ -50,9 +53,21 @@ int fmha_fwd_sm90_head_dim(const FmhaFwdParams& p) {
 #endif
 }
 
+int fmha_fwd_sm90_forced_cfg() {
+  const char* s = std::getenv("MSLK_FMHA_SM90_CFG");
+  if (s == nullptr || *s == '\0') return -1;
+  char* end = nullptr;
+  const long v = std::strtol(s, &end, 10);
+  return *end == '\0' && v >= 0 && v < sm90::kNumTileCfgs ? int(v) : -2;
+}
+
+int fmha_fwd_sm90_num_cfgs() { return sm90::kNumTileCfgs; }
+
 cudaError_t fmha_fwd_sm90(const FmhaFwdParams& p, cudaStream_t stream) {
   const int d = fmha_fwd_sm90_head_dim(p);
   if (d == 0 || !device_is_sm90()) return cudaErrorNotSupported;
+  if (const int c = fmha_fwd_sm90_forced_cfg(); c >= 0 && sm90::kTileCfgs[c].d == d && c != sm90::default_cfg(d))
+    return fmha_fwd_sm90_variant(c, p, stream);
   if (d == 64) return fmha_fwd_sm90_d64(p, stream);
   if (d == 128) return fmha_fwd_sm90_d128(p, stream);
   return fmha_fwd_sm90_d256(p, stream);

@@ -24,6 +24,13 @@ cudaError_t fmha_fwd_sm90(const FmhaFwdParams& p, cudaStream_t stream);
 cudaError_t fmha_fwd_sm90_d64(const FmhaFwdParams& p, cudaStream_t stream);
 cudaError_t fmha_fwd_sm90_d128(const FmhaFwdParams& p, cudaStream_t stream);
 cudaError_t fmha_fwd_sm90_d256(const FmhaFwdParams& p, cudaStream_t stream);
+// A candidate row `cfg` of kTileCfgs (fmha_fwd_sm90_configs.h), for problems of its head dim.
+cudaError_t fmha_fwd_sm90_variant(int cfg, const FmhaFwdParams& p, cudaStream_t stream);
+
+// MSLK_FMHA_SM90_CFG (tuning, read on every call): -1 when unset, the kTileCfgs row it names, or
+// -2 when it names no row (the glue raises).
+int fmha_fwd_sm90_forced_cfg();
+int fmha_fwd_sm90_num_cfgs();
 
 // Kernel choice from the environment variable MSLK_FMHA_KERNEL, read on every call:
 // unset/"auto" -> sm90 kernel where supported on an sm_90 device, else FA2; "sm80" -> FA2;

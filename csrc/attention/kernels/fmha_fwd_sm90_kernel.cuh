@@ -30,6 +30,7 @@
 #include <cstdint>
 
 #include "attention/kernels/fmha_fwd_sm90.h"
+#include "attention/kernels/fmha_fwd_sm90_configs.h"
 
 #if MSLK_HAS_CUTLASS
 #include <cuda.h>  // CUtensorMap and the driver enums (types only: no -lcuda)
@@ -46,29 +47,7 @@
 namespace mslk::attention::sm90 {
 using namespace cute;
 
-// ---- tile configuration per padded head dim. BM is fixed: two consumer warpgroups x 64 rows.
-// smem = BM*D*2 + stages * 2 (K and V) * BN*D*2 bytes: d64 144 KiB, d128 160 KiB, d256 192 KiB
-// (+1 KiB alignment slack and the barriers); the limit is 227 KiB.
-// overlap: 1 = intra-warpgroup overlap of the softmax with the GEMMs (S and P live together,
-// more registers), 0 = one tile at a time (the simpler order; a fallback if 1 misbehaves).
-// pingpong (needs overlap): the two consumer warpgroups take turns issuing their GEMMs (named
-// barriers), so one's softmax runs under the other's GEMMs.
-// persistent: 1 = one CTA per SM walking the work tiles (the next tile's Q and K/V load under
-// this tile's last GEMM and epilogue), 0 = one CTA per work tile (same code, one trip).
-struct TileCfg {
-  int d, bn, stages, overlap, pingpong, persistent;
-};
-inline constexpr TileCfg kTileCfgs[] = {
-    {64, 128, 4, 1, 1, 1},
-    {128, 128, 2, 1, 1, 1},
-    {256, 64, 2, 1, 1, 1},
-};
-constexpr TileCfg tile_cfg(int d) {
-  for (const TileCfg& c : kTileCfgs)
-    if (c.d == d) return c;
-  return TileCfg{0, 0, 0, 0, 0, 0};
-}
-
+// ---- tile configurations: fmha_fwd_sm90_configs.h (kTileCfgs; C below is a row of it).
 constexpr int kBM = 128;       // query rows per work tile
 constexpr int kColBlock = 64;  // elements per 128-byte swizzled row = columns of one TMA box
 constexpr int kThreads = 384;
@@ -76,12 +55,13 @@ constexpr int kConsumerWarps = 8;
 constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 <= 64K registers
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register budget");
 
-template <typename Element, int D>
+template <typename Element, int D, int C = default_cfg(D)>
 struct Traits {
-  static constexpr int kBN = tile_cfg(D).bn, kStages = tile_cfg(D).stages;
-  static constexpr bool kOverlap = tile_cfg(D).overlap != 0;
-  static constexpr bool kPingPong = tile_cfg(D).pingpong != 0;
-  static constexpr bool kPersistent = tile_cfg(D).persistent != 0;
+  static_assert(C >= 0 && C < kNumTileCfgs && kTileCfgs[C].d == D, "kTileCfgs row of another head dim");
+  static constexpr int kBN = kTileCfgs[C].bn, kStages = kTileCfgs[C].stages;
+  static constexpr bool kOverlap = kTileCfgs[C].overlap != 0;
+  static constexpr bool kPingPong = kTileCfgs[C].pingpong != 0;
+  static constexpr bool kPersistent = kTileCfgs[C].persistent != 0;
   static_assert(kOverlap || !kPingPong, "ping-pong is only wired into the overlapped order");
   static_assert(kBN > 0 && D % kColBlock == 0 && kBN % 16 == 0 && kBN <= 256, "tile config");
   static_assert(sizeof(Element) == 2, "16-bit inputs only (MN-major V needs them)");
@@ -104,9 +84,9 @@ struct Traits {
   static constexpr uint32_t kKVBytes = kBN * D * sizeof(Element);
 };
 
-template <typename Element, int D>
+template <typename Element, int D, int C = default_cfg(D)>
 struct SharedStorage {
-  using Tr = Traits<Element, D>;
+  using Tr = Traits<Element, D, C>;
   cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutQ>, 1024> q;
   cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutK>, 1024> k;
   cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutVt>, 1024> v;
@@ -275,17 +255,17 @@ CUTE_HOST_DEVICE constexpr auto acc_rowcol(L l) {
   return make_layout(get<1>(v), make_layout(get<0>(v), get<2>(v)));
 }
 
-template <typename Element, int D>
+template <typename Element, int D, int C>
 __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid_constant__ Args args) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tr = Traits<Element, D>;
+  using Tr = Traits<Element, D, C>;
   constexpr int BN = Tr::kBN, kStages = Tr::kStages;
   const FmhaFwdParams& p = args.p;
 
   // 1024-byte alignment of the tiles: the 128-byte swizzle is a function of the address bits.
   extern __shared__ unsigned char smem_raw[];
   const uint32_t pad = (1024u - (smem_u32(smem_raw) & 1023u)) & 1023u;
-  auto& ss = *reinterpret_cast<SharedStorage<Element, D>*>(smem_raw + pad);
+  auto& ss = *reinterpret_cast<SharedStorage<Element, D, C>*>(smem_raw + pad);
 
   // Persistent: CTA b runs work tiles b, b + gridDim.x, ... (Work). Every role walks the same
   // sequence and skips the same tiles; the K/V ring position (g: key tiles so far) and the Q
@@ -634,9 +614,9 @@ inline bool encode_map(CUtensorMap* map, const void* base, bool bf16, int cols, 
   return r == CUDA_SUCCESS;
 }
 
-template <typename Element, int D>
+template <typename Element, int D, int C>
 cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
-  using Tr = Traits<Element, D>;
+  using Tr = Traits<Element, D, C>;
   if (fmha_fwd_sm90_head_dim(p) != D) return cudaErrorNotSupported;
   if (p.num_seqs <= 0 || p.H <= 0 || p.max_seqlen_q <= 0) return cudaSuccess;
   Args a{};
@@ -657,17 +637,17 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
     if (e != cudaSuccess) return e;
     grid = int(num_work < sms ? num_work : sms);  // one CTA per SM (smem and registers allow one)
   }
-  const size_t smem = sizeof(SharedStorage<Element, D>) + 1024;
-  auto kern = fmha_fwd_sm90_kernel<Element, D>;
+  const size_t smem = sizeof(SharedStorage<Element, D, C>) + 1024;
+  auto kern = fmha_fwd_sm90_kernel<Element, D, C>;
   cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (err != cudaSuccess) return err;
   kern<<<grid, kThreads, smem, stream>>>(a);
   return cudaGetLastError();
 }
 
-template <int D>
+template <int D, int C = default_cfg(D)>
 cudaError_t launch_dtype(const FmhaFwdParams& p, cudaStream_t stream) {
-  return p.is_bf16 ? launch<cutlass::bfloat16_t, D>(p, stream) : launch<cutlass::half_t, D>(p, stream);
+  return p.is_bf16 ? launch<cutlass::bfloat16_t, D, C>(p, stream) : launch<cutlass::half_t, D, C>(p, stream);
 }
 
 }  // namespace mslk::attention::sm90

@@ -1,0 +1,68 @@
+"""Every row of the Hopper attention kernel's tile table (csrc/attention/kernels/
+fmha_fwd_sm90_configs.h, forced with MSLK_FMHA_SM90_CFG) on the issue's shapes of its head dim,
+with the default row and cuDNN in the same run. Kept apart from bench_fmha_fwd.py: a candidate
+row that has never run on a GPU may fail, and must not take the main table with it.
+Prints and writes (--out) TFLOP/s per row and each row's max abs difference to cuDNN.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import torch
+from torch.nn.attention import SDPBackend
+
+import mslk  # noqa: F401
+from bench.attention.bench_fmha_fwd import SHAPES, make, ours_fn, peer_fn
+from bench.common import copies_to_exceed_l2, env_var, time_ms, write_results
+
+CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/attention/kernels/fmha_fwd_sm90_configs.h"
+
+
+def tile_rows():
+    body = CONFIGS_H.read_text().split("kTileCfgs[] = {")[1].split("};")[0]
+    return [tuple(map(int, m)) for m in re.findall(r"\{(\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\}", body)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results_tune_fmha_sm90.md"))
+    args = ap.parse_args()
+    rows_cfg = tile_rows()
+    table = []
+    for B, H, S, D, causal in SHAPES:
+        mine = [(i, r) for i, r in enumerate(rows_cfg) if r[0] == D]
+        if len(mine) < 2:
+            continue  # no candidate for this head dim
+        sets = [make(B, H, S, D) for _ in range(copies_to_exceed_l2(3 * B * H * S * D * 2))]
+        flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
+        tf = lambda ms: flops / (ms * 1e-3) / 1e12  # noqa: E731
+        cudnn = peer_fn(SDPBackend.CUDNN_ATTENTION, causal)
+        ref = cudnn(*sets[0]).transpose(1, 2).float()
+        cells = []
+        with env_var("MSLK_FMHA_KERNEL", "sm90"):
+            for i, (d, bn, st, ov, pp, pers) in mine:
+                name = f"row {i}: BN{bn} x{st}{'' if pers else ' non-persistent'}"
+                try:
+                    with env_var("MSLK_FMHA_SM90_CFG", str(i)):
+                        f = ours_fn(causal)
+                        out, _ = f(*sets[0])
+                        diff = (out.float() - ref).abs().max().item()
+                        cells.append(f"{name} {tf(time_ms(f, sets)):.0f} ({diff:.0e})")
+                except RuntimeError as e:
+                    cells.append(f"{name} failed: {str(e).splitlines()[0][:80]}")
+        table.append([B, H, S, D, causal, f"{tf(time_ms(cudnn, sets)):.0f}", "; ".join(cells)])
+        print(" | ".join(map(str, table[-1])), flush=True)
+        del sets
+        torch.cuda.empty_cache()
+    write_results(args.out, "Hopper attention kernel: every tile row (TFLOP/s, max abs diff vs cuDNN)",
+                  ["B", "H", "S", "D", "causal", "cuDNN TFLOP/s", "rows"], table,
+                  notes="bf16; MSLK_FMHA_SM90_CFG forces a row of fmha_fwd_sm90_configs.h; the first row of a "
+                        "head dim is its default.")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+// The candidate rows of kTileCfgs (fmha_fwd_sm90_configs.h: every row after its head dim's
+// default), reached only through MSLK_FMHA_SM90_CFG; the benchmark times them.
+#include <utility>
+
+#include "attention/kernels/fmha_fwd_sm90_kernel.cuh"
+
+namespace mslk::attention {
+#if MSLK_HAS_CUTLASS
+namespace {
+template <int C>
+cudaError_t run_row(const FmhaFwdParams& p, cudaStream_t stream) {
+  if constexpr (C == sm90::default_cfg(sm90::kTileCfgs[C].d)) {
+    (void)p, (void)stream;
+    return cudaErrorNotSupported;  // defaults have their own translation units
+  } else {
+    return sm90::launch_dtype<sm90::kTileCfgs[C].d, C>(p, stream);
+  }
+}
+
+template <int... Cs>
+cudaError_t run_any(int cfg, const FmhaFwdParams& p, cudaStream_t stream, std::integer_sequence<int, Cs...>) {
+  cudaError_t e = cudaErrorNotSupported;
+  ((cfg == Cs ? (e = run_row<Cs>(p, stream), 0) : 0), ...);
+  return e;
+}
+}  // namespace
+
+cudaError_t fmha_fwd_sm90_variant(int cfg, const FmhaFwdParams& p, cudaStream_t stream) {
+  if (cfg < 0 || cfg >= sm90::kNumTileCfgs || fmha_fwd_sm90_head_dim(p) != sm90::kTileCfgs[cfg].d)
+    return cudaErrorNotSupported;
+  return run_any(cfg, p, stream, std::make_integer_sequence<int, sm90::kNumTileCfgs>{});
+}
+#else
+cudaError_t fmha_fwd_sm90_variant(int, const FmhaFwdParams&, cudaStream_t) { return cudaErrorNotSupported; }
+#endif
+}  // namespace mslk::attention

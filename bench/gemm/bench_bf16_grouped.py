@@ -143,6 +143,16 @@ def main():
     ap.add_argument("--simt", action="store_true", help="also time the SIMT fallback kernel")
     args = ap.parse_args()
     rows = []
+
+    def flush():  # after every row: a candidate tile that kills the CUDA context loses only the rest
+        header = ["pass", "E", "tokens/expert", "N", "K", "routing", "mslk us", "mslk TFLOP/s", "_grouped_mm TFLOP/s",
+                  "mm loop TFLOP/s", "mslk vs _grouped_mm", "mslk vs mm loop", "max rel diff vs _grouped_mm",
+                  "best CUTLASS row", "best row TFLOP/s", "SIMT fallback slower by", "every row, us"]
+        write_results(args.out, "BF16 grouped GEMM (stacked): mslk vs torch._grouped_mm vs a torch.mm loop", header,
+                      rows, notes="fwd: X [E*m, K] @ W[g]^T, W [E, N, K]; dgrad: dY [E*m, N] @ W[g]; skewed: half the tokens on expert 0. "
+                                  "Ratios > 1: mslk faster. mslk: the default path (CUTLASS sm90 ptr-array grouped GEMM, "
+                                  "row chosen by the buckets of bf16_grouped_configs.h).")
+
     for pass_, (mk, op, gmm, loop) in PASSES.items():
         op, loop = op or ours, loop or mm_loop
         for E, m, N, K in SHAPES:
@@ -182,15 +192,9 @@ def main():
                              f"{t_simt / t_ours:.1f}x" if args.simt else "-",
                              " ".join(f"{n}:{v * 1e3:.0f}" for n, v in per_cfg.items())])
                 print(" | ".join(str(c) for c in rows[-1]), flush=True)
+                flush()
                 del sets
                 torch.cuda.empty_cache()
-    header = ["pass", "E", "tokens/expert", "N", "K", "routing", "mslk us", "mslk TFLOP/s", "_grouped_mm TFLOP/s",
-              "mm loop TFLOP/s", "mslk vs _grouped_mm", "mslk vs mm loop", "max rel diff vs _grouped_mm",
-              "best CUTLASS row", "best row TFLOP/s", "SIMT fallback slower by", "every row, us"]
-    write_results(args.out, "BF16 grouped GEMM (stacked): mslk vs torch._grouped_mm vs a torch.mm loop", header,
-                  rows, notes="fwd: X [E*m, K] @ W[g]^T, W [E, N, K]; dgrad: dY [E*m, N] @ W[g]; skewed: half the tokens on expert 0. "
-                              "Ratios > 1: mslk faster. mslk: the default path (CUTLASS sm90 ptr-array grouped GEMM, "
-                              "row chosen by the buckets of bf16_grouped_configs.h).")
     print(f"wrote {args.out}")
 
 

@@ -63,6 +63,15 @@ def main():
     args = ap.parse_args()
     rows_cfg = fast_rows()
     points, table = [], []
+
+    def flush():  # after every shape: a candidate row that kills the CUDA context loses only the rest
+        args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                         "configs": [n for _, n in rows_cfg], "points": points}, indent=1))
+        header = (["M", "N", "K", "_scaled_mm us"] + [n for _, n in rows_cfg] + ["skinny us"]
+                  + [f"auto, swizzle {sw}" for sw in SWIZZLES] + ["best", "best vs _scaled_mm"])
+        write_results(args.out, "FP8 rowwise GEMM tuning: every kernel choice, us (fast accumulation)", header, table,
+                      notes="Regenerate the bucket table: python3 tools/gemm/regen_fp8_buckets.py " + str(args.json))
+
     for N, K in NKS:
         for M in [int(m) for m in args.ms.split(",")]:
             sets = [make(M, N, K) for _ in range(copies_to_exceed_l2(M * K + N * K + 2 * M * N))]
@@ -81,13 +90,9 @@ def main():
                          + [f"{t.get(f'swizzle {sw}', float('nan')) * 1e3:.1f}" for sw in SWIZZLES]
                          + [best[1], f"{t['peer'] / best[0]:.2f}x"])
             print(" | ".join(map(str, table[-1])), flush=True)
+            flush()
             del sets
         torch.cuda.empty_cache()
-    args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                     "configs": [n for _, n in rows_cfg], "points": points}, indent=1))
-    header = ["M", "N", "K", "_scaled_mm us"] + [n for _, n in rows_cfg] + ["skinny us"] + [f"auto, swizzle {sw}" for sw in SWIZZLES] + ["best", "best vs _scaled_mm"]
-    write_results(args.out, "FP8 rowwise GEMM tuning: every kernel choice, us (fast accumulation)", header, table,
-                  notes="Regenerate the bucket table: python3 tools/gemm/regen_fp8_buckets.py " + str(args.json))
     print(f"wrote {args.json} and {args.out}")
 
 

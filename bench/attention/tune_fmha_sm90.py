@@ -22,8 +22,15 @@ CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/attention/kernels/fmha_f
 
 
 def tile_rows():
+    """Every row of kTileCfgs: (d, bn, stages, overlap, pingpong, persistent)."""
     body = CONFIGS_H.read_text().split("kTileCfgs[] = {")[1].split("};")[0]
     return [tuple(map(int, m)) for m in re.findall(r"\{(\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\}", body)]
+
+
+def candidate_rows():
+    """Row indices that are not their head dim's default (the first row of a head dim)."""
+    rows = tile_rows()
+    return [i for i, r in enumerate(rows) if any(x[0] == r[0] for x in rows[:i])]
 
 
 def main():

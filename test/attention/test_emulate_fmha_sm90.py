@@ -38,24 +38,18 @@ def test_emulated_sm90_kernel(monkeypatch, order, persistent, case):
     assert err < 1e-9 and stats["tiles"] > 0
 
 
-def _tile_rows():
-    """Every row of kTileCfgs (csrc/attention/kernels/fmha_fwd_sm90_configs.h), defaults and candidates."""
-    import re
-
-    text = (Path(__file__).resolve().parents[2] / "csrc/attention/kernels/fmha_fwd_sm90_configs.h").read_text()
-    body = text.split("kTileCfgs[] = {")[1].split("};")[0]
-    return [tuple(map(int, m)) for m in re.findall(r"\{(\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\}", body)]
+from bench.attention.tune_fmha_sm90 import tile_rows  # noqa: E402
 
 
 def test_config_rows_parsed():
-    rows = _tile_rows()
+    rows = tile_rows()
     assert [r[0] for r in rows[:3]] == [64, 128, 256] and len(rows) > 3
 
 
-@pytest.mark.parametrize("row", range(len(_tile_rows())))
+@pytest.mark.parametrize("row", range(len(tile_rows())))
 def test_emulated_sm90_kernel_every_tile_config(monkeypatch, row):
     """Each kTileCfgs row's tile schedule and barrier protocol, on the cases of its head dim."""
-    d, bn, stages, overlap, pingpong, persistent = _tile_rows()[row]
+    d, bn, stages, overlap, pingpong, persistent = tile_rows()[row]
     monkeypatch.setitem(emu.TILE_CFG, d, (bn, stages))
     monkeypatch.setitem(emu.OVERLAP, d, bool(overlap))
     monkeypatch.setitem(emu.PINGPONG, d, bool(pingpong))

@@ -209,16 +209,9 @@ def test_sm90_forced_off_hopper_raises(monkeypatch):
         run_op(q, q, q, None, 0.125)
 
 
-def _tile_rows():
-    import re
-    from pathlib import Path
+from bench.attention.tune_fmha_sm90 import candidate_rows, tile_rows  # noqa: E402
 
-    text = (Path(__file__).resolve().parents[2] / "csrc/attention/kernels/fmha_fwd_sm90_configs.h").read_text()
-    body = text.split("kTileCfgs[] = {")[1].split("};")[0]
-    return [tuple(map(int, m)) for m in re.findall(r"\{(\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\}", body)]
-
-
-CANDIDATES = [i for i, r in enumerate(_tile_rows()) if i != [x[0] for x in _tile_rows()].index(r[0])]
+CANDIDATES = candidate_rows()
 
 
 @needs_sm90
@@ -229,7 +222,7 @@ CANDIDATES = [i for i, r in enumerate(_tile_rows()) if i != [x[0] for x in _tile
 def test_sm90_candidate_tile_rows(sm90, monkeypatch, row, dtype, mq, mkv, idx):
     """The candidate rows of kTileCfgs (MSLK_FMHA_SM90_CFG, for the tuning sweep) against the oracle."""
     monkeypatch.setenv("MSLK_FMHA_SM90_CFG", str(row))
-    d = _tile_rows()[row][0]
+    d = tile_rows()[row][0]
     g = torch.Generator().manual_seed(row + idx + mq)
     q, k, v = (rand((1, mq, 2, d), dtype, "cuda", g), rand((1, mkv, 2, d), dtype, "cuda", g),
                rand((1, mkv, 2, d), dtype, "cuda", g))

@@ -7,6 +7,7 @@ import datetime
 import json
 import os
 import statistics
+import time
 from pathlib import Path
 
 import torch
@@ -40,10 +41,16 @@ def copies_to_exceed_l2(nbytes: int, factor: int = 3) -> int:
 def time_ms(fn, arg_sets, reps: int = 15, calls: int = 10, warmup: int = 3) -> float:
     """Median over reps of (time of `calls` back-to-back calls, rotating arg_sets) / calls.
 
-    Calls are queued back to back so host overhead overlaps device work, as in a model.
+    Calls are queued back to back so host overhead overlaps device work, as in a model. Warm-up
+    runs at least `warmup` calls and 30 ms of GPU work: three calls of a short kernel left the clocks
+    low (the same decode kernel timed 91 and 77 us in one run, 2026-11-30).
     """
-    for i in range(warmup):
+    t_end, i = time.perf_counter() + 0.03, 0
+    while i < warmup or time.perf_counter() < t_end:
         fn(*arg_sets[i % len(arg_sets)])
+        i += 1
+        if i % 4 == 0:
+            torch.cuda.synchronize()
     torch.cuda.synchronize()
     times = []
     k = 0

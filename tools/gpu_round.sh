@@ -51,8 +51,12 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   # Largest files first, so the long ones do not start last; packed every 20 s meanwhile, so a
   # call cut at its limit still returns the logs.
   if [ $# -gt 0 ]; then groups=("$@"); else mapfile -t groups < <(ls -S test/*/test_*.py); fi
+  # Inductor's first CPU compile in a process builds and caches its vector-ISA probe; eight
+  # processes doing it at once under load hung past the per-test limit (2026-11-30): warm it once.
+  timeout 120 python3 -c "import torch; torch.compile(lambda x: x.sin() + 1)(torch.randn(64))" \
+    >"$OUT/inductor_warmup.log" 2>&1 || status+=("inductor CPU warm-up: FAILED (see inductor_warmup.log)")
   ( while sleep 20; do pack; done ) & packer=$!
-  printf '%s\n' "${groups[@]}" | OUT="$OUT" xargs -P "${PAR:-6}" -I{} bash tools/gpu_test_file.sh {}
+  printf '%s\n' "${groups[@]}" | OUT="$OUT" PAR="${PAR:-6}" xargs -P "${PAR:-6}" -I{} bash tools/gpu_test_file.sh {}
   kill $packer 2>/dev/null
   for g in "${groups[@]}"; do
     name=$(echo "$g" | tr -c 'A-Za-z0-9_.-' '_' | sed 's/_*$//')

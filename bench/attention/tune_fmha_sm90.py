@@ -33,6 +33,9 @@ def candidate_rows():
     return [i for i, r in enumerate(rows) if any(x[0] == r[0] for x in rows[:i])]
 
 
+L2_MIB = [0, 8, 16, 24, 40]  # MSLK_FMHA_SM90_L2_MIB values timed on the default row (kL2SectionMiB: 24)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results_tune_fmha_sm90.md"))
@@ -41,8 +44,6 @@ def main():
     table = []
     for B, H, S, D, causal in SHAPES:
         mine = [(i, r) for i, r in enumerate(rows_cfg) if r[0] == D]
-        if len(mine) < 2:
-            continue  # no candidate for this head dim
         sets = [make(B, H, S, D) for _ in range(copies_to_exceed_l2(3 * B * H * S * D * 2))]
         flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
         tf = lambda ms: flops / (ms * 1e-3) / 1e12  # noqa: E731
@@ -60,6 +61,11 @@ def main():
                         cells.append(f"{name} {tf(time_ms(f, sets)):.0f} ({diff:.0e})")
                 except RuntimeError as e:
                     cells.append(f"{name} failed: {str(e).splitlines()[0][:80]}")
+            # the default row with L2 sections of other sizes (0: one section, the old order)
+            for mib in L2_MIB:
+                with env_var("MSLK_FMHA_SM90_L2_MIB", str(mib)):
+                    f = ours_fn(causal)
+                    cells.append(f"L2 {mib} MiB {tf(time_ms(f, sets)):.0f}")
         table.append([B, H, S, D, causal, f"{tf(time_ms(cudnn, sets)):.0f}", "; ".join(cells)])
         print(" | ".join(map(str, table[-1])), flush=True)
         del sets
@@ -67,7 +73,8 @@ def main():
     write_results(args.out, "Hopper attention kernel: every tile row (TFLOP/s, max abs diff vs cuDNN)",
                   ["B", "H", "S", "D", "causal", "cuDNN TFLOP/s", "rows"], table,
                   notes="bf16; MSLK_FMHA_SM90_CFG forces a row of fmha_fwd_sm90_configs.h; the first row of a "
-                        "head dim is its default.")
+                        "head dim is its default. 'L2 n MiB': the default row with MSLK_FMHA_SM90_L2_MIB=n "
+                        "(K/V bytes per work-tile section; 0: every lane in one section).")
     print(f"wrote {args.out}")
 
 

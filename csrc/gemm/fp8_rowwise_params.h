@@ -29,6 +29,9 @@ struct RowwiseGemmParams {
   int64_t lda = 0, ldb = 0, ldd = 0;
   int64_t batch_a = 0, batch_b = 0, batch_d = 0, batch_xs = 0, batch_ws = 0, batch_bias = 0;
   bool fast_accum = true;
+  // CUTLASS tile-scheduler swizzle of the shape's bucket (set by the dispatch; 0: kDefaultSwizzle).
+  // MSLK_GEMM_SWIZZLE still overrides it.
+  int swizzle = 0;
   // Scratch of the chosen kernel (fp8_rowwise_workspace_bytes), owned by the caller; null when
   // that is 0. The CPU reference ignores it.
   float* workspace = nullptr;

@@ -236,3 +236,21 @@ def test_sm90_cfg_env_errors(monkeypatch):
         monkeypatch.setenv("MSLK_FMHA_SM90_CFG", bad)
         with pytest.raises(ValueError, match=f"MSLK_FMHA_SM90_CFG must be a row of kTileCfgs .*got '{bad}'"):
             torch.ops.mslk.fmha_fused_fwd(q, q, q)
+
+
+@needs_sm90
+@pytest.mark.parametrize("mib", [1, 3])
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_sm90_l2_sections(sm90, monkeypatch, mib, d, causal):
+    """Work tiles in L2 sections of a few (head, sequence) lanes, the last section shorter (the
+    default section, 24 MiB of K/V, spans every lane of these small problems)."""
+    monkeypatch.setenv("MSLK_FMHA_SM90_L2_MIB", str(mib))
+    g = torch.Generator().manual_seed(mib + d)
+    B, H, M = 3, 5, 1000  # 15 lanes of 0.25-1 MiB K/V: sections of 1-12 lanes
+    q, k, v = (rand((B, M, H, d), torch.bfloat16, "cuda", g) for _ in range(3))
+    check_sm90(q, k, v, ab.LowerTriangularMask() if causal else None)
+    ql = [1000, 7, 640, 0, 333]
+    bias = ab.BlockDiagonalCausalMask.from_seqlens(ql) if causal else ab.BlockDiagonalMask.from_seqlens(ql)
+    q, k, v = (rand((1, sum(ql), H, d), torch.bfloat16, "cuda", g) for _ in range(3))
+    check_sm90(q, k, v, bias.to("cuda"))

@@ -213,3 +213,25 @@ def test_env_var_rejects_unknown_values(monkeypatch):
     monkeypatch.setenv(ENV, "fastest")
     with pytest.raises(ValueError, match="MSLK_BF16_GROUPED_KERNEL must be auto, cutlass or simt, got 'fastest'"):
         ops.bf16bf16bf16_grouped_stacked(x, w, torch.tensor([8], dtype=torch.int32, device="cuda"))
+
+
+def _rows():
+    from bench.gemm.bench_bf16_grouped import config_rows
+
+    return config_rows()
+
+
+@pytest.mark.parametrize("row", [r for r, _ in _rows()])
+def test_every_cutlass_row(monkeypatch, row):
+    """Each row of bf16_grouped_configs.h, forced (MSLK_BF16_GROUPED_CONFIG), on unequal groups with
+    tile tails, fwd and dgrad: candidate rows must be right before a bucket may name them."""
+    monkeypatch.setenv(ENV, "cutlass")
+    monkeypatch.setenv("MSLK_BF16_GROUPED_CONFIG", str(row))
+    sizes, N, K = [130, 0, 1, 300, 64], 264, 200
+    x, w = rand_bf16((sum(sizes) + 5, K), "cuda"), rand_bf16((len(sizes), N, K), "cuda")
+    ms = torch.tensor(sizes, dtype=torch.int32, device="cuda")
+    y = ops.bf16bf16bf16_grouped_stacked(x, w, ms)
+    assert_close(y, ref_stacked(x, w, sizes), K)
+    assert torch.count_nonzero(y[sum(sizes):]) == 0
+    dy = rand_bf16((sum(sizes) + 5, N), "cuda")
+    assert_close(ops.bf16bf16bf16_grouped_grad(dy, w, ms), ref_grad(dy, w, sizes), N)

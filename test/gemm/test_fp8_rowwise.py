@@ -146,3 +146,42 @@ def test_dtype_passthrough_not_fp8(device):
         ops.f8f8bf16_rowwise(torch.zeros(4, 16, device=device), rand_fp8((4, 16), device),
                              rand_scale(4, device), rand_scale(4, device))
     assert FP8 == torch.float8_e4m3fn
+
+
+def _rows():
+    from bench.gemm.tune_fp8_rowwise import fast_rows
+
+    return [r for r, _ in fast_rows()]
+
+
+@requires_cuda
+@pytest.mark.parametrize("row", _rows())
+@pytest.mark.parametrize("fast", [True, False])
+def test_every_cutlass_row(monkeypatch, row, fast):
+    """Each row of fp8_rowwise_configs.h, forced (MSLK_FP8_ROWWISE_TILE), on shapes with tile tails:
+    candidate rows must be right before a bucket may name them."""
+    monkeypatch.setenv("MSLK_FP8_GEMM_KERNEL", "cutlass")
+    monkeypatch.setenv("MSLK_FP8_ROWWISE_TILE", str(row))
+    for M, N, K in [(300, 520, 1024), (1, 264, 4096)]:
+        xq, wq = rand_fp8((M, K), "cuda"), rand_fp8((N, K), "cuda")
+        xs, ws = rand_scale(M, "cuda"), rand_scale(N, "cuda")
+        bias = torch.randn(N, device="cuda").to(torch.bfloat16)
+        check(ops.f8f8bf16_rowwise(xq, wq, xs, ws, bias, fast), xq, wq, xs, ws, bias, fast)
+
+
+@requires_cuda
+def test_large_bucket_swizzle_is_bitwise_neutral(monkeypatch):
+    """The large-M bucket runs its tile scheduler with swizzle 4: only the order of the output tiles
+    changes, so every swizzle gives the same bits; and the result is right (float64 on the GPU)."""
+    M, N, K = 4224, 4104, 4096  # 34 x 17 tiles of 128x256: past the bucket's 4 waves, tile tails
+    xq, wq = rand_fp8((M, K), "cuda"), rand_fp8((N, K), "cuda")
+    xs, ws = rand_scale(M, "cuda"), rand_scale(N, "cuda")
+    auto = ops.f8f8bf16_rowwise(xq, wq, xs, ws)
+    for sw in ("1", "8"):
+        monkeypatch.setenv("MSLK_GEMM_SWIZZLE", sw)
+        assert torch.equal(auto, ops.f8f8bf16_rowwise(xq, wq, xs, ws)), sw
+    s = xs.double()[:, None] * ws.double()[None, :]
+    ref = (xq.double() @ wq.double().T) * s
+    mag = (xq.double().abs() @ wq.double().abs().T) * s  # the error model's scale (see fp8_gemm_reference)
+    err = ((auto.double() - ref).abs() / mag).max().item()
+    assert err < 2**-10 + K / 32 * 2**-13 + 2**-8, err  # fast accumulation's K-aware bound + bf16 rounding

@@ -41,11 +41,12 @@ def test_buckets_from_tuning():
 
 
 def test_rewrite_keeps_the_header_valid():
-    text = (ROOT / "csrc/gemm/kernels/fp8_rowwise_configs.h").read_text()
+    text = (ROOT / "csrc/gemm/kernels/fp8_rowwise_buckets.h").read_text()
     win = regen.winners(fake_tuning())
     out = regen.rewrite(text, regen.buckets(win), regen.skinny_max_m(win))
     assert "#define MSLK_FP8_SKINNY_AUTO_MAX_M 16" in out
-    assert "  B(128, 0, 0, 64, 128, 128, 1, 1) \\\n  B(512, 0, 0, 128, 128, 128, 2, 1) \\\n  B(-1, 0, 0, 128, 256, 128, 2, 1)\n" in out
+    assert ("  B(128, 0, 0, 64, 128, 128, 1, 1, 0, 1) \\\n  B(512, 0, 0, 128, 128, 128, 2, 1, 1, 1) \\\n"
+            "  B(-1, 0, 0, 128, 256, 128, 2, 1, 1, 1)\n") in out
     assert out.count("MSLK_FP8_ROWWISE_BUCKETS(B)") == 1
     # everything outside the generated block is untouched
     before = text.split("// BEGIN GENERATED BUCKETS")[0]
@@ -59,9 +60,10 @@ def test_every_tile_the_tuner_times_exists_in_both_modes():
     for t in tiles:
         assert {fast for _, *rest, fast in rows if tuple(rest[:6]) == t} == {0, 1}, t
     # current buckets name existing tiles
-    text = (ROOT / "csrc/gemm/kernels/fp8_rowwise_configs.h").read_text()
+    text = (ROOT / "csrc/gemm/kernels/fp8_rowwise_buckets.h").read_text()
     block = text.split("// BEGIN GENERATED BUCKETS")[1].split("// END GENERATED BUCKETS")[0]
-    found = list(re.finditer(r"B\((-?\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\)", block))
+    found = list(re.finditer(r"B\((-?\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d), (\d)\)", block))
     assert found
     for m in found:
-        assert any(r[1:6] == tuple(map(int, m.groups()[3:])) for r in rows), m.group(0)
+        assert any(r[1:7] == tuple(map(int, m.groups()[3:9])) for r in rows), m.group(0)  # tile, cluster, schedule
+        assert int(m.group(10)) in (1, 2, 4, 8), m.group(0)

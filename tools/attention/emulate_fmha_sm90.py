@@ -183,10 +183,19 @@ def fast_exp2(x):
         return np.exp2(x)
 
 
+def work_index(t, num_m, lanes, group):
+    """The kernel's work_index: work tile t -> (query tile index from the end, lane), in sections
+    of `group` lanes, the last section possibly smaller."""
+    per = num_m * group
+    sec, local = divmod(t, per)
+    gs = min(group, lanes - sec * group)
+    return local // gs, sec * group + local % gs
+
+
 def work_of(p, t, num_m, bn):
-    hs = p["H"] * p["num_seqs"]
-    r0 = (num_m - 1 - t // hs) * BM
-    h, s = t % hs % p["H"], t % hs // p["H"]
+    m_from_end, lane = work_index(t, num_m, p["H"] * p["num_seqs"], p["group"])
+    r0 = (num_m - 1 - m_from_end) * BM
+    h, s = lane % p["H"], lane // p["H"]
     bq, q0, lq, k0, lk, ok = block_of(p, s)
     live = ok and r0 < lq
     band = band_of(p, lq, lk)
@@ -444,7 +453,10 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
     assert all(b.arrived == 0 for b in turn), "a named barrier generation left half-arrived at exit"
 
 
-def run_case(rng, B, Mq, Mkv, H, K, Kv, kind, wl, wr, varlen=None, seqlen_k=None, kv_bcast_head=False):
+def run_case(rng, B, Mq, Mkv, H, K, Kv, kind, wl, wr, varlen=None, seqlen_k=None, kv_bcast_head=False,
+             group=None):
+    """group: lanes per L2 section (None: every lane in one section, as the kernel does when the
+    K/V of all lanes fit kL2SectionMiB: the small cases here)."""
     d = max(K, Kv)
     D = 64 if d <= 64 else 128 if d <= 128 else 256
     BN, S = TILE_CFG[D]
@@ -495,6 +507,7 @@ def run_case(rng, B, Mq, Mkv, H, K, Kv, kind, wl, wr, varlen=None, seqlen_k=None
              tv=encode_map(v.ravel(), Kv, Mkv, H, B, p["v_sm"], p["v_sh"], p["v_sb"], BN))
     stats = {"tiles": 0, "unmasked": 0}
     p["num_seqs"] = nseq
+    p["group"] = group or H * nseq
     num_m = (maxq + BM - 1) // BM
     num_work = num_m * H * nseq
     grid = min(num_work, SMS) if PERSISTENT[D] else num_work

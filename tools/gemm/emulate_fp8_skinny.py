@@ -1,7 +1,7 @@
 """CPU emulation of csrc/gemm/kernels/fp8_rowwise_skinny.cu (no GPU needed).
 
 Mirrors the kernel's index math line by line -- the K-split plan (the MSLK_FP8_SKINNY_SPLITS
-table is parsed from fp8_rowwise_configs.h), the CTA / warp / lane decomposition, the 16-byte
+table is parsed from fp8_rowwise_buckets.h), the CTA / warp / lane decomposition, the 16-byte
 weight loads per lane, the cp.async activation stages (zero fill, commit groups, wait_group),
 the B-fragment shared-memory reads, the mma.sync m16n8k32 fragments, the partials workspace and
 the reduce + epilogue -- on flat byte "global memory" (bounds-checked) and a poisoned shared
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 KERNELS = Path(__file__).resolve().parents[2] / "csrc/gemm/kernels"
-CONFIGS = KERNELS / "fp8_rowwise_configs.h"
+CONFIGS = KERNELS / "fp8_rowwise_buckets.h"
 WARPS, THREADS = 4, 128
 ROWS_PER_CTA = 16 * WARPS
 STEP, CHUNK, MAX_M = 64, 256, 64

@@ -1,9 +1,9 @@
 """Rewrites MSLK_FP8_ROWWISE_BUCKETS (and MSLK_FP8_SKINNY_AUTO_MAX_M) in
-csrc/gemm/kernels/fp8_rowwise_configs.h from a bench/gemm/tune_fp8_rowwise.py JSON.
+csrc/gemm/kernels/fp8_rowwise_buckets.h from a bench/gemm/tune_fp8_rowwise.py JSON.
 
 For every M of the sweep, the CUTLASS tile with the best geometric-mean time over the (N, K)
 shapes wins; consecutive Ms with one winner merge into one bucket, the last one unbounded. It
-writes M-only buckets (min_k = min_waves = 0): refinements by K and by waves of tiles are
+writes M-only buckets (min_k = min_waves = 0, swizzle 1): refinements by K and by waves of tiles are
 hand edits made from the same table (see the header), to redo after a regeneration. The
 decode kernel keeps M up to the largest M (<= 64) where it beats every tile on geometric mean.
 Usage: python3 tools/gemm/regen_fp8_buckets.py bench/gemm/tune_fp8_rowwise.json [--dry-run]
@@ -17,7 +17,7 @@ import math
 import re
 from pathlib import Path
 
-CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/gemm/kernels/fp8_rowwise_configs.h"
+CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/gemm/kernels/fp8_rowwise_buckets.h"
 TILE = re.compile(r"(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)_(coop|pp)")
 
 
@@ -56,9 +56,9 @@ def buckets(win):
 def render(bk):
     lines = ["#define MSLK_FP8_ROWWISE_BUCKETS(B) \\"]
     for i, (max_m, name) in enumerate(bk):
-        tm, tn, tk, cm, cn, _ = TILE.fullmatch(name).groups()
+        tm, tn, tk, cm, cn, sched = TILE.fullmatch(name).groups()
         end = " \\" if i + 1 < len(bk) else ""
-        lines.append(f"  B({max_m}, 0, 0, {tm}, {tn}, {tk}, {cm}, {cn}){end}")
+        lines.append(f"  B({max_m}, 0, 0, {tm}, {tn}, {tk}, {cm}, {cn}, {int(sched == 'coop')}, 1){end}")
     return "\n".join(lines) + "\n"
 
 

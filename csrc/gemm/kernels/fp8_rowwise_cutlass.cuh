@@ -97,7 +97,7 @@ struct CutlassRowwise {
     if (e != cudaSuccess) return e;
     args.hw_info.device_id = device;
     args.hw_info.sm_count = sms;
-    args.scheduler.max_swizzle_size = cutlass_swizzle(kDefaultSwizzle);
+    args.scheduler.max_swizzle_size = cutlass_swizzle(p.swizzle > 0 ? p.swizzle : kDefaultSwizzle);
 
     Gemm gemm;
     if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorNotSupported;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "gemm/kernels/fp8_rowwise.h"
+#include "gemm/kernels/fp8_rowwise_buckets.h"
 #include "gemm/kernels/fp8_rowwise_configs.h"
 
 namespace mslk::gemm {
@@ -33,7 +34,7 @@ constexpr int find_config(const Fp8RowwiseBucket& b, bool fast) {
   for (int i = 0; i < kNumFp8RowwiseConfigs; ++i) {
     const auto& c = kFp8RowwiseConfigs[i];
     if (c.tile_m == b.tile_m && c.tile_n == b.tile_n && c.tile_k == b.tile_k && c.cluster_m == b.cluster_m &&
-        c.cluster_n == b.cluster_n && c.fast_accum == fast)
+        c.cluster_n == b.cluster_n && c.cooperative == b.cooperative && c.fast_accum == fast)
       return i;
   }
   return -1;
@@ -41,23 +42,27 @@ constexpr int find_config(const Fp8RowwiseBucket& b, bool fast) {
 
 constexpr bool same_tile(const Fp8RowwiseConfig& a, const Fp8RowwiseConfig& b) {
   return a.tile_m == b.tile_m && a.tile_n == b.tile_n && a.tile_k == b.tile_k && a.cluster_m == b.cluster_m &&
-         a.cluster_n == b.cluster_n && a.fast_accum == b.fast_accum;
+         a.cluster_n == b.cluster_n && a.cooperative == b.cooperative && a.fast_accum == b.fast_accum;
 }
 
 constexpr bool table_is_consistent() {
   for (int i = 0; i < kNumFp8RowwiseConfigs; ++i) {
     if (kIds[i] != i) return false;
-    for (int j = i + 1; j < kNumFp8RowwiseConfigs; ++j)  // buckets name a row by tile and cluster
+    for (int j = i + 1; j < kNumFp8RowwiseConfigs; ++j)  // buckets name a row by tile, cluster, schedule
       if (same_tile(kFp8RowwiseConfigs[i], kFp8RowwiseConfigs[j])) return false;
   }
   for (int j = 0; j < kNumFp8RowwiseBuckets; ++j)
-    if (find_config(kFp8RowwiseBuckets[j], true) < 0 || find_config(kFp8RowwiseBuckets[j], false) < 0) return false;
+    if (find_config(kFp8RowwiseBuckets[j], true) < 0 || find_config(kFp8RowwiseBuckets[j], false) < 0 ||
+        !(kFp8RowwiseBuckets[j].swizzle == 1 || kFp8RowwiseBuckets[j].swizzle == 2 ||
+          kFp8RowwiseBuckets[j].swizzle == 4 || kFp8RowwiseBuckets[j].swizzle == 8))
+      return false;
   const Fp8RowwiseBucket& last = kFp8RowwiseBuckets[kNumFp8RowwiseBuckets - 1];
   return kNumFp8RowwiseBuckets > 0 && last.max_m < 0 && last.min_k == 0 && last.min_waves == 0;
 }
 static_assert(table_is_consistent(),
-              "fp8_rowwise_configs.h: ids must be 0..n-1 in order, no two rows may share tile, cluster and "
-              "fast_accum, every bucket must name a tile present with fast_accum 0 and 1, and the last bucket "
+              "fp8_rowwise_configs.h / _buckets.h: ids must be 0..n-1 in order, no two rows may share tile, cluster, schedule "
+              "and fast_accum, every bucket must name a row present with fast_accum 0 and 1 and a swizzle of "
+              "1, 2, 4 or 8, and the last bucket "
               "must take every shape (max_m < 0, min_k = min_waves = 0)");
 
 // MSLK_FP8_ROWWISE_TILE=<row id> (tuning; read per call): the tile of that row in the call's
@@ -85,7 +90,9 @@ int device_sms() {
   return sms;
 }
 
-int pick_config(const RowwiseGemmParams& p) {
+// The row for p (-1: none) and, through *swizzle, its bucket's swizzle (0: a forced row's default).
+int pick_config(const RowwiseGemmParams& p, int* swizzle = nullptr) {
+  if (swizzle) *swizzle = 0;
   if (const int f = forced_config(p.fast_accum); f != -1) return f >= 0 ? f : -1;
   const int64_t sms = device_sms();
   for (int j = 0; j < kNumFp8RowwiseBuckets; ++j) {
@@ -93,6 +100,7 @@ int pick_config(const RowwiseGemmParams& p) {
     if ((b.max_m >= 0 && p.M > b.max_m) || p.K < b.min_k) continue;
     const int64_t tiles = ((p.M + b.tile_m - 1) / b.tile_m) * ((p.N + b.tile_n - 1) / b.tile_n) * p.L;
     if (tiles < b.min_waves * sms) continue;
+    if (swizzle) *swizzle = b.swizzle;
     return find_config(b, p.fast_accum);
   }
   return -1;
@@ -125,13 +133,16 @@ bool cutlass_takes(const RowwiseGemmParams& p) {
 
 cudaError_t run_cutlass(const RowwiseGemmParams& p, cudaStream_t s) {
 #if MSLK_HAS_CUTLASS
-  const int cfg = pick_config(p);
+  int swizzle = 0;
+  const int cfg = pick_config(p, &swizzle);
+  RowwiseGemmParams ps = p;
+  ps.swizzle = swizzle;
   // A broadcast operand (batch stride 0) cannot be a TMA batch mode: launch per batch.
   const bool broadcast = p.L > 1 && (p.batch_a == 0 || p.batch_b == 0 || p.batch_d == 0);
-  if (!broadcast) return kRun[cfg](p, s);
+  if (!broadcast) return kRun[cfg](ps, s);
   cudaError_t e = cudaSuccess;
   for (int64_t l = 0; l < p.L && e == cudaSuccess; ++l) {
-    RowwiseGemmParams q = p;
+    RowwiseGemmParams q = ps;
     q.L = 1;
     q.a += l * p.batch_a;
     q.b += l * p.batch_b;

@@ -41,6 +41,7 @@
 #include <cstdint>
 
 #include "gemm/kernels/fp8_rowwise.h"
+#include "gemm/kernels/fp8_rowwise_buckets.h"
 #include "gemm/kernels/fp8_rowwise_configs.h"
 
 namespace mslk::gemm {
@@ -66,7 +67,7 @@ struct Tile {
 
 static_assert(kNumFp8SkinnySplits > 0 && kFp8SkinnySplits[kNumFp8SkinnySplits - 1].max_m >= kMaxM &&
                   kFp8SkinnySplits[kNumFp8SkinnySplits - 1].max_weight_mib < 0,
-              "fp8_rowwise_configs.h: the last MSLK_FP8_SKINNY_SPLITS row must cover M <= 64 and any size");
+              "fp8_rowwise_buckets.h: the last MSLK_FP8_SKINNY_SPLITS row must cover M <= 64 and any size");
 static_assert(MSLK_FP8_SKINNY_AUTO_MAX_M <= kMaxM, "the skinny kernel takes M <= 64");
 constexpr bool splits_fit_one_wave() {
   for (const auto& r : kFp8SkinnySplits)

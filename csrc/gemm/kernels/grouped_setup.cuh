@@ -12,9 +12,11 @@ namespace mslk::gemm::detail {
 
 constexpr int kGroupSetupThreads = 256;
 
-// Rows of G groups from their sizes (each >= 0): a block-wide inclusive scan, kGroupSetupThreads
-// groups a step with a carry. Calls on_group(g, start, end) on the thread that owns group g,
-// rows clipped to [0, total); returns the sum of all sizes, on every thread. Every thread of the
+// Rows of G groups from their sizes: a block-wide inclusive scan, kGroupSetupThreads groups a step
+// with a carry. Calls on_group(g, start, end) on the thread that owns group g, rows clipped to
+// [0, total); returns the sum of all sizes, on every thread. The sizes live on the device and are
+// never read on the host (no sync), so bad ones cannot raise: a negative size counts as 0 and rows
+// past `total` are dropped (README, grouped GEMMs). Every thread of the
 // block must call it (it synchronises); blockDim.x == kGroupSetupThreads.
 template <class Size, class OnGroup>
 __device__ long long scan_group_rows(int64_t G, long long total, Size size, OnGroup on_group) {
@@ -23,7 +25,7 @@ __device__ long long scan_group_rows(int64_t G, long long total, Size size, OnGr
   long long carry = 0;
   for (int64_t base = 0; base < G; base += kGroupSetupThreads) {
     const int64_t g = base + tid;
-    const long long m = g < G ? size(g) : 0;
+    const long long m = g < G ? max(static_cast<long long>(size(g)), 0LL) : 0;
     scan[tid] = m;
     __syncthreads();
     for (int off = 1; off < kGroupSetupThreads; off <<= 1) {  // Hillis-Steele inclusive scan

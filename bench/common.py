@@ -66,6 +66,21 @@ def time_ms(fn, arg_sets, reps: int = 15, calls: int = 10, warmup: int = 3) -> f
     return statistics.median(times)
 
 
+def time_pair_ms(fn_a, fn_b, arg_sets, rounds: int = 2, **kw) -> tuple[float, float]:
+    """time_ms of two functions, alternating a, b, a, b...; each keeps its best round's median.
+    A single pass favoured whichever ran second (clocks still settling; the same kernel measured
+    91 and 77 us in one run, 2026-11-30). fn_b may raise RuntimeError (a peer refusing the shape):
+    its time is then nan."""
+    ta, tb = [], []
+    for _ in range(rounds):
+        ta.append(time_ms(fn_a, arg_sets, **kw))
+        try:
+            tb.append(time_ms(fn_b, arg_sets, **kw))
+        except RuntimeError:
+            tb.append(float("nan"))
+    return min(ta), min(tb) if all(t == t for t in tb) else float("nan")
+
+
 def copy_bandwidth_tbs(nbytes: int = 2 * 2**30) -> float:
     """Device copy bandwidth, bytes read + written per second (TB/s), the memory ceiling."""
     x = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()

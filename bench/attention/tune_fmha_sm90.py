@@ -33,7 +33,7 @@ def candidate_rows():
     return [i for i, r in enumerate(rows) if any(x[0] == r[0] for x in rows[:i])]
 
 
-L2_MIB = [0, 8, 16, 24, 40]  # MSLK_FMHA_SM90_L2_MIB values timed on the default row (kL2SectionMiB: 24)
+L2_MIB = [0, 8, 16, 24, 40]  # MSLK_FMHA_SM90_L2_MIB values timed on the default row (kL2SectionMiB: 16)
 
 
 def main():

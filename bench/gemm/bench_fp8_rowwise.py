@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 import mslk  # noqa: F401
-from bench.common import copies_to_exceed_l2, copy_bandwidth_tbs, time_ms, write_results
+from bench.common import copies_to_exceed_l2, copy_bandwidth_tbs, time_ms, time_pair_ms, write_results
 
 FP8 = torch.float8_e4m3fn
 MS = [1, 16, 64, 128, 512, 2048, 8192]
@@ -107,11 +107,7 @@ def main():
             a = ours(*sets[0]).float()
             b = peer(*sets[0]).float()
             rel = ((a - b).abs().max() / b.abs().max().clamp(min=1e-30)).item()
-            t_ours = time_ms(ours, sets)
-            try:
-                t_peer = time_ms(peer, sets)
-            except RuntimeError:  # cuBLAS rowwise may refuse some shapes
-                t_peer = float("nan")
+            t_ours, t_peer = time_pair_ms(ours, peer, sets)  # nan: cuBLAS rowwise refused the shape
             flops = 2.0 * M * N * K
             tf_ours, tf_peer = flops / (t_ours * 1e-3) / 1e12, flops / (t_peer * 1e-3) / 1e12
             floor_us = N * K / bw * 1e6

@@ -209,18 +209,19 @@ def test_sm90_forced_off_hopper_raises(monkeypatch):
         run_op(q, q, q, None, 0.125)
 
 
-from bench.attention.tune_fmha_sm90 import candidate_rows, tile_rows  # noqa: E402
+from bench.attention.tune_fmha_sm90 import tile_rows  # noqa: E402
 
-CANDIDATES = candidate_rows()
+ROWS = range(len(tile_rows()))
 
 
 @needs_sm90
-@pytest.mark.parametrize("row", CANDIDATES)
+@pytest.mark.parametrize("row", ROWS)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("mq,mkv", [(7, 7), (1000, 1000), (127, 1000), (1000, 7), (4096, 4096)])
 @pytest.mark.parametrize("idx", SUPPORTED_DENSE)
 def test_sm90_candidate_tile_rows(sm90, monkeypatch, row, dtype, mq, mkv, idx):
-    """The candidate rows of kTileCfgs (MSLK_FMHA_SM90_CFG, for the tuning sweep) against the oracle."""
+    """Every row of kTileCfgs, forced (MSLK_FMHA_SM90_CFG), on every mask: the persistent defaults under
+    causal masks too, which dispatch gives to the non-persistent rows."""
     monkeypatch.setenv("MSLK_FMHA_SM90_CFG", str(row))
     d = tile_rows()[row][0]
     g = torch.Generator().manual_seed(row + idx + mq)
@@ -254,3 +255,29 @@ def test_sm90_l2_sections(sm90, monkeypatch, mib, d, causal):
     bias = ab.BlockDiagonalCausalMask.from_seqlens(ql) if causal else ab.BlockDiagonalMask.from_seqlens(ql)
     q, k, v = (rand((1, sum(ql), H, d), torch.bfloat16, "cuda", g) for _ in range(3))
     check_sm90(q, k, v, bias.to("cuda"))
+
+
+def _sm90_rows_run(fn):
+    """The kTileCfgs row (the kernel's third template argument) of every sm90 kernel fn launches."""
+    import re
+
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return [int(m.group(1)) for n in names if (m := re.search(r"fmha_fwd_sm90_kernel<[^<>]*, \d+, (\d+)>", n))]
+
+
+@needs_sm90
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_sm90_causal_runs_the_non_persistent_row(sm90, d):
+    """Dispatch: causal masks go to the head dim's non-persistent row (banded_cfg), others to its default."""
+    rows = tile_rows()
+    default = next(i for i, r in enumerate(rows) if r[0] == d)
+    banded = next((i for i, r in enumerate(rows) if r[0] == d and r[5] == 0), default)
+    q = torch.randn(1, 300, 2, d, device="cuda", dtype=torch.bfloat16)
+    assert _sm90_rows_run(lambda: run_op(q, q, q, None, 0.1)) == [default]
+    assert _sm90_rows_run(lambda: run_op(q, q, q, ab.LowerTriangularMask(), 0.1)) == [banded]
+    assert rows[banded][5] == 0, "every head dim has a non-persistent row for causal masks"

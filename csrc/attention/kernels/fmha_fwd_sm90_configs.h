@@ -8,12 +8,14 @@
 // barriers), so one's softmax runs under the other's GEMMs.
 // persistent: 1 = one CTA per SM walking the work tiles (the next tile's Q and K/V load under
 // this tile's last GEMM and epilogue), 0 = one CTA per work tile (same code, one trip).
-// The first row of a head dim is its default; later rows are candidates that the benchmark times
-// (MSLK_FMHA_SM90_CFG=<row> forces a row for problems of its head dim; other head dims keep their
-// default). The defaults ran every CUDA test on the H200 (2026-11-30); the candidates compile and
-// pass the layout test, and wait for a GPU run. BN must be a wgmma N that CuTe's op selector
-// takes whole (64, 96, 128, 192, 256 here): FA3's 176 (d128) and 80 (d256) split into N=16 atoms,
-// which acc_rowcol refuses.
+// The first row of a head dim is its default; its first non-persistent row (if any) serves causal
+// masks (banded_cfg): a causal work tile's cost grows with its query index, and the hardware's
+// block scheduler balances that where a static persistent walk does not (H200, 2026-11-30, d128
+// causal: 450-479 vs 417-447 TFLOP/s; non-causal: equal). MSLK_FMHA_SM90_CFG=<row> forces a row for
+// problems of its head dim (other head dims keep theirs). Measured and dropped (twice slower or
+// equal, bench/attention/results_tune_fmha_sm90.md): BN 192 at d64 / d128 (-15-20%), 3 stages at
+// d128 (-3%). BN must be a wgmma N that CuTe's op selector takes whole (64, 96, 128, 192, 256
+// here): FA3's 176 (d128) and 80 (d256) split into N=16 atoms, which acc_rowcol refuses.
 #pragma once
 
 namespace mslk::attention::sm90 {
@@ -26,10 +28,9 @@ inline constexpr TileCfg kTileCfgs[] = {
     {64, 128, 4, 1, 1, 1},   // 0: d64 default
     {128, 128, 2, 1, 1, 1},  // 1: d128 default
     {256, 64, 2, 1, 1, 1},   // 2: d256 default
-    {128, 192, 2, 1, 1, 1},  // 3: candidates
-    {128, 128, 3, 1, 1, 1},  // 4
-    {128, 128, 2, 1, 1, 0},  // 5
-    {64, 192, 3, 1, 1, 1},   // 6
+    {128, 128, 2, 1, 1, 0},  // 3: d128 causal
+    {64, 128, 4, 1, 1, 0},   // 4: d64 causal
+    {256, 64, 2, 1, 1, 0},   // 5: d256 causal
 };
 inline constexpr int kNumTileCfgs = sizeof(kTileCfgs) / sizeof(kTileCfgs[0]);
 
@@ -37,6 +38,13 @@ constexpr int default_cfg(int d) {
   for (int i = 0; i < kNumTileCfgs; ++i)
     if (kTileCfgs[i].d == d) return i;
   return -1;
+}
+
+// The row for causal masks: the head dim's first non-persistent row, else its default.
+constexpr int banded_cfg(int d) {
+  for (int i = 0; i < kNumTileCfgs; ++i)
+    if (kTileCfgs[i].d == d && kTileCfgs[i].persistent == 0) return i;
+  return default_cfg(d);
 }
 
 }  // namespace mslk::attention::sm90

@@ -627,11 +627,12 @@ inline bool encode_map(CUtensorMap* map, const void* base, bool bf16, int cols, 
   return r == CUDA_SUCCESS;
 }
 
-// Lanes per L2 section (work_index): as many as keep their K and V within kL2SectionMiB (about half
-// the H200's 50 MB L2, whose other half serves Q, O and the far partition's copies).
-// MSLK_FMHA_SM90_L2_MIB=<n> (read per call, for tuning) overrides it; 0 puts every lane in one
-// section (the order before sections).
-constexpr int kL2SectionMiB = 24;
+// Lanes per L2 section (work_index): as many as keep their K and V within kL2SectionMiB, a third of
+// the H200's 50 MB L2 (H200, 2026-11-30, bench/attention/results_tune_fmha_sm90.md: non-causal d128
+// 422 TFLOP/s with one section, 506 / 500 / 499 / 480 with 8 / 16 / 24 / 40 MiB; d256 522 -> 560 /
+// 557 / 513 / 534). MSLK_FMHA_SM90_L2_MIB=<n> (read per call, for tuning) overrides it; 0 puts every
+// lane in one section (the order before sections).
+constexpr int kL2SectionMiB = 16;
 inline int l2_group(const FmhaFwdParams& p) {
   const int lanes = p.H * p.num_seqs;
   int mib = kL2SectionMiB;

@@ -1,5 +1,5 @@
-// The candidate rows of kTileCfgs (fmha_fwd_sm90_configs.h: every row after its head dim's
-// default), reached only through MSLK_FMHA_SM90_CFG; the benchmark times them.
+// The rows of kTileCfgs after each head dim's default (fmha_fwd_sm90_configs.h): the causal rows
+// (banded_cfg) and any candidate, which only MSLK_FMHA_SM90_CFG reaches.
 #include <utility>
 
 #include "attention/kernels/fmha_fwd_sm90_kernel.cuh"

@@ -12,23 +12,20 @@
   X(2, 128, 256, 64, 2, 1, 1)        \
   X(3, 128, 128, 64, 1, 1, 0)        \
   X(4, 64, 256, 64, 1, 1, 0)         \
-  X(5, 256, 128, 64, 1, 2, 1)        \
-  X(6, 128, 128, 64, 2, 1, 0)        \
-  X(7, 64, 128, 128, 1, 1, 0)
+  X(5, 256, 128, 64, 1, 2, 1)
 
 // B(max_avg_m, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative): the first bucket with
 // ceil(total_M / G) <= max_avg_m wins (max_avg_m < 0: no limit). The average group size is
-// known on the host without reading M_sizes (no sync). From bench/gemm/results_bf16_grouped.md
-// (H200, 2026-11-30; the benchmark times every row, MSLK_BF16_GROUPED_CONFIG=<row id> forces
-// one): avg 64 rows -> 64x128 ping-pong (weight streaming; 1.3-1.9x the 128-row tiles); 512 ->
-// 128x128 ping-pong (within 1% of the best uniform, best skewed); 2048 -> 128x256 cooperative.
-// Rows 4 and 5 were timed (2026-11-30, second run): no bucket gains from them. Candidates, timed by
-// the benchmark, in no bucket yet: 6 (128x128 ping-pong with a 2x1 cluster: what cuBLAS runs for
-// large FP8 GEMMs here) for the 0.94-0.97x at avg 512 / 2048, 7 (64x128 with K tiles of 128:
-// half the barrier round trips per weight byte) for the weight streaming at avg 64.
+// known on the host without reading M_sizes (no sync), the skew is not. From
+// bench/gemm/results_bf16_grouped.md (H200, 2026-11-30, two runs; the benchmark times every row,
+// MSLK_BF16_GROUPED_CONFIG=<row id> forces one): avg 64 rows -> 64x128 ping-pong (weight
+// streaming; 64x256 ties or loses by up to 9% between runs); up to avg 1024 rows 64x256 ping-pong:
+// with skewed sizes 12-15% faster than any other row in both runs (short groups waste little of a
+// 64-row tile), with uniform sizes within 2-4% of the best; above, 128x256 cooperative. Timed and dropped: 128x128
+// ping-pong with a 2x1 cluster and 64x128 with K tiles of 128 (never ahead).
 #define MSLK_BF16_GROUPED_BUCKETS(B) \
   B(64, 64, 128, 64, 1, 1, 0)        \
-  B(1024, 128, 128, 64, 1, 1, 0)     \
+  B(1024, 64, 256, 64, 1, 1, 0)      \
   B(-1, 128, 256, 64, 2, 1, 1)
 
 namespace mslk::gemm {

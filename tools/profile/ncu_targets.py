@@ -39,6 +39,10 @@ def fp8(backend, M=8192, N=8192, K=8192):
 TARGETS = {
     "attn-mslk": lambda: attn("mslk"), "attn-cudnn": lambda: attn("cudnn"),
     "fp8-mslk": lambda: fp8("mslk"), "fp8-cublas": lambda: fp8("cublas"),
+    # decode: M = 1 runs the skinny kernel (and its split-K reduce), M = 16 CUTLASS 64x128 tiles;
+    # both ~2x the 64 MB weight-read floor at N = K = 8192 (bench/gemm/results_fp8_rowwise.md)
+    "fp8-decode-m1": lambda: fp8("mslk", M=1), "fp8-decode-m16": lambda: fp8("mslk", M=16),
+    "fp8-decode-m16-cublas": lambda: fp8("cublas", M=16),
 }
 
 if __name__ == "__main__":

@@ -273,11 +273,14 @@ def _sm90_rows_run(fn):
 @needs_sm90
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_sm90_causal_runs_the_non_persistent_row(sm90, d):
-    """Dispatch: causal masks go to the head dim's non-persistent row (banded_cfg), others to its default."""
+    """Dispatch: causal masks and varlen blocks go to the head dim's non-persistent row (banded_cfg),
+    dense non-causal problems to its default."""
     rows = tile_rows()
     default = next(i for i, r in enumerate(rows) if r[0] == d)
     banded = next((i for i, r in enumerate(rows) if r[0] == d and r[5] == 0), default)
     q = torch.randn(1, 300, 2, d, device="cuda", dtype=torch.bfloat16)
     assert _sm90_rows_run(lambda: run_op(q, q, q, None, 0.1)) == [default]
     assert _sm90_rows_run(lambda: run_op(q, q, q, ab.LowerTriangularMask(), 0.1)) == [banded]
+    varlen = ab.BlockDiagonalMask.from_seqlens([100, 200]).to("cuda")
+    assert _sm90_rows_run(lambda: run_op(q, q, q, varlen, 0.1)) == [banded]
     assert rows[banded][5] == 0, "every head dim has a non-persistent row for causal masks"

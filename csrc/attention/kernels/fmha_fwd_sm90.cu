@@ -66,8 +66,10 @@ int fmha_fwd_sm90_num_cfgs() { return sm90::kNumTileCfgs; }
 cudaError_t fmha_fwd_sm90(const FmhaFwdParams& p, cudaStream_t stream) {
   const int d = fmha_fwd_sm90_head_dim(p);
   if (d == 0 || !device_is_sm90()) return cudaErrorNotSupported;
+  // Work tiles of unequal cost (causal masks; varlen blocks of unequal lengths) balance better
+  // under the hardware's block scheduler than under the static persistent walk.
   const bool causal = p.mask_kind == kMaskCausalTopLeft || p.mask_kind == kMaskCausalBottomRight;
-  int c = causal ? sm90::banded_cfg(d) : sm90::default_cfg(d);
+  int c = causal || p.seqstart_q != nullptr ? sm90::banded_cfg(d) : sm90::default_cfg(d);
   if (const int f = fmha_fwd_sm90_forced_cfg(); f >= 0 && sm90::kTileCfgs[f].d == d) c = f;
   if (c != sm90::default_cfg(d)) return fmha_fwd_sm90_variant(c, p, stream);
   if (d == 64) return fmha_fwd_sm90_d64(p, stream);

@@ -9,9 +9,10 @@
 // persistent: 1 = one CTA per SM walking the work tiles (the next tile's Q and K/V load under
 // this tile's last GEMM and epilogue), 0 = one CTA per work tile (same code, one trip).
 // The first row of a head dim is its default; its first non-persistent row (if any) serves causal
-// masks (banded_cfg): a causal work tile's cost grows with its query index, and the hardware's
-// block scheduler balances that where a static persistent walk does not (H200, 2026-11-30, d128
-// causal: 450-479 vs 417-447 TFLOP/s; non-causal: equal). MSLK_FMHA_SM90_CFG=<row> forces a row for
+// masks and varlen problems (banded_cfg): a causal work tile's cost grows with its query index (a
+// varlen one's with its block's length), and the hardware's block scheduler balances that where a
+// static persistent walk does not (H200, 2026-11-30, d128 causal: 450-479 vs 417-447 TFLOP/s;
+// dense non-causal: equal). MSLK_FMHA_SM90_CFG=<row> forces a row for
 // problems of its head dim (other head dims keep theirs). Measured and dropped (twice slower or
 // equal, bench/attention/results_tune_fmha_sm90.md): BN 192 at d64 / d128 (-15-20%), 3 stages at
 // d128 (-3%). BN must be a wgmma N that CuTe's op selector takes whole (64, 96, 128, 192, 256

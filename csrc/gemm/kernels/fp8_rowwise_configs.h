@@ -8,6 +8,8 @@
 // Timed on the H200 (2026-11-30, bench/gemm/results_tune_fp8_rowwise.md) and dropped, never ahead
 // of these rows by more than noise: 256x128 c2x1 and 128x256 c1x2 cooperative, and 128x128 c2x1
 // ping-pong (the tile of cuBLAS's own kernel at 8192^3, which runs it 17% faster than ours).
+// Rows 8-9 are candidates for decode-sized M (16 rows at N = 8192 fill only 64 CTAs of 64x128:
+// ncu, 53% of DRAM bandwidth): timed by the sweep, in no bucket yet.
 #define MSLK_FP8_ROWWISE_CONFIGS(X) \
   X(0, 128, 128, 128, 2, 1, 1, 1)   \
   X(1, 128, 128, 128, 2, 1, 1, 0)   \
@@ -16,7 +18,9 @@
   X(4, 128, 256, 128, 2, 1, 1, 1)   \
   X(5, 128, 256, 128, 2, 1, 1, 0)   \
   X(6, 128, 128, 128, 1, 1, 0, 1)   \
-  X(7, 128, 128, 128, 1, 1, 0, 0)
+  X(7, 128, 128, 128, 1, 1, 0, 0)   \
+  X(8, 64, 64, 128, 1, 1, 0, 1)     \
+  X(9, 64, 64, 128, 1, 1, 0, 0)
 
 namespace mslk::gemm {
 

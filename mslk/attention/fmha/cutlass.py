@@ -158,10 +158,6 @@ class FwOp(AttentionFwOpBase):
         return hasattr(torch.ops.mslk, "fmha_fused_fwd") and _kernel_registered(_OP_NAME, "CUDA")
 
     @classmethod
-    def info(cls) -> str:
-        return "available" if cls.is_available() else f"unavailable: {cls.UNAVAILABLE_REASON}"
-
-    @classmethod
     def not_supported_reasons(cls, d: Inputs):
         reasons = super().not_supported_reasons(d)
         if isinstance(d.attn_bias, torch.Tensor) and d.attn_bias.dtype not in (torch.float32, d.query.dtype):

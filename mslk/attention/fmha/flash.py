@@ -86,10 +86,6 @@ class FwOp(AttentionFwOpBase):
         return _raw_ops.fused_cuda_registered()
 
     @classmethod
-    def info(cls) -> str:
-        return "available" if cls.is_available() else f"unavailable: {cls.UNAVAILABLE_REASON}"
-
-    @classmethod
     def not_supported_reasons(cls, d: Inputs):
         reasons = super().not_supported_reasons(d)
         b = d.attn_bias

@@ -59,10 +59,6 @@ class FwOp(_b.HeadDims, AttentionFwOpBase):
         return _raw_ops.fused_cuda_registered() and _has_sm90_device()
 
     @classmethod
-    def info(cls) -> str:
-        return "available" if cls.is_available() else f"unavailable: {cls.UNAVAILABLE_REASON}"
-
-    @classmethod
     def not_supported_reasons(cls, d: Inputs):
         reasons = super().not_supported_reasons(d)
         dev = d.query.device

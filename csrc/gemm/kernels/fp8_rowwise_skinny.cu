@@ -33,12 +33,19 @@
 //
 // K splits (grid.y): splits == 1 applies the epilogue directly; otherwise each split writes
 // float32 partials [split][L][M][N] to the workspace and a second kernel sums them in split
-// order (deterministic) and applies the epilogue.
+// order (deterministic) and applies the epilogue. MSLK_FP8_SKINNY_REDUCE=cluster (sm_90, at most
+// 8 splits; not yet measured on a GPU, hence off) launches the splits of a column block as one
+// thread-block cluster instead: each CTA leaves its partials in its own shared memory and split 0
+// sums them over DSMEM in the same order, so the result is bitwise the same with no workspace
+// traffic and no second kernel (the second kernel took 4.3 us of 27 at M = 1, N = K = 8192).
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "gemm/kernels/fp8_rowwise.h"
 #include "gemm/kernels/fp8_rowwise_buckets.h"
@@ -53,6 +60,7 @@ constexpr int kStep = 64;                 // k per step: 4 lanes x 16 bytes
 constexpr int kChunk = 256;               // k granularity of the splits: a multiple of every tile's chunk
 constexpr int kMaxM = 64;                 // 8 n8 tiles of tokens
 constexpr int kReduceThreads = 256;
+constexpr int kMaxClusterSplits = 8;      // the portable cluster size
 
 // Per token tile: 64-k steps per chunk (a chunk is one activation stage and one weight register
 // buffer: 32 * steps bytes per thread in flight). Four CTAs per SM must fit (128 registers);
@@ -132,7 +140,9 @@ __device__ __forceinline__ void store_out(const RowwiseGemmParams& p, int64_t l,
 }
 
 // grid (ceil(N / 64), splits, min(L, 65535)); split s covers k [s * k_per_split, +k_per_split).
-template <int MT, typename OutT>
+// kCluster: launched with cluster dims (1, splits, 1); split 0 reduces (see the top). A template
+// argument, so the default kernels keep their registers (a runtime flag made MT = 8 spill).
+template <int MT, typename OutT, bool kCluster>
 __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
     skinny_kernel(const RowwiseGemmParams p, const int64_t k_per_split) {
   constexpr int kSteps = Tile<MT>::kSteps, kChunkMT = kStep * kSteps;
@@ -221,6 +231,41 @@ __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
     }
 
     // C fragment: acc[nt][i] is (n = n_lo + 8 * (i / 2), m = 8 * nt + 2t + i % 2).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (kCluster) {
+      // Partials in this CTA's (now idle) activation stages, [thread][MT * 4] floats: 4 KiB * MT,
+      // which is exactly sizeof(xs) for every MT. Split 0 adds splits 0, 1, ... in order, as the
+      // reduce kernel does, then applies the epilogue.
+      static_assert(sizeof(xs) >= kThreads * MT * 4 * sizeof(float), "partials fit the stages");
+      namespace cg = cooperative_groups;
+      cg::cluster_group cluster = cg::this_cluster();
+      float* mine = reinterpret_cast<float*>(&xs[0][0]) + threadIdx.x * MT * 4;
+#pragma unroll
+      for (int nt = 0; nt < MT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) mine[nt * 4 + i] = acc[nt][i];
+      cluster.sync();  // every split's partials are written
+      if (cluster.block_rank() == 0) {  // acc holds split 0 (0 + p0 == p0: the same sum)
+        for (unsigned r = 1; r < cluster.num_blocks(); ++r) {
+          const float* theirs = cluster.map_shared_rank(mine, r);
+#pragma unroll
+          for (int nt = 0; nt < MT; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[nt][i] += theirs[nt * 4 + i];
+        }
+#pragma unroll
+        for (int nt = 0; nt < MT; ++nt) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int64_t m = 8 * nt + 2 * t + (i & 1), n = i < 2 ? n_lo : n_hi;
+            if (m < p.M && n < p.N) store_out<OutT>(p, l, m, n, acc[nt][i]);
+          }
+        }
+      }
+      cluster.sync();  // split 0 is done reading: the stages may be refilled (next l) or freed
+      continue;
+    }
+#endif
     float* part = gridDim.y > 1 ? p.workspace + (static_cast<int64_t>(blockIdx.y) * p.L + l) * p.M * p.N : nullptr;
 #pragma unroll
     for (int nt = 0; nt < MT; ++nt) {
@@ -263,17 +308,39 @@ int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // k per split for a request of `splits`: whole chunks, so only the last split has a K tail.
 int64_t k_per_split(int64_t K, int splits) { return div_up(div_up(K, splits), kChunk) * kChunk; }
 
+// MSLK_FP8_SKINNY_REDUCE (read per call): "cluster" sums K splits over DSMEM, else (default,
+// "kernel") through the workspace and skinny_reduce.
+bool want_cluster_reduce() {
+  const char* e = std::getenv("MSLK_FP8_SKINNY_REDUCE");
+  return e != nullptr && std::strcmp(e, "cluster") == 0;
+}
+
 template <int MT, typename OutT>
 cudaError_t launch(const RowwiseGemmParams& p, int splits, int64_t kps, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(div_up(p.N, kRowsPerCta)), static_cast<unsigned>(splits),
                   static_cast<unsigned>(p.L < 65535 ? p.L : 65535));
-  skinny_kernel<MT, OutT><<<grid, kThreads, 0, s>>>(p, kps);
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess || splits == 1) return e;
   int dev = 0, sms = 0, major = 0;
-  if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
   if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
   if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess) return e;
+  if (splits > 1 && splits <= kMaxClusterSplits && major >= 9 && want_cluster_reduce()) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(kThreads);
+    cfg.stream = s;
+    cudaLaunchAttribute cl[1];
+    cl[0].id = cudaLaunchAttributeClusterDimension;
+    cl[0].val.clusterDim.x = 1;
+    cl[0].val.clusterDim.y = static_cast<unsigned>(splits);
+    cl[0].val.clusterDim.z = 1;
+    cfg.attrs = cl;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, skinny_kernel<MT, OutT, true>, p, kps);
+  }
+  skinny_kernel<MT, OutT, false><<<grid, kThreads, 0, s>>>(p, kps);
+  e = cudaGetLastError();
+  if (e != cudaSuccess || splits == 1) return e;
   const int64_t blocks = div_up(p.L * p.M * p.N, kReduceThreads);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(blocks < 8 * sms ? blocks : 8 * sms));

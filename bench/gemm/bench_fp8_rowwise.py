@@ -26,7 +26,6 @@ FP8 = torch.float8_e4m3fn
 MS = [1, 16, 64, 128, 512, 2048, 8192]
 SKINNY_MS = [1, 16, 64]
 ENV = "MSLK_FP8_GEMM_KERNEL"
-REDUCE_ENV = "MSLK_FP8_SKINNY_REDUCE"
 NKS = [(8192, 8192), (28672, 8192), (8192, 28672), (7168, 16384), (1280, 8192), (8192, 1024)]
 
 
@@ -117,15 +116,13 @@ def main():
             flops = 2.0 * M * N * K
             tf_ours, tf_peer = flops / (t_ours * 1e-3) / 1e12, flops / (t_peer * 1e-3) / 1e12
             floor_us = N * K / bw * 1e6
-            sk = ["-"] * 8
+            sk = ["-"] * 7
             if M in skinny_ms:
                 with forced_kernel("skinny"):
                     c = ours(*sets[0]).float()
                     rel_sk = ((c - b).abs().max() / b.abs().max().clamp(min=1e-30)).item()
                     t_sk = time_ms(ours, sets)
                     t_skg = time_graph_ms(ours, sets)
-                    with forced_env(REDUCE_ENV, "cluster"):
-                        t_clg = time_graph_ms(ours, sets)
                 try:
                     with forced_kernel("cutlass"):
                         t_cug = time_graph_ms(ours, sets)
@@ -136,7 +133,7 @@ def main():
                 except RuntimeError:
                     t_peerg = float("nan")
                 sk = [f"{t_sk * 1e3:.1f}", f"{t_skg * 1e3:.1f}", f"{floor_us:.1f}", f"{t_skg * 1e3 / floor_us:.2f}x",
-                      f"{t_peerg / t_skg:.2f}x", f"{t_cug * 1e3:.1f}", f"{rel_sk:.1e}", f"{t_clg * 1e3:.1f}"]
+                      f"{t_peerg / t_skg:.2f}x", f"{t_cug * 1e3:.1f}", f"{rel_sk:.1e}"]
             rows.append([M, N, K, f"{t_ours * 1e3:.1f}", f"{tf_ours:.0f}", f"{t_peer * 1e3:.1f}", f"{tf_peer:.0f}",
                          f"{t_peer / t_ours:.2f}x", f"{rel:.1e}", *sk])
             print(" | ".join(str(c) for c in rows[-1]), flush=True)
@@ -144,10 +141,10 @@ def main():
         torch.cuda.empty_cache()
     header = ["M", "N", "K", "mslk us", "mslk TFLOP/s", "_scaled_mm us", "_scaled_mm TFLOP/s", "speedup",
               "max rel diff", "skinny us", "skinny graph us", "floor us", "skinny graph / floor",
-              "speedup (graphs)", "cutlass graph us", "skinny rel diff", "skinny cluster-reduce graph us"]
+              "speedup (graphs)", "cutlass graph us", "skinny rel diff"]
     write_results(args.out, "FP8 rowwise GEMM: mslk f8f8bf16_rowwise vs torch._scaled_mm (fast accum)", header,
                   rows, notes="BF16 output, row scales on both sides, use_fast_accum=True for both. skinny: "
-                  "MSLK_FP8_GEMM_KERNEL=skinny (cluster-reduce: and MSLK_FP8_SKINNY_REDUCE=cluster); graph columns time CUDA graphs of both ops (device time); "
+                  "MSLK_FP8_GEMM_KERNEL=skinny; graph columns time CUDA graphs of both ops (device time); "
                   f"floor = N*K bytes at the measured copy rate, {bw / 1e12:.2f} TB/s.")
     print(f"wrote {args.out}")
 

@@ -164,22 +164,3 @@ def test_skinny_cuda_graph(skinny):
     graph.replay()
     torch.cuda.synchronize()
     check(out, xq, wq, xs, ws, fast=False)
-
-
-@pytest.mark.parametrize("M", [1, 5, 16, 33])
-@pytest.mark.parametrize("N,K", [(8192, 8192), (1000, 4096), (7168, 16384), (1280, 8192)])
-@pytest.mark.parametrize("L", [1, 3])
-def test_cluster_reduce_is_bitwise_the_reduce_kernel(skinny, monkeypatch, M, N, K, L):
-    """MSLK_FP8_SKINNY_REDUCE=cluster (K splits summed over DSMEM, at most 8 of them; more fall
-    back to the reduce kernel) adds the splits in the same order: the same bits, bias and fp16 too."""
-    xq, wq = rand_fp8((L, M, K), "cuda"), rand_fp8((L, N, K), "cuda")
-    xs, ws = rand_scale(L * M, "cuda").view(L, M), rand_scale(L * N, "cuda").view(L, N)
-    bias = torch.randn(L, N, device="cuda").to(torch.bfloat16)
-    want = ops.f8f8bf16_rowwise_batched(xq, wq, xs, ws, bias)
-    want16 = ops.f8f8f16_rowwise(xq[0], wq[0], xs[0], ws[0])
-    monkeypatch.setenv("MSLK_FP8_SKINNY_REDUCE", "cluster")
-    torch.cuda.synchronize()
-    got = ops.f8f8bf16_rowwise_batched(xq, wq, xs, ws, bias)
-    assert torch.equal(got, want)
-    assert torch.equal(ops.f8f8f16_rowwise(xq[0], wq[0], xs[0], ws[0]), want16)
-    check(got[0], xq[0], wq[0], xs[0], ws[0], bias[0], True)

@@ -36,6 +36,19 @@ def fp8(backend, M=8192, N=8192, K=8192):
                                     out_dtype=torch.bfloat16, use_fast_accum=True)
 
 
+def quant(kind, M=8192, K=8192):
+    from mslk.quantize.triton import fp8_quantize as q
+    x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    return {"row": lambda: q.quantize_fp8_row(x), "block128": lambda: q.quantize_fp8_block(x, 128, 128),
+            "group128": lambda: q.quantize_fp8_group(x, 128)}[kind]
+
+
+def copy(M=8192, K=8192):
+    x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty_like(x)
+    return lambda: y.copy_(x)
+
+
 TARGETS = {
     "attn-mslk": lambda: attn("mslk"), "attn-cudnn": lambda: attn("cudnn"),
     "fp8-mslk": lambda: fp8("mslk"), "fp8-cublas": lambda: fp8("cublas"),
@@ -43,6 +56,10 @@ TARGETS = {
     # both ~2x the 64 MB weight-read floor at N = K = 8192 (bench/gemm/results_fp8_rowwise.md)
     "fp8-decode-m1": lambda: fp8("mslk", M=1), "fp8-decode-m16": lambda: fp8("mslk", M=16),
     "fp8-decode-m16-cublas": lambda: fp8("cublas", M=16),
+    # FP8 quantizers at 8192^2 bf16 (row: 78% of copy bandwidth, block 128: 1.54x its byte floor)
+    # and torch's copy of the same tensor for the memory-side reference
+    "quant-row": lambda: quant("row"), "quant-block128": lambda: quant("block128"),
+    "quant-group128": lambda: quant("group128"), "copy-8192sq": copy,
 }
 
 if __name__ == "__main__":

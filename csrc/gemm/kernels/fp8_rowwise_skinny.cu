@@ -1,21 +1,32 @@
 // Decode-shape rowwise FP8 GEMM (M <= 64 tokens): memory-bound on the weight read, so each
 // weight byte is loaded once, 16 bytes at a time, straight into registers (L1 no-allocate,
-// L2 evict-first), and multiplied on the tensor cores by mma.sync m16n8k32 e4m3 (sm_89+).
-// Swap-AB: the MMA's A (16 x 32, "row") is 16 weight rows n by 32 k, its B (32 x 8, "col") is
-// 32 k by 8 tokens m, so C[n][m] = sum_k W[n][k] * X[m][k]. M <= 8 needs one n8 tile, M <= 64
-// eight. The mirror on the CPU is tools/gemm/emulate_fp8_skinny.py (run by test/gemm).
+// L2 evict-first), and multiplied on the tensor cores: on sm_90a by wgmma m64nNk32 e4m3 with A
+// from registers (N = 8 * MT tokens; wgmma_rs_e4m3.cuh), elsewhere (sm_89+) by mma.sync m16n8k32
+// e4m3 per n8 tile. Swap-AB: the MMA's A is weight rows n by k, its B is k by tokens m, so
+// C[n][m] = sum_k W[n][k] * X[m][k]. M <= 8 needs one n8 tile, M <= 64 eight. The mirror on the
+// CPU is tools/gemm/emulate_fp8_skinny.py (run by test/gemm).
+//
+// Why wgmma: sm_90 has no native mma.sync for e4m3; ptxas expands each m16n8k32 into e4m3 -> f16
+// conversions (F2FP) and two HMMA.16816. At M = 16 the conversions alone issue about as long as
+// the weight read takes (the 2026-11-30 H200 run: 29 us at M = 16 against 24 us at M = 1, N = K =
+// 8192), so the kernel was issue-bound; wgmma takes e4m3 natively.
 //
 // Fragments of mma.m16n8k32 for 8-bit types (PTX ISA, "Matrix Fragments for mma.m16n8k32";
 // g = lane / 4, t = lane % 4; a .b32 register holds 4 consecutive k, lowest k in the low byte):
 //   A regs a0..a3: (row g, k 4t..4t+3), (row g+8, k 4t..), (row g, k 16+4t..), (row g+8, k 16+4t..)
 //   B regs b0, b1: (k 4t..4t+3, col g), (k 16+4t.., col g)
 //   C/D c0..c3:    (row g, col 2t), (row g, col 2t+1), (row g+8, col 2t), (row g+8, col 2t+1)
-// The sum over k does not care which physical k a logical k slot holds, as long as A and B
-// agree. A thread loads 16 contiguous bytes of each of its two weight rows, physical k
-// kb+16t .. kb+16t+15 of a 64-k step, and feeds them to two MMAs: MMA h (0, 1) gets bytes
-// 8h..8h+3 as its logical k 4t.. slot and 8h+4..8h+7 as its 16+4t.. slot. The B fragment takes
-// the same physical bytes of token row g (one 16-byte shared-memory load per n8 tile), so both
-// operands place physical k kb+16t+8h+4s+i at logical k 16s+4t+i: a bijection of the 64 k.
+// The wgmma A fragment of warp w is the same table for rows 16w + (g, g+8). The sum over k does
+// not care which physical k a logical k slot holds, as long as A and B agree. A thread loads 16
+// contiguous bytes of each of its two weight rows, physical k kb+16t .. kb+16t+15 of a 64-k step,
+// and feeds them to two MMAs: MMA h (0, 1) gets bytes 8h..8h+3 as its logical k 4t.. slot and
+// 8h+4..8h+7 as its 16+4t.. slot, so physical k kb+16t+8h+4s+i sits at logical k 16s+4t+i of MMA
+// h: a bijection of the 64 k. The activations are staged in shared memory already permuted the
+// same way (4-byte cp.async pieces), as wgmma's K-major B operand without swizzle:
+//   stage [step j][MMA h][k half s][token r][16 bytes], byte 4t+i of (j, h, s, r) = X[r][kb+16t+8h+4s+i]
+// (8 tokens x 16 bytes = one 128-byte core matrix; descriptor lbo = 16 * R bytes between the k
+// halves, sbo = 128 between 8-token groups). The mma.sync path reads b0 / b1 of lane (g, t), n8
+// tile nt as the 4 bytes at (j, h, s = 0 / 1, r = 8nt + g, 4t).
 //
 // Block: 4 warps, 16 weight rows each (64 rows per CTA), all warps at the same k so the
 // activation chunk staged in shared memory serves all four. A chunk is 4 steps (256 k) for
@@ -25,31 +36,24 @@
 // double-buffered. Loads past the split's end (the K tail) and rows past N / tokens past M
 // read nothing and give zeros, on both operands.
 //
-// Accumulation is float32: on sm_90 ptxas lowers each m16n8k32 e4m3 MMA to exact e4m3 -> f16
-// conversions, two HMMA.16816.F32 and float32 adds into C (see the SASS). We keep that shape in
-// the source (each 64-k step's two MMAs start from zero, then FADD into the accumulators), so
-// no long run of products sits in the tensor core's accumulator on any target. Hence
-// use_fast_accum (the wgmma promotion question) does not change the result: both flags run here.
+// Accumulation: each 64-k step's two MMAs start from zero in the tensor core, then the step's
+// result is added into float32 registers (FADD), so no run longer than 64 products sits in the
+// tensor core's accumulator (the promotion that use_fast_accum=False asks of wgmma GEMMs is done
+// every step): both flags run here.
 //
 // K splits (grid.y): splits == 1 applies the epilogue directly; otherwise each split writes
 // float32 partials [split][L][M][N] to the workspace and a second kernel sums them in split
-// order (deterministic) and applies the epilogue. MSLK_FP8_SKINNY_REDUCE=cluster (sm_90, at most
-// 8 splits; not yet measured on a GPU, hence off) launches the splits of a column block as one
-// thread-block cluster instead: each CTA leaves its partials in its own shared memory and split 0
-// sums them over DSMEM in the same order, so the result is bitwise the same with no workspace
-// traffic and no second kernel (the second kernel took 4.3 us of 27 at M = 1, N = K = 8192).
-#include <cooperative_groups.h>
+// order (deterministic) and applies the epilogue.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "gemm/kernels/fp8_rowwise.h"
 #include "gemm/kernels/fp8_rowwise_buckets.h"
 #include "gemm/kernels/fp8_rowwise_configs.h"
+#include "gemm/kernels/wgmma_rs_e4m3.cuh"
 
 namespace mslk::gemm {
 namespace {
@@ -60,16 +64,17 @@ constexpr int kStep = 64;                 // k per step: 4 lanes x 16 bytes
 constexpr int kChunk = 256;               // k granularity of the splits: a multiple of every tile's chunk
 constexpr int kMaxM = 64;                 // 8 n8 tiles of tokens
 constexpr int kReduceThreads = 256;
-constexpr int kMaxClusterSplits = 8;      // the portable cluster size
 
 // Per token tile: 64-k steps per chunk (a chunk is one activation stage and one weight register
-// buffer: 32 * steps bytes per thread in flight). Four CTAs per SM must fit (128 registers);
-// more tokens need more accumulator and fragment registers, hence fewer steps (ptxas -v, sm_90a:
-// MT 1, 8 spill nothing; MT 2 reloads two 4-byte values per chunk, MT 4 spills outside the loop).
+// buffer: 32 * steps bytes per thread in flight) and CTAs per SM (the register cap). Two steps
+// (64 bytes a thread in flight, double-buffered) are enough: a pure 64 MB read with 64 bytes a
+// thread at ~4 CTAs of 128 threads per SM ran as fast as with 256 (tools/microbench/stream_patterns.cu,
+// H200 2026-11-30: 22.3 us either way). ptxas -v, sm_90a wgmma path: MT 1, 2 spill nothing at 128
+// registers; MT 4 spills 32 bytes; MT 8 spills 256 bytes even at 168 registers (3 CTAs per SM).
 template <int MT>
 struct Tile {
-  static constexpr int kSteps = MT >= 4 ? 2 : 4;
-  static constexpr int kMinCtas = 4;
+  static constexpr int kSteps = 2;
+  static constexpr int kMinCtas = MT >= 8 ? 3 : 4;
   static_assert(kChunk % (kStep * kSteps) == 0, "splits are whole chunks");
 };
 
@@ -99,10 +104,10 @@ __device__ __forceinline__ uint4 ld_stream(const uint8_t* ptr, uint64_t pol) {
   return v;
 }
 
-// 16 bytes to shared memory; src_bytes == 0 writes zeros and reads nothing.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+// 4 bytes to shared memory; src_bytes == 0 writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, int src_bytes) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
@@ -140,20 +145,18 @@ __device__ __forceinline__ void store_out(const RowwiseGemmParams& p, int64_t l,
 }
 
 // grid (ceil(N / 64), splits, min(L, 65535)); split s covers k [s * k_per_split, +k_per_split).
-// kCluster: launched with cluster dims (1, splits, 1); split 0 reduces (see the top). A template
-// argument, so the default kernels keep their registers (a runtime flag made MT = 8 spill).
-template <int MT, typename OutT, bool kCluster>
+template <int MT, typename OutT>
 __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
     skinny_kernel(const RowwiseGemmParams p, const int64_t k_per_split) {
   constexpr int kSteps = Tile<MT>::kSteps, kChunkMT = kStep * kSteps;
   constexpr int R = 8 * MT;                  // token rows staged (M rounded up to n8 tiles)
   constexpr int kStage = kChunkMT * R;        // bytes of one activation stage
-  constexpr int kPieces = kStage / 16;       // 16-byte cp.async pieces per stage
+  constexpr int kPieces = kStage / 4;        // 4-byte cp.async pieces per stage
+  constexpr int kBlock = 32 * R;             // bytes of one (step, MMA) k32 x R operand
   static_assert(kPieces % kThreads == 0, "whole cp.async rounds");
-  // Stage layout [step j][token r][64 k]: piece i = (j * R + r) * 4 + q lands at byte 16 * i, and
-  // the B fragment load of lane (g, t), n8 tile nt, step j reads j*R*64 + nt*512 + 16*lane:
-  // 32 lanes, 512 contiguous bytes, no bank conflicts.
-  __shared__ __align__(16) uint8_t xs[2][kStage];
+  // Stage layout: see the top. Piece i = (j * R + r) * 16 + word, word = 4t + 2h + s: consecutive
+  // threads read consecutive 4-byte words of a token row (global reads coalesce; X sits in L2).
+  __shared__ __align__(128) uint8_t xs[2][kStage];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int64_t n_lo = static_cast<int64_t>(blockIdx.x) * kRowsPerCta + warp * 16 + g, n_hi = n_lo + 8;
@@ -183,10 +186,11 @@ __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
 #pragma unroll
       for (int i0 = 0; i0 < kPieces; i0 += kThreads) {
         const int i = i0 + threadIdx.x;
-        const int j = i / (4 * R), r = (i / 4) % R, q = i % 4;
-        const int64_t k = k0 + j * kStep + 16 * q;
-        const bool ok = r < p.M && k < k_end;
-        cp_async16(dst + 16 * i, ok ? A + r * p.lda + k : A, ok ? 16 : 0);
+        const int j = i / (16 * R), r = (i / 16) % R, word = i % 16;
+        const int tt = word >> 2, h = (word >> 1) & 1, s = word & 1;
+        const int64_t k = k0 + j * kStep + 4 * word;
+        const bool ok = r < p.M && k < k_end;  // k_end % 16 == 0: a 4-byte piece is wholly in or out
+        cp_async4(dst + (j * 2 + h) * kBlock + s * 16 * R + r * 16 + 4 * tt, ok ? A + r * p.lda + k : A, ok ? 4 : 0);
       }
       cp_async_commit();
     };
@@ -208,20 +212,39 @@ __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
       } else {
         cp_async_wait<0>();
       }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+      sm90::fence_proxy_async_smem();  // this thread's cp.async bytes, visible to wgmma after the barrier
+#endif
       __syncthreads();
       const uint8_t* x = xs[c & 1];
 #pragma unroll
       for (int j = 0; j < kSteps; ++j) {
         const uint4 lo = cur[j], hi = cur[kSteps + j];
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        const uint64_t desc = sm90::kmajor_desc(x + j * 2 * kBlock, 16 * R, 128);
+        float d[4 * MT];
+        sm90::wgmma_fence();  // A registers and d were written by other instructions
+        sm90::wgmma_rs<8 * MT>(d, lo.x, hi.x, lo.y, hi.y, desc, 0);                      // h = 0, d = A * B
+        sm90::wgmma_rs<8 * MT>(d, lo.z, hi.z, lo.w, hi.w, desc + (kBlock >> 4), 1);      // h = 1, d += A * B
+        sm90::wgmma_commit();
+        sm90::wgmma_wait<0>();
+#pragma unroll
+        for (int nt = 0; nt < MT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[nt][i] += d[4 * nt + i];
+#else
 #pragma unroll
         for (int nt = 0; nt < MT; ++nt) {
-          const uint4 b = *reinterpret_cast<const uint4*>(x + j * R * 64 + nt * 512 + 16 * lane);
+          const uint8_t* b = x + j * 2 * kBlock + (8 * nt + g) * 16 + 4 * t;
           float d[4] = {0.f, 0.f, 0.f, 0.f};
-          mma_e4m3(d, lo.x, hi.x, lo.y, hi.y, b.x, b.y);  // h = 0: bytes 0..7 of the lane's 16
-          mma_e4m3(d, lo.z, hi.z, lo.w, hi.w, b.z, b.w);  // h = 1: bytes 8..15
+          mma_e4m3(d, lo.x, hi.x, lo.y, hi.y, *reinterpret_cast<const uint32_t*>(b),
+                   *reinterpret_cast<const uint32_t*>(b + 16 * R));  // h = 0: bytes 0..7 of the lane's 16
+          mma_e4m3(d, lo.z, hi.z, lo.w, hi.w, *reinterpret_cast<const uint32_t*>(b + kBlock),
+                   *reinterpret_cast<const uint32_t*>(b + kBlock + 16 * R));  // h = 1: bytes 8..15
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[nt][i] += d[i];
         }
+#endif
       }
       __syncthreads();  // stage c & 1 is refilled by the next iteration's stage_x
       if (more) {
@@ -231,41 +254,6 @@ __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
     }
 
     // C fragment: acc[nt][i] is (n = n_lo + 8 * (i / 2), m = 8 * nt + 2t + i % 2).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if constexpr (kCluster) {
-      // Partials in this CTA's (now idle) activation stages, [thread][MT * 4] floats: 4 KiB * MT,
-      // which is exactly sizeof(xs) for every MT. Split 0 adds splits 0, 1, ... in order, as the
-      // reduce kernel does, then applies the epilogue.
-      static_assert(sizeof(xs) >= kThreads * MT * 4 * sizeof(float), "partials fit the stages");
-      namespace cg = cooperative_groups;
-      cg::cluster_group cluster = cg::this_cluster();
-      float* mine = reinterpret_cast<float*>(&xs[0][0]) + threadIdx.x * MT * 4;
-#pragma unroll
-      for (int nt = 0; nt < MT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) mine[nt * 4 + i] = acc[nt][i];
-      cluster.sync();  // every split's partials are written
-      if (cluster.block_rank() == 0) {  // acc holds split 0 (0 + p0 == p0: the same sum)
-        for (unsigned r = 1; r < cluster.num_blocks(); ++r) {
-          const float* theirs = cluster.map_shared_rank(mine, r);
-#pragma unroll
-          for (int nt = 0; nt < MT; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[nt][i] += theirs[nt * 4 + i];
-        }
-#pragma unroll
-        for (int nt = 0; nt < MT; ++nt) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int64_t m = 8 * nt + 2 * t + (i & 1), n = i < 2 ? n_lo : n_hi;
-            if (m < p.M && n < p.N) store_out<OutT>(p, l, m, n, acc[nt][i]);
-          }
-        }
-      }
-      cluster.sync();  // split 0 is done reading: the stages may be refilled (next l) or freed
-      continue;
-    }
-#endif
     float* part = gridDim.y > 1 ? p.workspace + (static_cast<int64_t>(blockIdx.y) * p.L + l) * p.M * p.N : nullptr;
 #pragma unroll
     for (int nt = 0; nt < MT; ++nt) {
@@ -308,39 +296,17 @@ int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // k per split for a request of `splits`: whole chunks, so only the last split has a K tail.
 int64_t k_per_split(int64_t K, int splits) { return div_up(div_up(K, splits), kChunk) * kChunk; }
 
-// MSLK_FP8_SKINNY_REDUCE (read per call): "cluster" sums K splits over DSMEM, else (default,
-// "kernel") through the workspace and skinny_reduce.
-bool want_cluster_reduce() {
-  const char* e = std::getenv("MSLK_FP8_SKINNY_REDUCE");
-  return e != nullptr && std::strcmp(e, "cluster") == 0;
-}
-
 template <int MT, typename OutT>
 cudaError_t launch(const RowwiseGemmParams& p, int splits, int64_t kps, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(div_up(p.N, kRowsPerCta)), static_cast<unsigned>(splits),
                   static_cast<unsigned>(p.L < 65535 ? p.L : 65535));
+  skinny_kernel<MT, OutT><<<grid, kThreads, 0, s>>>(p, kps);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess || splits == 1) return e;
   int dev = 0, sms = 0, major = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return e;
+  if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
   if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
   if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess) return e;
-  if (splits > 1 && splits <= kMaxClusterSplits && major >= 9 && want_cluster_reduce()) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(kThreads);
-    cfg.stream = s;
-    cudaLaunchAttribute cl[1];
-    cl[0].id = cudaLaunchAttributeClusterDimension;
-    cl[0].val.clusterDim.x = 1;
-    cl[0].val.clusterDim.y = static_cast<unsigned>(splits);
-    cl[0].val.clusterDim.z = 1;
-    cfg.attrs = cl;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, skinny_kernel<MT, OutT, true>, p, kps);
-  }
-  skinny_kernel<MT, OutT, false><<<grid, kThreads, 0, s>>>(p, kps);
-  e = cudaGetLastError();
-  if (e != cudaSuccess || splits == 1) return e;
   const int64_t blocks = div_up(p.L * p.M * p.N, kReduceThreads);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(blocks < 8 * sms ? blocks : 8 * sms));

@@ -85,9 +85,9 @@ def kernel_constants(path=KERNELS / "fp8_rowwise_skinny.cu"):
     def const(name):
         return int(re.search(rf"constexpr int (?:\w+ = \w+, )?{name} = (\d+)", text).group(1))
 
-    steps = re.search(r"static constexpr int kSteps = (\d+);", text)
+    steps = re.search(r"static constexpr int kSteps = MT <= (\d+) \? (\d+) : (\d+);", text)
     return dict(warps=const("kWarps"), step=const("kStep"), chunk=const("kChunk"), max_m=const("kMaxM"),
-                steps=int(steps.group(1)))
+                steps=tuple(int(v) for v in steps.groups()))
 
 
 def tile_mt(M):
@@ -95,7 +95,7 @@ def tile_mt(M):
 
 
 def tile_steps(MT):
-    return 2
+    return 4 if MT <= 2 else 2
 
 
 # ---- mma.sync m16n8k32 .row.col f32.e4m3.e4m3.f32, from the ISA tables ---------------------

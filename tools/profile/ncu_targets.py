@@ -2,6 +2,7 @@
 inside the NVTX range "prof" (ncu --nvtx --nvtx-include "prof/" profiles only those kernels).
 Usage: python3 tools/profile/ncu_targets.py <target>; targets are the keys of TARGETS."""
 
+import os
 import sys
 
 import torch
@@ -56,6 +57,7 @@ TARGETS = {
     # both ~2x the 64 MB weight-read floor at N = K = 8192 (bench/gemm/results_fp8_rowwise.md)
     "fp8-decode-m1": lambda: fp8("mslk", M=1), "fp8-decode-m16": lambda: fp8("mslk", M=16),
     "fp8-decode-m16-cublas": lambda: fp8("cublas", M=16),
+    "fp8-decode-m16-skinny": lambda: (os.environ.__setitem__("MSLK_FP8_GEMM_KERNEL", "skinny"), fp8("mslk", M=16))[1],
     # FP8 quantizers at 8192^2 bf16 (row: 78% of copy bandwidth, block 128: 1.54x its byte floor)
     # and torch's copy of the same tensor for the memory-side reference
     "quant-row": lambda: quant("row"), "quant-block128": lambda: quant("block128"),

@@ -66,14 +66,13 @@ constexpr int kMaxM = 64;                 // 8 n8 tiles of tokens
 constexpr int kReduceThreads = 256;
 
 // Per token tile: 64-k steps per chunk (a chunk is one activation stage and one weight register
-// buffer: 32 * steps bytes per thread in flight) and CTAs per SM (the register cap). Two steps
-// (64 bytes a thread in flight, double-buffered) are enough: a pure 64 MB read with 64 bytes a
-// thread at ~4 CTAs of 128 threads per SM ran as fast as with 256 (tools/microbench/stream_patterns.cu,
-// H200 2026-11-30: 22.3 us either way). ptxas -v, sm_90a wgmma path: MT 1, 2 spill nothing at 128
-// registers; MT 4 spills 32 bytes; MT 8 spills 256 bytes even at 168 registers (3 CTAs per SM).
+// set: 32 * steps bytes per thread in flight, the set refilled step by step) and CTAs per SM (the
+// register cap). 4 steps (128 bytes a thread) where registers allow: with 2, M = 1 at N = 7168,
+// K = 16384 took 42 instead of 40 us (H200, 2026-11-30). ptxas -v, sm_90a wgmma path: MT 1, 2, 4
+// spill nothing at 128 registers; MT 8 spills 252 bytes even at 168 (3 CTAs per SM).
 template <int MT>
 struct Tile {
-  static constexpr int kSteps = 2;
+  static constexpr int kSteps = MT <= 2 ? 4 : 2;
   static constexpr int kMinCtas = MT >= 8 ? 3 : 4;
   static_assert(kChunk % (kStep * kSteps) == 0, "splits are whole chunks");
 };
@@ -173,14 +172,12 @@ __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
     const uint8_t* w_lo = B + (ok_lo ? n_lo : 0) * p.ldb + 16 * t;
     const uint8_t* w_hi = B + (ok_hi ? n_hi : 0) * p.ldb + 16 * t;
 
-    auto load_w = [&](uint4 (&w)[2 * kSteps], int64_t k0) {
-#pragma unroll
-      for (int j = 0; j < kSteps; ++j) {
-        const int64_t k = k0 + j * kStep;
-        const bool in = k + 16 * t < k_end;  // K % 16 == 0: a vector is wholly in or out
-        w[j] = in && ok_lo ? ld_stream(w_lo + k, pol) : make_uint4(0, 0, 0, 0);
-        w[kSteps + j] = in && ok_hi ? ld_stream(w_hi + k, pol) : make_uint4(0, 0, 0, 0);
-      }
+    // Step j of the chunk at k0 into w[j] (row n_lo) and w[kSteps + j] (row n_hi).
+    auto load_w = [&](uint4 (&w)[2 * kSteps], int j, int64_t k0) {
+      const int64_t k = k0 + j * kStep;
+      const bool in = k + 16 * t < k_end;  // K % 16 == 0: a vector is wholly in or out
+      w[j] = in && ok_lo ? ld_stream(w_lo + k, pol) : make_uint4(0, 0, 0, 0);
+      w[kSteps + j] = in && ok_hi ? ld_stream(w_hi + k, pol) : make_uint4(0, 0, 0, 0);
     };
     auto stage_x = [&](uint8_t* dst, int64_t k0) {
 #pragma unroll
@@ -198,16 +195,20 @@ __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
     float acc[MT][4];
 #pragma unroll
     for (int nt = 0; nt < MT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-    uint4 cur[2 * kSteps], nxt[2 * kSteps];
+    // One chunk of weight registers, refilled step by step: once step j's MMAs are done with
+    // w[j], the same registers take step j of the next chunk, so about a chunk of loads stays in
+    // flight with half the registers of a separate next-chunk buffer.
+    uint4 w[2 * kSteps];
     if (nchunks > 0) {
       stage_x(xs[0], k_begin);
-      load_w(cur, k_begin);
+#pragma unroll
+      for (int j = 0; j < kSteps; ++j) load_w(w, j, k_begin);
     }
     for (int c = 0; c < nchunks; ++c) {
       const bool more = c + 1 < nchunks;
-      if (more) {  // next chunk in flight while this one is multiplied
-        stage_x(xs[(c + 1) & 1], k_begin + static_cast<int64_t>(c + 1) * kChunkMT);
-        load_w(nxt, k_begin + static_cast<int64_t>(c + 1) * kChunkMT);
+      const int64_t k_next = k_begin + static_cast<int64_t>(c + 1) * kChunkMT;
+      if (more) {  // next chunk's activations in flight while this one is multiplied
+        stage_x(xs[(c + 1) & 1], k_next);
         cp_async_wait<1>();
       } else {
         cp_async_wait<0>();
@@ -219,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
       const uint8_t* x = xs[c & 1];
 #pragma unroll
       for (int j = 0; j < kSteps; ++j) {
-        const uint4 lo = cur[j], hi = cur[kSteps + j];
+        const uint4 lo = w[j], hi = w[kSteps + j];
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
         const uint64_t desc = sm90::kmajor_desc(x + j * 2 * kBlock, 16 * R, 128);
         float d[4 * MT];
@@ -227,7 +228,8 @@ __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
         sm90::wgmma_rs<8 * MT>(d, lo.x, hi.x, lo.y, hi.y, desc, 0);                      // h = 0, d = A * B
         sm90::wgmma_rs<8 * MT>(d, lo.z, hi.z, lo.w, hi.w, desc + (kBlock >> 4), 1);      // h = 1, d += A * B
         sm90::wgmma_commit();
-        sm90::wgmma_wait<0>();
+        sm90::wgmma_wait<0>();  // the MMAs have read w[j]: refill it
+        if (more) load_w(w, j, k_next);
 #pragma unroll
         for (int nt = 0; nt < MT; ++nt)
 #pragma unroll
@@ -244,13 +246,10 @@ __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[nt][i] += d[i];
         }
+        if (more) load_w(w, j, k_next);
 #endif
       }
       __syncthreads();  // stage c & 1 is refilled by the next iteration's stage_x
-      if (more) {
-#pragma unroll
-        for (int i = 0; i < 2 * kSteps; ++i) cur[i] = nxt[i];
-      }
     }
 
     // C fragment: acc[nt][i] is (n = n_lo + 8 * (i / 2), m = 8 * nt + 2t + i % 2).

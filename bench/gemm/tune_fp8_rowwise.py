@@ -25,7 +25,8 @@ CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/gemm/kernels/fp8_rowwise
 
 
 SWIZZLES = (1, 2, 4, 8)
-ROUNDS = 2
+# Rows also timed under wider swizzles at M >= 2048 (where a band of tiles outgrows L2).
+SWIZZLED_ROWS, ROW_SWIZZLES = ("128x128x128_c2x1_pp",), (4, 8)
 
 
 def fast_rows():
@@ -37,11 +38,6 @@ def fast_rows():
         if fast:
             rows.append((i, f"{tm}x{tn}x{tk}_c{cm}x{cn}_{'coop' if coop else 'pp'}"))
     return rows
-
-
-def keep_best(old, new):
-    """The lower of two times; nan (a choice that cannot take the shape) loses to any time."""
-    return new if old != old else old if new != new else min(old, new)
 
 
 def timed(env, fn, sets):
@@ -69,36 +65,38 @@ def main():
     args = ap.parse_args()
     rows_cfg = fast_rows()
     points, table = [], []
+    extra = [f"{n} sw{sw}" for _, n in rows_cfg if n in SWIZZLED_ROWS for sw in ROW_SWIZZLES]
 
     def flush():  # after every shape: a candidate row that kills the CUDA context loses only the rest
         args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                                          "configs": [n for _, n in rows_cfg], "points": points}, indent=1))
         header = (["M", "N", "K", "_scaled_mm us"] + [n for _, n in rows_cfg] + ["skinny us"]
-                  + [f"auto, swizzle {sw}" for sw in SWIZZLES] + ["best", "best vs _scaled_mm"])
+                  + [f"auto, swizzle {sw}" for sw in SWIZZLES] + extra + ["best", "best vs _scaled_mm"])
         write_results(args.out, "FP8 rowwise GEMM tuning: every kernel choice, us (fast accumulation)", header, table,
                       notes="Regenerate the bucket table: python3 tools/gemm/regen_fp8_buckets.py " + str(args.json))
 
     for N, K in NKS:
         for M in [int(m) for m in args.ms.split(",")]:
             sets = [make(M, N, K) for _ in range(copies_to_exceed_l2(M * K + N * K + 2 * M * N))]
-            # every choice, timed in ROUNDS interleaved passes (each keeps its best median): one
-            # pass favoured whatever ran at a good moment (the same kernel came 5-10% apart)
-            runs = [("peer", None)]
-            runs += [(name, {"MSLK_FP8_GEMM_KERNEL": "cutlass", "MSLK_FP8_ROWWISE_TILE": str(rid)}) for rid, name in rows_cfg]
+            t = {"peer": time_ms(peer, sets)}
+            for rid, name in rows_cfg:
+                t[name] = timed({"MSLK_FP8_GEMM_KERNEL": "cutlass", "MSLK_FP8_ROWWISE_TILE": str(rid)}, ours, sets)
             if M <= 64:
-                runs.append(("skinny", {"MSLK_FP8_GEMM_KERNEL": "skinny"}))
+                t["skinny"] = timed({"MSLK_FP8_GEMM_KERNEL": "skinny"}, ours, sets)
             if M >= 512:  # the bucket's kernel under each tile-scheduler swizzle (cutlass_swizzle.h)
-                runs += [(f"swizzle {sw}", {"MSLK_GEMM_SWIZZLE": str(sw)}) for sw in SWIZZLES]
-            t = {}
-            for _ in range(ROUNDS):
-                for key, env in runs:
-                    v = time_ms(peer, sets) if env is None else timed(env, ours, sets)
-                    t[key] = keep_best(t.get(key, float("nan")), v)
+                for sw in SWIZZLES:
+                    t[f"swizzle {sw}"] = timed({"MSLK_GEMM_SWIZZLE": str(sw)}, ours, sets)
+            if M >= 2048:
+                for rid, name in rows_cfg:
+                    for sw in ROW_SWIZZLES if name in SWIZZLED_ROWS else ():
+                        t[f"{name} sw{sw}"] = timed({"MSLK_GEMM_SWIZZLE": str(sw), "MSLK_FP8_GEMM_KERNEL": "cutlass",
+                                                     "MSLK_FP8_ROWWISE_TILE": str(rid)}, ours, sets)
             points.append({"M": M, "N": N, "K": K, "us": {k: v * 1e3 for k, v in t.items()}})
             best = min((v, k) for k, v in t.items() if k != "peer" and v == v)
             table.append([M, N, K, f"{t['peer'] * 1e3:.1f}"] + [f"{t.get(n, float('nan')) * 1e3:.1f}" for _, n in rows_cfg]
                          + [f"{t.get('skinny', float('nan')) * 1e3:.1f}"]
                          + [f"{t.get(f'swizzle {sw}', float('nan')) * 1e3:.1f}" for sw in SWIZZLES]
+                         + [f"{t.get(c, float('nan')) * 1e3:.1f}" for c in extra]
                          + [best[1], f"{t['peer'] / best[0]:.2f}x"])
             print(" | ".join(map(str, table[-1])), flush=True)
             flush()

@@ -72,9 +72,9 @@ def test_mirror_matches_kernel_constants():
     c = emu.kernel_constants()
     assert c["warps"] == emu.WARPS and emu.THREADS == 32 * c["warps"] and emu.ROWS_PER_CTA == 16 * c["warps"]
     assert (c["step"], c["chunk"], c["max_m"]) == (emu.STEP, emu.CHUNK, emu.MAX_M)
-    max_mt, many, few = c["steps"]
+    lo_mt, few, many = c["steps"]
     for mt in (1, 2, 4, 8):
-        assert emu.tile_steps(mt) == (many if mt <= max_mt else few)
+        assert emu.tile_steps(mt) == (few if mt >= lo_mt else many)
 
 
 def test_applies():

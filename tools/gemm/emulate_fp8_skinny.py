@@ -2,15 +2,15 @@
 
 Mirrors the kernel's index math line by line -- the K-split plan (the MSLK_FP8_SKINNY_SPLITS
 table is parsed from fp8_rowwise_buckets.h), the CTA / warp / lane decomposition, the 16-byte
-weight loads per lane, the permuted 4-byte cp.async activation stages (zero fill, commit groups,
-wait_group), the sm_90a path's wgmma m64nNk32 (A from registers, B read from shared memory
-through its K-major no-swizzle descriptor), the partials workspace and the reduce + epilogue --
-on flat byte "global memory" (bounds-checked) and a poisoned shared memory. The fragments are
-written from the PTX ISA tables (per warp of the warpgroup: rows 16 * warp + the mma.m16n8k32
-8-bit tables; g = lane // 4, t = lane % 4), independently of the kernel's choice of registers:
+weight loads per lane, the cp.async activation stages (zero fill, commit groups, wait_group),
+the B-fragment shared-memory reads, the mma.sync m16n8k32 fragments, the partials workspace and
+the reduce + epilogue -- on flat byte "global memory" (bounds-checked) and a poisoned shared
+memory. The MMA is written from the PTX ISA fragment tables ("Matrix Fragments for
+mma.m16n8k32", 8-bit types; g = lane // 4, t = lane % 4), independently of the kernel's choice
+of registers:
   A a0..a15 (register i // 4, byte i % 4): row g for i in [0, 4) u [8, 12), else g + 8;
                                           col 4t + i % 4, + 16 for i >= 8
-  B (wgmma, shared memory):              byte (k, n) at start + (k // 16) lbo + (n // 8) sbo + (n % 8) 16 + k % 16
+  B b0..b7:                               row (k) 4t + i % 4, + 16 for i >= 4; col g
   C c0..c3:                               row g, + 8 for i >= 2; col 2t + i % 2
 Run: python3 tools/gemm/emulate_fp8_skinny.py (a few shapes against a float64 matmul).
 """
@@ -85,7 +85,7 @@ def kernel_constants(path=KERNELS / "fp8_rowwise_skinny.cu"):
     def const(name):
         return int(re.search(rf"constexpr int (?:\w+ = \w+, )?{name} = (\d+)", text).group(1))
 
-    steps = re.search(r"static constexpr int kSteps = MT <= (\d+) \? (\d+) : (\d+);", text)
+    steps = re.search(r"kSteps = MT >= (\d+) \? (\d+) : (\d+);", text)
     return dict(warps=const("kWarps"), step=const("kStep"), chunk=const("kChunk"), max_m=const("kMaxM"),
                 steps=tuple(int(v) for v in steps.groups()))
 
@@ -95,12 +95,14 @@ def tile_mt(M):
 
 
 def tile_steps(MT):
-    return 4 if MT <= 2 else 2
+    return 2 if MT >= 4 else 4
 
 
 # ---- mma.sync m16n8k32 .row.col f32.e4m3.e4m3.f32, from the ISA tables ---------------------
 A_ROW = np.array([[g if (i < 4 or 8 <= i < 12) else g + 8 for i in range(16)] for g in G])
 A_COL = np.array([[4 * t + (i & 3) + (16 if i >= 8 else 0) for i in range(16)] for t in T])
+B_ROW = np.array([[4 * t + (i & 3) + (16 if i >= 4 else 0) for i in range(8)] for t in T])
+B_COL = np.array([[g] * 8 for g in G])
 C_ROW = np.array([[g + (8 if i >= 2 else 0) for i in range(4)] for g in G])
 C_COL = np.array([[2 * t + (i & 1) for i in range(4)] for t in T])
 
@@ -111,34 +113,18 @@ def _covers_once(rows, cols, shape):
     return bool(np.all(count == 1))
 
 
-assert _covers_once(A_ROW, A_COL, (16, 32))
+assert _covers_once(A_ROW, A_COL, (16, 32)) and _covers_once(B_ROW, B_COL, (32, 8))
 assert _covers_once(C_ROW, C_COL, (16, 8))
 
 
-def desc_b_operand(smem, start, lbo, sbo, n):
-    """The k32 x n B operand a K-major, no-swizzle wgmma descriptor names (PTX ISA "Shared Memory
-    Matrix Layout", canonical K-major INTERLEAVE: 8 x 16-byte core matrices of 128 contiguous
-    bytes; lbo between the two k halves, sbo between 8-row groups)."""
-    k = np.arange(32)[:, None]
-    c = np.arange(n)[None, :]
-    addr = start + (k // 16) * lbo + (c // 8) * sbo + (c % 8) * 16 + k % 16
-    assert addr.min() >= 0 and addr.max() < smem.size, "descriptor reads outside the stage"
-    return E4M3[smem[addr]]
-
-
-def wgmma_m64nNk32(a_regs, B):
-    """d = A @ B, fresh (scale-d = 0): a_regs [4 warps, 32 lanes, 4 registers, 4 bytes], B [32, n]
-    doubles; returns d [4, 32, n // 2] float32 in the accumulator fragment order d[4j + i]."""
-    n = B.shape[1]
-    A = np.zeros((64, 32))
-    for w in range(WARPS):
-        A[16 * w + A_ROW, A_COL] = E4M3[a_regs[w].reshape(32, 16)]
-    D = (A @ B).astype(np.float32)  # exact products, float32 result
-    d = np.zeros((WARPS, 32, n // 2), np.float32)
-    for w in range(WARPS):
-        for j in range(n // 8):
-            d[w, :, 4 * j:4 * j + 4] = D[16 * w + C_ROW, 8 * j + C_COL]
-    return d
+def mma_m16n8k32(c, a_regs, b_regs):
+    """c: [32, 4] float32; a_regs: [32, 4, 4] bytes (register, byte); b_regs: [32, 2, 4] bytes."""
+    A = np.zeros((16, 32))
+    B = np.zeros((32, 8))
+    A[A_ROW, A_COL] = E4M3[a_regs.reshape(32, 16)]
+    B[B_ROW, B_COL] = E4M3[b_regs.reshape(32, 8)]
+    D = (A @ B).astype(np.float32)  # exact products, float32 result as the HMMA path gives
+    return (c + D[C_ROW, C_COL]).astype(np.float32)
 
 
 def words(v16):
@@ -154,12 +140,9 @@ class Memory:
         self.data = data
 
     def read16(self, off):
-        return self.read(off, 16)
-
-    def read(self, off, size):
-        assert 0 <= off and off + size <= self.data.size, f"global read out of bounds at {off}"
-        assert off % size == 0, f"{size}-byte access not {size}-byte aligned: {off}"
-        return self.data[off:off + size]
+        assert 0 <= off and off + 16 <= self.data.size, f"global read out of bounds at {off}"
+        assert off % 16 == 0, f"16-byte access not 16-byte aligned: {off}"
+        return self.data[off:off + 16]
 
 
 def skinny_cta(p, bx, by, bz, grid_z, splits, kps, ws, out, written, a_order=(0, 1, 2, 3)):
@@ -171,8 +154,7 @@ def skinny_cta(p, bx, by, bz, grid_z, splits, kps, ws, out, written, a_order=(0,
     chunk_mt = STEP * steps
     R = 8 * MT
     stage_bytes = chunk_mt * R
-    block = 32 * R  # one (step, MMA) k32 x R operand
-    pieces = stage_bytes // 4
+    pieces = stage_bytes // 16
     assert pieces % THREADS == 0
     smem = np.full((2, stage_bytes), POISON, dtype=np.uint8)
     k_begin = by * kps
@@ -191,18 +173,17 @@ def skinny_cta(p, bx, by, bz, grid_z, splits, kps, ws, out, written, a_order=(0,
             for tid in range(THREADS):
                 for i0 in range(0, pieces, THREADS):
                     i = i0 + tid
-                    j, r, word = i // (16 * R), (i // 16) % R, i % 16
-                    tt, h, s = word >> 2, (word >> 1) & 1, word & 1
-                    k = k0 + j * STEP + 4 * word
+                    j, r, q = i // (4 * R), (i // 4) % R, i % 4
+                    k = k0 + j * STEP + 16 * q
                     ok = r < M and k < k_end
-                    data = amem.read(A + r * p["lda"] + k, 4) if ok else np.zeros(4, np.uint8)
-                    group.append((buf, (j * 2 + h) * block + s * 16 * R + r * 16 + 4 * tt, data.copy()))
+                    data = amem.read16(A + r * p["lda"] + k) if ok else np.zeros(16, np.uint8)
+                    group.append((buf, 16 * i, data.copy()))
             pending.append(group)
 
         def wait_group(n):
             while len(pending) > n:
                 for buf, off, data in pending.pop(0):
-                    smem[buf, off:off + data.size] = data
+                    smem[buf, off:off + 16] = data
 
         def load_w(warp, k0):
             """[2 * steps][32 lanes][16 bytes] of one warp."""
@@ -234,21 +215,20 @@ def skinny_cta(p, bx, by, bz, grid_z, splits, kps, ws, out, written, a_order=(0,
             else:
                 wait_group(0)
             x = smem[c & 1]
-            for j in range(steps):
-                a = [[], []]  # per MMA h: [warp][32 lanes, 4 registers, 4 bytes]
-                for warp in range(WARPS):
+            for warp in range(WARPS):
+                for j in range(steps):
                     lo, hi = words(cur[warp][j]), words(cur[warp][steps + j])
-                    regs0 = [lo[:, 0], hi[:, 0], lo[:, 1], hi[:, 1]]  # h = 0: bytes 0..7
-                    regs1 = [lo[:, 2], hi[:, 2], lo[:, 3], hi[:, 3]]  # h = 1: bytes 8..15
-                    a[0].append(np.stack([regs0[o] for o in a_order], axis=1))
-                    a[1].append(np.stack([regs1[o] for o in a_order], axis=1))
-                start = j * 2 * block  # the descriptor: lbo = 16 R, sbo = 128; h = 1 starts a block on
-                d = wgmma_m64nNk32(np.stack(a[0]), desc_b_operand(x, start, 16 * R, 128, R))
-                d1 = wgmma_m64nNk32(np.stack(a[1]), desc_b_operand(x, start + block, 16 * R, 128, R))
-                d = (d + d1).astype(np.float32)
-                for warp in range(WARPS):
                     for nt in range(MT):
-                        acc[warp, nt] = (acc[warp, nt] + d[warp, :, 4 * nt:4 * nt + 4]).astype(np.float32)
+                        base = j * R * 64 + nt * 512 + 16 * LANES
+                        b = words(np.stack([x[o:o + 16] for o in base]))
+                        regs0 = [lo[:, 0], hi[:, 0], lo[:, 1], hi[:, 1]]  # h = 0: bytes 0..7
+                        regs1 = [lo[:, 2], hi[:, 2], lo[:, 3], hi[:, 3]]  # h = 1: bytes 8..15
+                        a0 = np.stack([regs0[o] for o in a_order], axis=1)
+                        a1 = np.stack([regs1[o] for o in a_order], axis=1)
+                        d = np.zeros((32, 4), np.float32)
+                        d = mma_m16n8k32(d, a0, b[:, 0:2])
+                        d = mma_m16n8k32(d, a1, b[:, 2:4])
+                        acc[warp, nt] = (acc[warp, nt] + d).astype(np.float32)
             # (__syncthreads: the next stage_x refills buffer c & 1 only after every warp read it)
             if more:
                 cur = nxt

@@ -155,6 +155,14 @@ int main() {
       run_rows<1, 16>(buf, N, K, splits, sink, tm, N * K, copy_tbs);
     }
   }
+  // the decode grid's small weights (10 MB, 8 MB): what a kernel that only reads them costs
+  for (auto nk : {std::pair<int64_t, int64_t>{1280, 8192}, {8192, 1024}}) {
+    const int64_t N = nk.first, K = nk.second;
+    for (int splits : {1, 2, 4}) {
+      run_rows<8, 4>(buf, N, K, splits, sink, tm, N * K, copy_tbs);
+      if (K / splits >= 4 * 256) run_rows<2, 4>(buf, N, K, splits, sink, tm, N * K, copy_tbs);  // whole rounds
+    }
+  }
   CK(cudaDeviceSynchronize());
   return 0;
 }

@@ -36,12 +36,12 @@
 // (ctas_per_sm * SMs) / (CTAs of one split: L * ceil(N / 64)), at least 1, at most
 // K / min_k_per_split. K splits buy CTAs (bytes in flight) for small N, but every split adds an
 // fp32 partial of L*M*N to write and re-read (8 * M / min_k of the weight bytes at most), hence
-// longer splits for more tokens. ctas_per_sm <= what fits (4; 3 for M > 32): at most one wave. First guesses;
+// longer splits for more tokens. ctas_per_sm <= 4 (what fits): at most one wave. First guesses;
 // regenerate from bench/gemm/bench_fp8_rowwise.py runs.
 #define MSLK_FP8_SKINNY_SPLITS(S) \
   S(4, 16, 4, 256)                \
   S(16, -1, 4, 512)               \
-  S(64, -1, 3, 1024)
+  S(64, -1, 4, 1024)
 
 namespace mslk::gemm {
 

@@ -1,32 +1,21 @@
 // Decode-shape rowwise FP8 GEMM (M <= 64 tokens): memory-bound on the weight read, so each
 // weight byte is loaded once, 16 bytes at a time, straight into registers (L1 no-allocate,
-// L2 evict-first), and multiplied on the tensor cores: on sm_90a by wgmma m64nNk32 e4m3 with A
-// from registers (N = 8 * MT tokens; wgmma_rs_e4m3.cuh), elsewhere (sm_89+) by mma.sync m16n8k32
-// e4m3 per n8 tile. Swap-AB: the MMA's A is weight rows n by k, its B is k by tokens m, so
-// C[n][m] = sum_k W[n][k] * X[m][k]. M <= 8 needs one n8 tile, M <= 64 eight. The mirror on the
-// CPU is tools/gemm/emulate_fp8_skinny.py (run by test/gemm).
-//
-// Why wgmma: sm_90 has no native mma.sync for e4m3; ptxas expands each m16n8k32 into e4m3 -> f16
-// conversions (F2FP) and two HMMA.16816. At M = 16 the conversions alone issue about as long as
-// the weight read takes (the 2026-11-30 H200 run: 29 us at M = 16 against 24 us at M = 1, N = K =
-// 8192), so the kernel was issue-bound; wgmma takes e4m3 natively.
+// L2 evict-first), and multiplied on the tensor cores by mma.sync m16n8k32 e4m3 (sm_89+).
+// Swap-AB: the MMA's A (16 x 32, "row") is 16 weight rows n by 32 k, its B (32 x 8, "col") is
+// 32 k by 8 tokens m, so C[n][m] = sum_k W[n][k] * X[m][k]. M <= 8 needs one n8 tile, M <= 64
+// eight. The mirror on the CPU is tools/gemm/emulate_fp8_skinny.py (run by test/gemm).
 //
 // Fragments of mma.m16n8k32 for 8-bit types (PTX ISA, "Matrix Fragments for mma.m16n8k32";
 // g = lane / 4, t = lane % 4; a .b32 register holds 4 consecutive k, lowest k in the low byte):
 //   A regs a0..a3: (row g, k 4t..4t+3), (row g+8, k 4t..), (row g, k 16+4t..), (row g+8, k 16+4t..)
 //   B regs b0, b1: (k 4t..4t+3, col g), (k 16+4t.., col g)
 //   C/D c0..c3:    (row g, col 2t), (row g, col 2t+1), (row g+8, col 2t), (row g+8, col 2t+1)
-// The wgmma A fragment of warp w is the same table for rows 16w + (g, g+8). The sum over k does
-// not care which physical k a logical k slot holds, as long as A and B agree. A thread loads 16
-// contiguous bytes of each of its two weight rows, physical k kb+16t .. kb+16t+15 of a 64-k step,
-// and feeds them to two MMAs: MMA h (0, 1) gets bytes 8h..8h+3 as its logical k 4t.. slot and
-// 8h+4..8h+7 as its 16+4t.. slot, so physical k kb+16t+8h+4s+i sits at logical k 16s+4t+i of MMA
-// h: a bijection of the 64 k. The activations are staged in shared memory already permuted the
-// same way (4-byte cp.async pieces), as wgmma's K-major B operand without swizzle:
-//   stage [step j][MMA h][k half s][token r][16 bytes], byte 4t+i of (j, h, s, r) = X[r][kb+16t+8h+4s+i]
-// (8 tokens x 16 bytes = one 128-byte core matrix; descriptor lbo = 16 * R bytes between the k
-// halves, sbo = 128 between 8-token groups). The mma.sync path reads b0 / b1 of lane (g, t), n8
-// tile nt as the 4 bytes at (j, h, s = 0 / 1, r = 8nt + g, 4t).
+// The sum over k does not care which physical k a logical k slot holds, as long as A and B
+// agree. A thread loads 16 contiguous bytes of each of its two weight rows, physical k
+// kb+16t .. kb+16t+15 of a 64-k step, and feeds them to two MMAs: MMA h (0, 1) gets bytes
+// 8h..8h+3 as its logical k 4t.. slot and 8h+4..8h+7 as its 16+4t.. slot. The B fragment takes
+// the same physical bytes of token row g (one 16-byte shared-memory load per n8 tile), so both
+// operands place physical k kb+16t+8h+4s+i at logical k 16s+4t+i: a bijection of the 64 k.
 //
 // Block: 4 warps, 16 weight rows each (64 rows per CTA), all warps at the same k so the
 // activation chunk staged in shared memory serves all four. A chunk is 4 steps (256 k) for
@@ -36,10 +25,11 @@
 // double-buffered. Loads past the split's end (the K tail) and rows past N / tokens past M
 // read nothing and give zeros, on both operands.
 //
-// Accumulation: each 64-k step's two MMAs start from zero in the tensor core, then the step's
-// result is added into float32 registers (FADD), so no run longer than 64 products sits in the
-// tensor core's accumulator (the promotion that use_fast_accum=False asks of wgmma GEMMs is done
-// every step): both flags run here.
+// Accumulation is float32: on sm_90 ptxas lowers each m16n8k32 e4m3 MMA to exact e4m3 -> f16
+// conversions, two HMMA.16816.F32 and float32 adds into C (see the SASS). We keep that shape in
+// the source (each 64-k step's two MMAs start from zero, then FADD into the accumulators), so
+// no long run of products sits in the tensor core's accumulator on any target. Hence
+// use_fast_accum (the wgmma promotion question) does not change the result: both flags run here.
 //
 // K splits (grid.y): splits == 1 applies the epilogue directly; otherwise each split writes
 // float32 partials [split][L][M][N] to the workspace and a second kernel sums them in split
@@ -53,7 +43,6 @@
 #include "gemm/kernels/fp8_rowwise.h"
 #include "gemm/kernels/fp8_rowwise_buckets.h"
 #include "gemm/kernels/fp8_rowwise_configs.h"
-#include "gemm/kernels/wgmma_rs_e4m3.cuh"
 
 namespace mslk::gemm {
 namespace {
@@ -66,14 +55,13 @@ constexpr int kMaxM = 64;                 // 8 n8 tiles of tokens
 constexpr int kReduceThreads = 256;
 
 // Per token tile: 64-k steps per chunk (a chunk is one activation stage and one weight register
-// set: 32 * steps bytes per thread in flight, the set refilled step by step) and CTAs per SM (the
-// register cap). 4 steps (128 bytes a thread) where registers allow: with 2, M = 1 at N = 7168,
-// K = 16384 took 42 instead of 40 us (H200, 2026-11-30). ptxas -v, sm_90a wgmma path: MT 1, 2, 4
-// spill nothing at 128 registers; MT 8 spills 252 bytes even at 168 (3 CTAs per SM).
+// buffer: 32 * steps bytes per thread in flight). Four CTAs per SM must fit (128 registers);
+// more tokens need more accumulator and fragment registers, hence fewer steps (ptxas -v, sm_90a:
+// MT 1, 8 spill nothing; MT 2 reloads two 4-byte values per chunk, MT 4 spills outside the loop).
 template <int MT>
 struct Tile {
-  static constexpr int kSteps = MT <= 2 ? 4 : 2;
-  static constexpr int kMinCtas = MT >= 8 ? 3 : 4;
+  static constexpr int kSteps = MT >= 4 ? 2 : 4;
+  static constexpr int kMinCtas = 4;
   static_assert(kChunk % (kStep * kSteps) == 0, "splits are whole chunks");
 };
 
@@ -103,10 +91,10 @@ __device__ __forceinline__ uint4 ld_stream(const uint8_t* ptr, uint64_t pol) {
   return v;
 }
 
-// 4 bytes to shared memory; src_bytes == 0 writes zeros and reads nothing.
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, int src_bytes) {
+// 16 bytes to shared memory; src_bytes == 0 writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
@@ -150,12 +138,12 @@ __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
   constexpr int kSteps = Tile<MT>::kSteps, kChunkMT = kStep * kSteps;
   constexpr int R = 8 * MT;                  // token rows staged (M rounded up to n8 tiles)
   constexpr int kStage = kChunkMT * R;        // bytes of one activation stage
-  constexpr int kPieces = kStage / 4;        // 4-byte cp.async pieces per stage
-  constexpr int kBlock = 32 * R;             // bytes of one (step, MMA) k32 x R operand
+  constexpr int kPieces = kStage / 16;       // 16-byte cp.async pieces per stage
   static_assert(kPieces % kThreads == 0, "whole cp.async rounds");
-  // Stage layout: see the top. Piece i = (j * R + r) * 16 + word, word = 4t + 2h + s: consecutive
-  // threads read consecutive 4-byte words of a token row (global reads coalesce; X sits in L2).
-  __shared__ __align__(128) uint8_t xs[2][kStage];
+  // Stage layout [step j][token r][64 k]: piece i = (j * R + r) * 4 + q lands at byte 16 * i, and
+  // the B fragment load of lane (g, t), n8 tile nt, step j reads j*R*64 + nt*512 + 16*lane:
+  // 32 lanes, 512 contiguous bytes, no bank conflicts.
+  __shared__ __align__(16) uint8_t xs[2][kStage];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int64_t n_lo = static_cast<int64_t>(blockIdx.x) * kRowsPerCta + warp * 16 + g, n_hi = n_lo + 8;
@@ -172,22 +160,23 @@ __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
     const uint8_t* w_lo = B + (ok_lo ? n_lo : 0) * p.ldb + 16 * t;
     const uint8_t* w_hi = B + (ok_hi ? n_hi : 0) * p.ldb + 16 * t;
 
-    // Step j of the chunk at k0 into w[j] (row n_lo) and w[kSteps + j] (row n_hi).
-    auto load_w = [&](uint4 (&w)[2 * kSteps], int j, int64_t k0) {
-      const int64_t k = k0 + j * kStep;
-      const bool in = k + 16 * t < k_end;  // K % 16 == 0: a vector is wholly in or out
-      w[j] = in && ok_lo ? ld_stream(w_lo + k, pol) : make_uint4(0, 0, 0, 0);
-      w[kSteps + j] = in && ok_hi ? ld_stream(w_hi + k, pol) : make_uint4(0, 0, 0, 0);
+    auto load_w = [&](uint4 (&w)[2 * kSteps], int64_t k0) {
+#pragma unroll
+      for (int j = 0; j < kSteps; ++j) {
+        const int64_t k = k0 + j * kStep;
+        const bool in = k + 16 * t < k_end;  // K % 16 == 0: a vector is wholly in or out
+        w[j] = in && ok_lo ? ld_stream(w_lo + k, pol) : make_uint4(0, 0, 0, 0);
+        w[kSteps + j] = in && ok_hi ? ld_stream(w_hi + k, pol) : make_uint4(0, 0, 0, 0);
+      }
     };
     auto stage_x = [&](uint8_t* dst, int64_t k0) {
 #pragma unroll
       for (int i0 = 0; i0 < kPieces; i0 += kThreads) {
         const int i = i0 + threadIdx.x;
-        const int j = i / (16 * R), r = (i / 16) % R, word = i % 16;
-        const int tt = word >> 2, h = (word >> 1) & 1, s = word & 1;
-        const int64_t k = k0 + j * kStep + 4 * word;
-        const bool ok = r < p.M && k < k_end;  // k_end % 16 == 0: a 4-byte piece is wholly in or out
-        cp_async4(dst + (j * 2 + h) * kBlock + s * 16 * R + r * 16 + 4 * tt, ok ? A + r * p.lda + k : A, ok ? 4 : 0);
+        const int j = i / (4 * R), r = (i / 4) % R, q = i % 4;
+        const int64_t k = k0 + j * kStep + 16 * q;
+        const bool ok = r < p.M && k < k_end;
+        cp_async16(dst + 16 * i, ok ? A + r * p.lda + k : A, ok ? 16 : 0);
       }
       cp_async_commit();
     };
@@ -195,61 +184,40 @@ __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
     float acc[MT][4];
 #pragma unroll
     for (int nt = 0; nt < MT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-    // One chunk of weight registers, refilled step by step: once step j's MMAs are done with
-    // w[j], the same registers take step j of the next chunk, so about a chunk of loads stays in
-    // flight with half the registers of a separate next-chunk buffer.
-    uint4 w[2 * kSteps];
+    uint4 cur[2 * kSteps], nxt[2 * kSteps];
     if (nchunks > 0) {
       stage_x(xs[0], k_begin);
-#pragma unroll
-      for (int j = 0; j < kSteps; ++j) load_w(w, j, k_begin);
+      load_w(cur, k_begin);
     }
     for (int c = 0; c < nchunks; ++c) {
       const bool more = c + 1 < nchunks;
-      const int64_t k_next = k_begin + static_cast<int64_t>(c + 1) * kChunkMT;
-      if (more) {  // next chunk's activations in flight while this one is multiplied
-        stage_x(xs[(c + 1) & 1], k_next);
+      if (more) {  // next chunk in flight while this one is multiplied
+        stage_x(xs[(c + 1) & 1], k_begin + static_cast<int64_t>(c + 1) * kChunkMT);
+        load_w(nxt, k_begin + static_cast<int64_t>(c + 1) * kChunkMT);
         cp_async_wait<1>();
       } else {
         cp_async_wait<0>();
       }
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-      sm90::fence_proxy_async_smem();  // this thread's cp.async bytes, visible to wgmma after the barrier
-#endif
       __syncthreads();
       const uint8_t* x = xs[c & 1];
 #pragma unroll
       for (int j = 0; j < kSteps; ++j) {
-        const uint4 lo = w[j], hi = w[kSteps + j];
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-        const uint64_t desc = sm90::kmajor_desc(x + j * 2 * kBlock, 16 * R, 128);
-        float d[4 * MT];
-        sm90::wgmma_fence();  // A registers and d were written by other instructions
-        sm90::wgmma_rs<8 * MT>(d, lo.x, hi.x, lo.y, hi.y, desc, 0);                      // h = 0, d = A * B
-        sm90::wgmma_rs<8 * MT>(d, lo.z, hi.z, lo.w, hi.w, desc + (kBlock >> 4), 1);      // h = 1, d += A * B
-        sm90::wgmma_commit();
-        sm90::wgmma_wait<0>();  // the MMAs have read w[j]: refill it
-        if (more) load_w(w, j, k_next);
-#pragma unroll
-        for (int nt = 0; nt < MT; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) acc[nt][i] += d[4 * nt + i];
-#else
+        const uint4 lo = cur[j], hi = cur[kSteps + j];
 #pragma unroll
         for (int nt = 0; nt < MT; ++nt) {
-          const uint8_t* b = x + j * 2 * kBlock + (8 * nt + g) * 16 + 4 * t;
+          const uint4 b = *reinterpret_cast<const uint4*>(x + j * R * 64 + nt * 512 + 16 * lane);
           float d[4] = {0.f, 0.f, 0.f, 0.f};
-          mma_e4m3(d, lo.x, hi.x, lo.y, hi.y, *reinterpret_cast<const uint32_t*>(b),
-                   *reinterpret_cast<const uint32_t*>(b + 16 * R));  // h = 0: bytes 0..7 of the lane's 16
-          mma_e4m3(d, lo.z, hi.z, lo.w, hi.w, *reinterpret_cast<const uint32_t*>(b + kBlock),
-                   *reinterpret_cast<const uint32_t*>(b + kBlock + 16 * R));  // h = 1: bytes 8..15
+          mma_e4m3(d, lo.x, hi.x, lo.y, hi.y, b.x, b.y);  // h = 0: bytes 0..7 of the lane's 16
+          mma_e4m3(d, lo.z, hi.z, lo.w, hi.w, b.z, b.w);  // h = 1: bytes 8..15
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[nt][i] += d[i];
         }
-        if (more) load_w(w, j, k_next);
-#endif
       }
       __syncthreads();  // stage c & 1 is refilled by the next iteration's stage_x
+      if (more) {
+#pragma unroll
+        for (int i = 0; i < 2 * kSteps; ++i) cur[i] = nxt[i];
+      }
     }
 
     // C fragment: acc[nt][i] is (n = n_lo + 8 * (i / 2), m = 8 * nt + 2t + i % 2).

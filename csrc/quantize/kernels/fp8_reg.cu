@@ -166,11 +166,7 @@ bool try_launch(const Fp8TileParams& p, const CtaTiling& t, cudaStream_t s) {
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (smem > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
-  // Equal tiles per CTA: 8192 rows over 528 slots would leave 272 CTAs one row behind the rest
-  // (ncu, H200 2026-11-30: SMs active 88% of the kernel's time); 512 CTAs of 16 rows do not.
-  const int slots = sms * std::max(per_sm, 1);
-  const int per_cta = (t.n_tiles + slots - 1) / slots;
-  const int grid = std::max(1, (t.n_tiles + per_cta - 1) / per_cta);
+  const int grid = std::max(1, std::min(t.n_tiles, sms * std::max(per_sm, 1)));
   kernel<<<grid, threads, smem, s>>>(p, t, vec_store);
   return true;
 }

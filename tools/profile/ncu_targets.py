@@ -50,6 +50,12 @@ def copy(M=8192, K=8192):
     return lambda: y.copy_(x)
 
 
+def forced_kernel(name, fn):
+    """fn with MSLK_FP8_GEMM_KERNEL=name (the op reads it per call; this process profiles one target)."""
+    os.environ["MSLK_FP8_GEMM_KERNEL"] = name
+    return fn
+
+
 TARGETS = {
     "attn-mslk": lambda: attn("mslk"), "attn-cudnn": lambda: attn("cudnn"),
     "fp8-mslk": lambda: fp8("mslk"), "fp8-cublas": lambda: fp8("cublas"),
@@ -57,7 +63,7 @@ TARGETS = {
     # both ~2x the 64 MB weight-read floor at N = K = 8192 (bench/gemm/results_fp8_rowwise.md)
     "fp8-decode-m1": lambda: fp8("mslk", M=1), "fp8-decode-m16": lambda: fp8("mslk", M=16),
     "fp8-decode-m16-cublas": lambda: fp8("cublas", M=16),
-    "fp8-decode-m16-skinny": lambda: (os.environ.__setitem__("MSLK_FP8_GEMM_KERNEL", "skinny"), fp8("mslk", M=16))[1],
+    "fp8-decode-m16-skinny": lambda: forced_kernel("skinny", fp8("mslk", M=16)),
     # FP8 quantizers at 8192^2 bf16 (row: 78% of copy bandwidth, block 128: 1.54x its byte floor)
     # and torch's copy of the same tensor for the memory-side reference
     "quant-row": lambda: quant("row"), "quant-block128": lambda: quant("block128"),

@@ -5,7 +5,7 @@
 # a call cut short by the device's time limit still returns what was done. Args: optional pytest
 # selection (default: each test/<domain> folder in its own pytest process, so a hang or crash in
 # one domain costs only that domain). Env: BENCHES (see below), SKIP_TESTS=1 (build + benchmarks
-# only), TUNE=1 (also the FP8 rowwise and sm90 attention tile sweeps), PROFILE=1 (ncu on attention and FP8 GEMM vs peers), PREBUILT=1 (use the carried mslk/lib and build/test/cpp of tools/prebuild.sh), TEST_TIMEOUT (seconds per pytest process, default 300), MSLK_TEST_TIMEOUT (seconds per
+# only), TUNE=1 (also the FP8 rowwise and sm90 attention tile sweeps; TUNE=attention / TUNE=fp8: one), MICROBENCH=1 (tools/microbench ceilings), PROFILE=1 (ncu on attention and FP8 GEMM vs peers), PREBUILT=1 (use the carried mslk/lib and build/test/cpp of tools/prebuild.sh), TEST_TIMEOUT (seconds per pytest process, default 300), MSLK_TEST_TIMEOUT (seconds per
 # test, default 120: a hung test dumps its traceback and ends its process; see test/conftest.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -88,15 +88,27 @@ for item in $sel; do   # a domain ("gemm") or one script's stem ("bench_fp8_roww
 done
 # TUNE=1: the FP8 rowwise tuning sweep too (every CUTLASS row, the decode kernel, _scaled_mm over
 # the issue grid); back on the dev machine: python3 tools/gemm/regen_fp8_buckets.py <json>.
-if [ "${TUNE:-0}" = 1 ] && [ "$(left)" -gt 20 ]; then
+# (TUNE=attention or TUNE=fp8 runs just one of the two sweeps.)
+tune() { [ "${TUNE:-0}" = 1 ] || [[ " ${TUNE:-} " == *" $1 "* ]]; }
+if tune fp8 && [ "$(left)" -gt 20 ]; then
   timeout "$(left)" python3 -m bench.gemm.tune_fp8_rowwise --json "$OUT/tune_fp8_rowwise_points.json" --out "$OUT/tune_fp8_rowwise.md" \
     >"$OUT/tune_fp8_rowwise.log" 2>&1 && status+=("tune_fp8_rowwise: ok") || status+=("tune_fp8_rowwise: FAILED")
   pack
 fi
 # ... and the Hopper attention kernel's candidate tile rows (a failing candidate loses only this table)
-if [ "${TUNE:-0}" = 1 ] && [ "$(left)" -gt 20 ]; then
+if tune attention && [ "$(left)" -gt 20 ]; then
   timeout "$(left)" python3 -m bench.attention.tune_fmha_sm90 --out "$OUT/tune_fmha_sm90.md" \
     >"$OUT/tune_fmha_sm90.log" 2>&1 && status+=("tune_fmha_sm90: ok") || status+=("tune_fmha_sm90: FAILED")
+  pack
+fi
+# MICROBENCH=1: the no-math ceilings (tools/microbench: DRAM stream patterns, eager host overhead).
+if [ "${MICROBENCH:-0}" = 1 ] && [ "$(left)" -gt 60 ]; then
+  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a tools/microbench/stream_patterns.cu -o "$OUT/stream_patterns" \
+    >"$OUT/stream_patterns.txt" 2>&1 && timeout "$(left)" "$OUT/stream_patterns" >>"$OUT/stream_patterns.txt" 2>&1 \
+    && status+=("stream_patterns: ok") || status+=("stream_patterns: FAILED")
+  rm -f "$OUT/stream_patterns"
+  timeout "$(left)" python3 tools/microbench/host_overhead.py >"$OUT/host_overhead.txt" 2>&1 \
+    && status+=("host_overhead: ok") || status+=("host_overhead: FAILED")
   pack
 fi
 # PROFILE=1: Nsight Compute on our kernels and their peers (tools/profile/ncu_round.sh), after the

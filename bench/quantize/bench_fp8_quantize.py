@@ -75,12 +75,16 @@ def main():
             moved = M * K * bpe
             floor_ms = moved / (bw * 1e12) * 1e3
             alt = []  # the other kernel schedules, timed in the same run (MSLK_FP8_SCHEDULE is read per call)
-            for sched in ("staged", "cluster", "bulk"):
+            for sched in ("staged", "cluster", "bulk", "warp"):
+                if name == "tensor" or (sched == "warp" and name.startswith("block")):  # no such schedule
+                    alt += ["-"] * (2 if sched in ("bulk", "warp") else 1)
+                    continue
                 os.environ["MSLK_FP8_SCHEDULE"] = sched
-                t_alt = time_ms(ours, xs) if name != "tensor" else float("nan")
-                alt.append(f"{t_alt * 1e3:.1f}" if name != "tensor" else "-")
+                t_alt = time_ms(ours, xs)
                 del os.environ["MSLK_FP8_SCHEDULE"]
-            alt.append(f"{t_alt / floor_ms:.2f}" if name != "tensor" else "-")  # bulk time / floor
+                alt.append(f"{t_alt * 1e3:.1f}")
+                if sched in ("bulk", "warp"):
+                    alt.append(f"{t_alt / floor_ms:.2f}")  # time / floor
             ach = M * K * 3 / (t_ours * 1e-3) / 1e12  # read bf16 + write fp8
             rows.append([f"{M}x{K}", name, f"{t_ours * 1e3:.1f}", f"{ach:.2f}", f"{ach / bw * 100:.0f}%",
                          f"{t_ours / floor_ms:.2f}", *alt, f"{t_peer * 1e3:.1f}", f"{t_peer / t_ours:.2f}x"])
@@ -88,7 +92,8 @@ def main():
         del xs
         torch.cuda.empty_cache()
     header = ["shape (bf16)", "quantizer", "mslk us", "mslk TB/s (3 B/elem)", "of copy BW", "time / floor",
-              "staged us", "cluster us", "bulk us", "bulk time / floor", "torch.compile us", "speedup"]
+              "staged us", "cluster us", "bulk us", "bulk time / floor", "warp us", "warp time / floor",
+              "torch.compile us", "speedup"]
     write_results(args.out, "FP8 quantizers: mslk vs torch.compile", header, rows,
                   notes=f"Copy bandwidth measured in the same run: {bw:.2f} TB/s (bytes read + written). "
                         "Floor: 3 B/elem (row, block, group), 5 B/elem (tensor: the input is read twice).")

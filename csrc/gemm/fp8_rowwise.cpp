@@ -10,6 +10,7 @@
 // runs the full batch and zeroes the rows past zero_start_index_M on the device).
 #include "gemm/fp8_rowwise.h"
 
+#include <ATen/core/DimVector.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/ge.h>
@@ -31,12 +32,16 @@ void check_fp8(const Tensor& t, const char* op, const char* arg) {
   check_last_dim_contiguous(t, op, arg);
 }
 
+// t itself when it already is a 1-D vector of unit stride, as reshape({n}).contiguous() would
+// return it, but without the view (a dispatcher round trip and a TensorImpl per call).
+bool is_unit_vec(const Tensor& t) { return t.dim() == 1 && (t.size(0) <= 1 || t.stride(0) == 1); }
+
 // A float32 scale/bias vector of n values with unit stride (copies only when it must).
 Tensor as_vec(const Tensor& s, int64_t n, const Tensor& ref, const char* op, const char* arg, const char* what) {
   check_same_device(s, ref, op, arg, "XQ");
   TORCH_CHECK_VALUE(s.numel() == n, op, ": argument '", arg, "' must hold ", n, " values (", what,
                     "), got shape ", s.sizes());
-  return s.reshape({n}).contiguous();
+  return is_unit_vec(s) ? s : s.reshape({n}).contiguous();
 }
 
 Tensor scale_vec(const Tensor& s, int64_t n, const Tensor& ref, const char* op, const char* arg, const char* what) {
@@ -53,7 +58,44 @@ std::optional<Tensor> bias_vec(const std::optional<Tensor>& bias, int64_t n, int
   const int64_t len = bias->numel();
   TORCH_CHECK_VALUE(len == n || len == n_alt, op, ": argument 'bias' must hold ", n,
                     n_alt != n ? " or " + std::to_string(n_alt) : std::string(), " values, got shape ", bias->sizes());
+  if (is_unit_vec(*bias) && bias->scalar_type() == at::kFloat) return *bias;
   return bias->reshape({len}).to(at::kFloat).contiguous();
+}
+
+// What gemm() reads of a 3-D operand [L, rows, cols] (unit stride over cols): sizes, batch and
+// row strides. Taken from a 3-D tensor, or from a 2-D one as the [1, rows, cols] that
+// unsqueeze(0) / reshape({1, rows, cols}) would give, without making that view.
+struct Mat3 {
+  int64_t L, rows, cols, batch_stride, row_stride;
+};
+Mat3 mat3(const Tensor& t) { return {t.size(0), t.size(1), t.size(2), t.stride(0), t.stride(1)}; }
+Mat3 mat3_of_2d(const Tensor& t) { return {1, t.size(0), t.size(1), t.size(0) * t.stride(0), t.stride(0)}; }
+
+// One backend call on raw operands (K > 0; the shapes as gemm() below takes them).
+void run_gemm(const RowwiseBackend& be, const void* a, const Mat3& A, const void* b, const Mat3& B, const Tensor& xs,
+              const Tensor& ws, const std::optional<Tensor>& bias, void* out, at::ScalarType out_type, const Mat3& D,
+              bool fast) {
+  const int64_t L = A.L, M = A.rows, K = A.cols, N = B.rows;
+  RowwiseGemmParams p;
+  p.a = static_cast<const uint8_t*>(a);
+  p.b = static_cast<const uint8_t*>(b);
+  p.x_scale = xs.const_data_ptr<float>();
+  p.w_scale = ws.const_data_ptr<float>();
+  p.bias = bias ? bias->const_data_ptr<float>() : nullptr;
+  p.out = out;
+  p.out_dtype = out_type == at::kHalf ? OutDtype::kFloat16 : OutDtype::kBFloat16;
+  p.M = M, p.N = N, p.K = K, p.L = L;
+  p.lda = M > 1 ? A.row_stride : K;
+  p.ldb = N > 1 ? B.row_stride : K;
+  p.ldd = M > 1 ? D.row_stride : N;
+  p.batch_a = L > 1 ? A.batch_stride : 0;
+  p.batch_b = B.L > 1 ? B.batch_stride : 0;
+  p.batch_d = L > 1 ? D.batch_stride : 0;
+  p.batch_xs = M;
+  p.batch_ws = ws.numel() == N ? 0 : N;
+  p.batch_bias = bias && bias->numel() != N ? N : 0;
+  p.fast_accum = fast;
+  be.run(p);
 }
 
 // One backend call: A [L, M, K], B [1 or L, N, K], xs [L*M], ws [N or L*N], bias [N or L*N],
@@ -69,30 +111,13 @@ void gemm(const RowwiseBackend& be, const Tensor& A, const Tensor& B, const Tens
       out.zero_();
     return;
   }
-  RowwiseGemmParams p;
-  p.a = static_cast<const uint8_t*>(A.const_data_ptr());
-  p.b = static_cast<const uint8_t*>(B.const_data_ptr());
-  p.x_scale = xs.const_data_ptr<float>();
-  p.w_scale = ws.const_data_ptr<float>();
-  p.bias = bias ? bias->const_data_ptr<float>() : nullptr;
-  p.out = out.data_ptr();
-  p.out_dtype = out.scalar_type() == at::kHalf ? OutDtype::kFloat16 : OutDtype::kBFloat16;
-  p.M = M, p.N = N, p.K = K, p.L = L;
-  p.lda = M > 1 ? A.stride(1) : K;
-  p.ldb = N > 1 ? B.stride(1) : K;
-  p.ldd = M > 1 ? out.stride(1) : N;
-  p.batch_a = L > 1 ? A.stride(0) : 0;
-  p.batch_b = B.size(0) > 1 ? B.stride(0) : 0;
-  p.batch_d = L > 1 ? out.stride(0) : 0;
-  p.batch_xs = M;
-  p.batch_ws = ws.numel() == N ? 0 : N;
-  p.batch_bias = bias && bias->numel() != N ? N : 0;
-  p.fast_accum = fast;
-  be.run(p);
+  run_gemm(be, A.const_data_ptr(), mat3(A), B.const_data_ptr(), mat3(B), xs, ws, bias, out.data_ptr(),
+           out.scalar_type(), mat3(out), fast);
 }
 
-std::vector<int64_t> out_shape(const Tensor& XQ, int64_t N) {
-  std::vector<int64_t> s(XQ.sizes().begin(), XQ.sizes().end() - 1);
+
+at::DimVector out_shape(const Tensor& XQ, int64_t N) {
+  at::DimVector s(XQ.sizes().begin(), XQ.sizes().end() - 1);
   s.push_back(N);
   return s;
 }
@@ -170,13 +195,30 @@ Tensor rows_view(const Tensor& out, const char* op) {
   return out.view({1, R, N});
 }
 
+// gemm(XQ.reshape({1, R, K}), WQ.unsqueeze(0), ..., [1, R, N] view of out) for 'XQ' [..., M, K],
+// 'WQ' [N, K] and out [..., M, N] (the caller's 'output' when out_is_arg: rows_view's rule). A 2-D
+// 'XQ' with K > 0 (every decode and prefill call) goes to the backend as it is: no view is made.
+void gemm_rows(const RowwiseBackend& be, const Tensor& XQ, const Tensor& WQ, const Tensor& xs, const Tensor& ws,
+               const std::optional<Tensor>& bias, const Tensor& out, bool fast, const char* op, bool out_is_arg) {
+  const int64_t K = XQ.size(-1), N = WQ.size(0);
+  if (XQ.dim() == 2 && out.dim() == 2 && K > 0) {
+    if (XQ.size(0) == 0 || N == 0) return;
+    run_gemm(be, XQ.const_data_ptr(), mat3_of_2d(XQ), WQ.const_data_ptr(), mat3_of_2d(WQ), xs, ws, bias,
+             out.data_ptr(), out.scalar_type(), mat3_of_2d(out), fast);
+    return;
+  }
+  const int64_t R = c10::multiply_integers(XQ.sizes().begin(), XQ.sizes().end() - 1);
+  gemm(be, XQ.reshape({1, R, K}), WQ.unsqueeze(0), xs, ws, bias, out_is_arg ? rows_view(out, op) : out.view({1, R, N}),
+       fast);
+}
+
 }  // namespace
 
 Tensor rowwise(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,
                const Tensor& w_scale, const std::optional<Tensor>& bias, bool use_fast_accum, OutDtype out_dtype,
                const char* op) {
   check_rowwise_operands(XQ, WQ, op);
-  const int64_t K = XQ.size(-1), N = WQ.size(0);
+  const int64_t N = WQ.size(0);
   c10::OptionalDeviceGuard guard(XQ.device());
   const int64_t R = c10::multiply_integers(XQ.sizes().begin(), XQ.sizes().end() - 1);
   const Tensor xs = scale_vec(x_scale, R, XQ, op, "x_scale", "one per row of XQ");
@@ -184,7 +226,7 @@ Tensor rowwise(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, cons
   const auto bv = bias_vec(bias, N, N, XQ, op);
   Tensor out = at::empty(out_shape(XQ, N), XQ.options().dtype(out_dtype == OutDtype::kFloat16 ? at::kHalf
                                                                                                : at::kBFloat16));
-  gemm(b, XQ.reshape({1, R, K}), WQ.unsqueeze(0), xs, ws, bv, out.view({1, R, N}), use_fast_accum);
+  gemm_rows(b, XQ, WQ, xs, ws, bv, out, use_fast_accum, op, /*out_is_arg=*/false);
   return out;
 }
 
@@ -193,14 +235,13 @@ void rowwise_out(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, co
                  bool use_fast_accum) {
   constexpr const char* op = "f8f8bf16_rowwise_out";
   check_rowwise_operands(XQ, WQ, op);
-  const int64_t K = XQ.size(-1), N = WQ.size(0);
+  const int64_t N = WQ.size(0);
   check_out(output, out_shape(XQ, N), XQ, op);
   c10::OptionalDeviceGuard guard(XQ.device());
   const int64_t R = c10::multiply_integers(XQ.sizes().begin(), XQ.sizes().end() - 1);
   const Tensor xs = scale_vec(x_scale, R, XQ, op, "x_scale", "one per row of XQ");
   const Tensor ws = scale_vec(w_scale, N, XQ, op, "w_scale", "one per row of WQ");
-  gemm(b, XQ.reshape({1, R, K}), WQ.unsqueeze(0), xs, ws, bias_vec(bias, N, N, XQ, op), rows_view(output, op),
-       use_fast_accum);
+  gemm_rows(b, XQ, WQ, xs, ws, bias_vec(bias, N, N, XQ, op), output, use_fast_accum, op, /*out_is_arg=*/true);
 }
 
 Tensor rowwise_batched(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,

@@ -2,6 +2,7 @@
 // reference or CUDA) does the arithmetic. Both backends therefore see identical inputs.
 #include "quantize/fp8_quantize.h"
 
+#include <ATen/core/DimVector.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/div.h>
@@ -32,17 +33,45 @@ void check_input(const Tensor& t, const char* op, const char* arg) {
   check_last_dim_contiguous(t, op, arg);
 }
 
-// [..., K] -> [R, K] with unit column stride: a view when the leading dims collapse, else a copy.
-Tensor as_rows(const Tensor& a) {
-  const int64_t K = a.dim() == 0 ? 1 : a.size(-1);
-  const int64_t R = K == 0 ? c10::multiply_integers(a.sizes().begin(), a.sizes().end() - 1) : a.numel() / K;
-  Tensor v = a.reshape({R, K});
-  return K > 1 && v.stride(1) != 1 ? v.contiguous() : v;
+// The stride of a's leading dims (all but the last) taken as one dim, when they collapse into one
+// (size-1 dims ignored); false when they do not. *stride is left alone when no leading dim exceeds 1.
+bool leading_stride(const Tensor& a, int64_t* stride) {
+  bool seen = false;
+  int64_t expect = 0;
+  for (int64_t d = a.dim() - 2; d >= 0; --d) {
+    const int64_t n = a.size(d);
+    if (n == 1) continue;
+    if (!seen) *stride = a.stride(d), seen = true;
+    else if (a.stride(d) != expect) return false;
+    expect = a.stride(d) * n;
+  }
+  return true;
 }
 
-Rows rows_of(const Tensor& v) {
-  const int64_t M = v.size(0), K = v.size(1);
-  return {v.data_ptr(), dtype_of(v), M, K, M <= 1 ? K : v.stride(0)};
+// [..., K] as rows [R, K] with unit column stride: the input's own memory when the leading dims
+// collapse (what a.reshape({R, K}) would view, without making the view: a dispatcher round trip
+// and a TensorImpl per call), else a contiguous copy, held in `copy` while the rows are used.
+struct RowsOf {
+  Rows rows;
+  Tensor copy;
+};
+
+RowsOf as_rows(const Tensor& a) {
+  const int64_t K = a.dim() == 0 ? 1 : a.size(-1);
+  const int64_t R = K == 0 ? c10::multiply_integers(a.sizes().begin(), a.sizes().end() - 1) : a.numel() / K;
+  int64_t stride = K;
+  if ((K <= 1 || a.stride(-1) == 1) && leading_stride(a, &stride))
+    return {{a.data_ptr(), dtype_of(a), R, K, R <= 1 ? K : stride}, Tensor()};
+  Tensor v = a.reshape({R, K});
+  if (K > 1 && v.stride(1) != 1) v = v.contiguous();
+  return {{v.data_ptr(), dtype_of(v), R, K, R <= 1 ? K : v.stride(0)}, v};
+}
+
+// t as a 1-D vector of unit stride: t itself when it is one (reshape({-1}).contiguous() would
+// return a view of it), else that.
+Tensor flat(const Tensor& t) {
+  if (t.dim() == 1 && (t.size(0) <= 1 || t.stride(0) == 1)) return t;
+  return t.reshape({-1}).contiguous();
 }
 
 // scale_ub as one float32 on the input's device (the kernels read it there).
@@ -55,11 +84,11 @@ std::optional<Tensor> prepare_ub(const std::optional<Tensor>& ub, const Tensor& 
 
 const float* ptr_or_null(const std::optional<Tensor>& t) { return t ? t->data_ptr<float>() : nullptr; }
 
-Fp8TileParams tile_params(const Tensor& rows, const Tensor& xq, const Tensor& scale, int64_t out_stride,
+Fp8TileParams tile_params(const Rows& rows, const Tensor& xq, const Tensor& scale, int64_t out_stride,
                           int64_t tile_m, int64_t tile_k, int64_t ssm, int64_t ssk,
                           const std::optional<Tensor>& ub, float eps) {
   Fp8TileParams p{};
-  p.in = rows_of(rows);
+  p.in = rows;
   p.out = static_cast<uint8_t*>(xq.data_ptr());
   p.out_stride = out_stride;
   p.scale = scale.data_ptr<float>();
@@ -77,8 +106,8 @@ TensorPair to_output_device(Tensor xq, Tensor scale, std::optional<at::Device> d
   return {std::move(xq), std::move(scale)};
 }
 
-std::vector<int64_t> leading_shape(const Tensor& a) {
-  return a.dim() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>(a.sizes().begin(), a.sizes().end() - 1);
+at::IntArrayRef leading_shape(const Tensor& a) {
+  return a.dim() == 0 ? at::IntArrayRef() : a.sizes().slice(0, a.dim() - 1);
 }
 
 }  // namespace
@@ -94,15 +123,15 @@ TensorPair quantize_fp8_row(const Fp8Backend& b, const Tensor& a, const std::opt
   if (align_rows_to) check_positive(*align_rows_to, op, "align_rows_to");
   c10::OptionalDeviceGuard guard(a.device());
   const auto ub = prepare_ub(scale_ub, a, op);
-  const Tensor rows = as_rows(a);
-  const int64_t K = rows.size(1);
+  const RowsOf rows = as_rows(a);
+  const int64_t K = rows.rows.K;
   const int64_t K_out = align_rows_to ? (K + *align_rows_to - 1) / *align_rows_to * *align_rows_to : K;
 
-  auto out_shape = a.sizes().vec();
+  at::DimVector out_shape(a.sizes());
   out_shape.back() = K_out;
   Tensor xq = at::empty(out_shape, a.options().dtype(kFp8));
   Tensor scale = at::empty(leading_shape(a), a.options().dtype(at::kFloat));
-  Fp8TileParams p = tile_params(rows, xq, scale, K_out, 1, K, 1, 0, ub, static_cast<float>(eps_opt));
+  Fp8TileParams p = tile_params(rows.rows, xq, scale, K_out, 1, K, 1, 0, ub, static_cast<float>(eps_opt));
 
   std::optional<Tensor> zs;
   if (zero_start_index_M) {
@@ -119,7 +148,7 @@ TensorPair quantize_fp8_row(const Fp8Backend& b, const Tensor& a, const std::opt
     p.zero_start_int64 = zs->scalar_type() == at::kLong;
     p.rows_per_matrix = a.size(-2);
   }
-  if (rows.size(0) > 0) {
+  if (rows.rows.M > 0) {
     if (K == 0) {  // an empty row has amax 0: its scale is clamp(0, eps, ub) / 448
       Tensor c = at::full({1}, static_cast<float>(eps_opt), scale.options());
       if (ub) c = at::minimum(c, *ub);
@@ -141,13 +170,12 @@ TensorPair quantize_fp8_block(const Fp8Backend& b, const Tensor& x, int64_t bloc
   check_positive(block_k, op, "block_k");
   c10::OptionalDeviceGuard guard(x.device());
   const auto ub = prepare_ub(scale_ub, x, op);
-  const Tensor rows = as_rows(x);
+  const RowsOf rows = as_rows(x);
   const int64_t M = x.size(0), K = x.size(1);
   const int64_t gm = (M + block_m - 1) / block_m, gk = (K + block_k - 1) / block_k;
   Tensor xq = at::empty({M, K}, x.options().dtype(kFp8));
-  Tensor scale = at::empty(k_major ? std::vector<int64_t>{gm, gk} : std::vector<int64_t>{gk, gm},
-                           x.options().dtype(at::kFloat));
-  const Fp8TileParams p = tile_params(rows, xq, scale, K, block_m, block_k, k_major ? gk : 1, k_major ? 1 : gm, ub, kFp8Eps);
+  Tensor scale = at::empty(k_major ? at::DimVector{gm, gk} : at::DimVector{gk, gm}, x.options().dtype(at::kFloat));
+  const Fp8TileParams p = tile_params(rows.rows, xq, scale, K, block_m, block_k, k_major ? gk : 1, k_major ? 1 : gm, ub, kFp8Eps);
   if (gm * gk > 0) b.blocks(p);
   return to_output_device(std::move(xq), std::move(scale), output_device);
 }
@@ -156,14 +184,14 @@ TensorPair quantize_fp8_tensor(const Fp8Backend& b, const Tensor& a, bool /*use_
   constexpr const char* op = "quantize_fp8_tensor";
   check_input(a, op, "a");
   c10::OptionalDeviceGuard guard(a.device());
-  const Tensor rows = as_rows(a);
+  const RowsOf rows = as_rows(a);
   Tensor xq = at::empty(a.sizes(), a.options().dtype(kFp8));
   Tensor scale = at::empty({}, a.options().dtype(at::kFloat));
   Tensor scratch = at::empty({1}, a.options().dtype(at::kFloat));
   if (a.numel() == 0) {
     scale.fill_(kFp8Eps / kFp8E4M3Max);
   } else {
-    b.tensor(rows_of(rows), static_cast<uint8_t*>(xq.data_ptr()), scale.data_ptr<float>(), scratch.data_ptr<float>());
+    b.tensor(rows.rows, static_cast<uint8_t*>(xq.data_ptr()), scale.data_ptr<float>(), scratch.data_ptr<float>());
   }
   return {xq, scale};
 }
@@ -183,14 +211,14 @@ TensorPair quantize_fp8_group(const Fp8Backend& b, const Tensor& x, int64_t grou
                     x.sizes());
   c10::OptionalDeviceGuard guard(x.device());
   const auto ub = prepare_ub(scale_ub, x, op);
-  const Tensor rows = as_rows(x);
-  const int64_t M = rows.size(0), ng = K / group_size;
+  const RowsOf rows = as_rows(x);
+  const int64_t M = rows.rows.M, ng = K / group_size;
   Tensor xq = at::empty(x.sizes(), x.options().dtype(kFp8));
-  auto scale_shape = leading_shape(x);
+  at::DimVector scale_shape(leading_shape(x));
   scale_shape.push_back(ng);
   if (!k_major && !m_sizes) scale_shape = {ng, M};
   Tensor scale = at::empty(scale_shape, x.options().dtype(at::kFloat));
-  Fp8TileParams p = tile_params(rows, xq, scale, K, 1, group_size, k_major || m_sizes ? ng : 1,
+  Fp8TileParams p = tile_params(rows.rows, xq, scale, K, 1, group_size, k_major || m_sizes ? ng : 1,
                                 k_major || m_sizes ? 1 : M, ub, kFp8Eps);
   Tensor starts;
   if (m_sizes) {
@@ -215,15 +243,14 @@ Tensor dequantize_fp8_row(const Fp8Backend& b, const Tensor& xq, const Tensor& x
   check_last_dim_contiguous(xq, op, "xq");
   check_same_device(x_scale, xq, op, "x_scale", "xq");
   c10::OptionalDeviceGuard guard(xq.device());
-  const Tensor rows = as_rows(xq);
-  TORCH_CHECK_VALUE(x_scale.numel() == rows.size(0), op, ": argument 'x_scale' must hold one scale per row of 'xq' (",
-                    rows.size(0), " for shape ", xq.sizes(), "), got shape ", x_scale.sizes());
-  const Tensor s = x_scale.reshape({-1}).contiguous();
+  const RowsOf rows = as_rows(xq);
+  TORCH_CHECK_VALUE(x_scale.numel() == rows.rows.M, op, ": argument 'x_scale' must hold one scale per row of 'xq' (",
+                    rows.rows.M, " for shape ", xq.sizes(), "), got shape ", x_scale.sizes());
+  const Tensor s = flat(x_scale);
   Tensor out = at::empty(xq.sizes(), xq.options().dtype(at::kBFloat16));
-  const int64_t K = rows.size(1);
-  const Fp8DequantParams p{static_cast<const uint8_t*>(rows.data_ptr()), rows.size(0), K,
-                           rows.size(0) <= 1 ? K : rows.stride(0), s.data_ptr<float>(), 1, std::max<int64_t>(K, 1),
-                           1, 0, out.data_ptr()};
+  const int64_t K = rows.rows.K;
+  const Fp8DequantParams p{static_cast<const uint8_t*>(rows.rows.ptr), rows.rows.M, K, rows.rows.stride,
+                           s.data_ptr<float>(), 1, std::max<int64_t>(K, 1), 1, 0, out.data_ptr()};
   b.dequant(p);
   return out;
 }
@@ -244,9 +271,9 @@ Tensor dequantize_fp8_block(const Fp8Backend& b, const Tensor& xq, const Tensor&
   TORCH_CHECK_VALUE(x_scale.dim() == 2 && x_scale.size(0) == gm && x_scale.size(1) == gk, op,
                     ": argument 'x_scale' must have shape [", gm, ", ", gk, "] for 'xq' of shape ", xq.sizes(),
                     " and blocks ", block_m, "x", block_k, ", got ", x_scale.sizes());
-  const Tensor rows = as_rows(xq);
+  const RowsOf rows = as_rows(xq);
   Tensor out = at::empty({M, K}, xq.options().dtype(at::kBFloat16));
-  const Fp8DequantParams p{static_cast<const uint8_t*>(rows.data_ptr()), M, K, M <= 1 ? K : rows.stride(0),
+  const Fp8DequantParams p{static_cast<const uint8_t*>(rows.rows.ptr), M, K, rows.rows.stride,
                            x_scale.data_ptr<float>(), block_m, block_k, gk > 0 ? x_scale.stride(0) : 0,
                            gk > 0 ? x_scale.stride(1) : 0, out.data_ptr()};
   b.dequant(p);

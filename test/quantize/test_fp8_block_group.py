@@ -101,16 +101,23 @@ def test_group_block_empty(device):
 
 
 @requires_cuda
-@pytest.mark.parametrize("schedule", ["oneshot", "staged", "cluster", "bulk"])
+@pytest.mark.parametrize("schedule", ["oneshot", "staged", "cluster", "bulk", "warp"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_block_group_cuda_equals_cpu(dtype, schedule, monkeypatch):
     """Every kernel schedule (MSLK_FP8_SCHEDULE, read per call) computes the same bits."""
     monkeypatch.setenv("MSLK_FP8_SCHEDULE", schedule)
     x = rand((4100, 7176), dtype, "cuda")  # edge tiles in both dimensions
-    for fn in (lambda t: quantize_fp8_block(t, 128, 128), lambda t: quantize_fp8_block(t),
-               lambda t: quantize_fp8_block(t, 512, 128), lambda t: quantize_fp8_block(t, 384, 256),
-               # groups need K % group_size == 0: a view of the first 7168 columns (row stride 7176)
-               lambda t: quantize_fp8_group(t[:, :7168], 128),
-               lambda t: quantize_fp8_group(t[:, :7168], 128, k_major=False)):
-        g, c = fn(x), fn(x.cpu())
+    y = rand((257, 8200), dtype, "cuda")  # rows of 16 KB (bf16) as the view [:, :8192]
+    for t, fn in ((x, lambda t: quantize_fp8_block(t, 128, 128)), (x, lambda t: quantize_fp8_block(t)),
+                  (x, lambda t: quantize_fp8_block(t, 512, 128)), (x, lambda t: quantize_fp8_block(t, 384, 256)),
+                  # groups need K % group_size == 0: a view of the first 7168 columns (row stride 7176)
+                  (x, lambda t: quantize_fp8_group(t[:, :7168], 128)),
+                  (x, lambda t: quantize_fp8_group(t[:, :7168], 128, k_major=False)),
+                  # the warp schedule's edges: rows of exactly 16 KB (bf16: groups of 32 lanes at 256),
+                  # a masked tail (K % 256 != 0, groups of one vector), one row (fp32: 16 KB)
+                  (y, lambda t: quantize_fp8_group(t[:, :8192], 128)),
+                  (y, lambda t: quantize_fp8_group(t[:, :8192], 256, k_major=False)),
+                  (y, lambda t: quantize_fp8_group(t[:, :1032], 8)),
+                  (y, lambda t: quantize_fp8_group(t[:1, :4096], 64))):
+        g, c = fn(t), fn(t.cpu())
         assert same_bits(g[0], c[0]) and torch.equal(g[1].cpu(), c[1])

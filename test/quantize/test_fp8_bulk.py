@@ -1,7 +1,8 @@
-"""The bulk-copy ring schedule of the row and K-group quantizers (MSLK_FP8_SCHEDULE=bulk,
-csrc/quantize/kernels/fp8_bulk.cu) through the argument paths the bit-exact CUDA-vs-CPU tests do
-not reach: zero_start_index_M rows, row padding (align_rows_to), the m_sizes scale layout, strided
-input with scale_ub; and rows too long for its ring, which must fall back to the register kernel."""
+"""The bulk-copy ring and warp-per-row schedules of the row and K-group quantizers
+(MSLK_FP8_SCHEDULE=bulk / warp, csrc/quantize/kernels/fp8_bulk.cu / fp8_warp_rows.cu) through the
+argument paths of the device tests: zero_start_index_M rows, row padding (align_rows_to), the
+m_sizes scale layout, strided input with scale_ub; and rows too long for them (48 KB / 16 KB),
+which must fall back to the register kernel."""
 
 import pytest
 import torch
@@ -14,9 +15,9 @@ from test.quantize import test_fp8_row as row
 pytestmark = requires_cuda
 
 
-@pytest.fixture(autouse=True)
-def _bulk(monkeypatch):
-    monkeypatch.setenv("MSLK_FP8_SCHEDULE", "bulk")
+@pytest.fixture(autouse=True, params=["bulk", "warp"])
+def _schedule(request, monkeypatch):
+    monkeypatch.setenv("MSLK_FP8_SCHEDULE", request.param)
 
 
 @pytest.mark.parametrize("zs_dtype", [torch.int32, torch.int64])

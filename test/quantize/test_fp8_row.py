@@ -109,16 +109,49 @@ def test_row_inf_nan(device):
     assert xq.float()[1, 7].item() == FP8_MAX and xq.float()[2, 9].item() == -FP8_MAX  # saturated
 
 
+# (shape, layout) of test_row_cuda_equals_cpu: every schedule's kernels, and the edges of the
+# warp-per-row kernel (rows of <= 16 KB, 4 rows a CTA).
+ROW_CASES = [
+    ((8192, 8192), "dense"),  # bf16 rows of exactly 16 KB; fp32 rows past 16 KB (fallback)
+    ((3, 131072), "dense"),
+    ((1, 7), "dense"),  # not 16-byte vectorizable: the two-pass kernel
+    ((257, 4100), "dense"),
+    ((4096, 7168), "dense"),
+    ((1, 4104), "dense"),  # one row; K % 256 != 0: masked tail vectors
+    ((257, 2056), "strided"),  # row stride > K; the last CTA holds one row
+    ((1, 4096), "strided"),  # fp32 row of exactly 16 KB
+    ((3, 50, 1000), "zero_start"),  # matrices with none, half and all rows valid
+    ((33, 1000), "align3"),  # out_stride 1002: padding and byte stores
+    ((33, 4104), "align128"),  # out_stride 4224: padding, vector stores
+]
+
+
+def row_case(shape, layout, dtype):
+    """CUDA input and quantize_fp8_row kwargs of one ROW_CASES entry."""
+    K = shape[-1]
+    if layout == "strided":  # rows K + 24 apart, starting 8 elements in (16-byte aligned)
+        a = rand((*shape[:-1], K + 24), dtype, "cuda")[..., 8:8 + K]
+    else:
+        a = rand(shape, dtype, "cuda")
+    kw = {}
+    if layout == "zero_start":
+        kw["zero_start_index_M"] = torch.tensor([0, shape[1] // 2, shape[1]], device="cuda")
+    elif layout.startswith("align"):
+        kw["align_rows_to"] = int(layout[len("align"):])
+    return a, kw
+
+
 @requires_cuda
-@pytest.mark.parametrize("schedule", ["auto", "oneshot", "staged", "bulk"])
+@pytest.mark.parametrize("schedule", ["auto", "oneshot", "staged", "bulk", "warp"])
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(8192, 8192), (3, 131072), (1, 7), (257, 4100)])
-def test_row_cuda_equals_cpu(dtype, shape, schedule, monkeypatch):
+@pytest.mark.parametrize("shape,layout", ROW_CASES)
+def test_row_cuda_equals_cpu(dtype, shape, layout, schedule, monkeypatch):
     monkeypatch.setenv("MSLK_FP8_SCHEDULE", schedule)
-    a = rand(shape, dtype, "cuda")
-    a[0, 0] = float("nan")
-    xq, scale = quantize_fp8_row(a)
-    xq_c, scale_c = quantize_fp8_row(a.cpu())
+    a, kw = row_case(shape, layout, dtype)
+    a[(0,) * a.dim()] = float("nan")
+    xq, scale = quantize_fp8_row(a, **kw)
+    xq_c, scale_c = quantize_fp8_row(a.cpu(), **{k: v.cpu() if torch.is_tensor(v) else v for k, v in kw.items()})
+    assert xq.shape == xq_c.shape
     assert torch.equal(torch.isnan(xq.float().cpu()), torch.isnan(xq_c.float()))
     fin = ~torch.isnan(xq_c.float())
     assert torch.equal(xq.cpu().view(torch.uint8)[fin], xq_c.view(torch.uint8)[fin])

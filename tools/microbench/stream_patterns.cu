@@ -163,6 +163,24 @@ int main() {
       if (K / splits >= 4 * 256) run_rows<2, 4>(buf, N, K, splits, sink, tm, N * K, copy_tbs);  // whole rounds
     }
   }
+  // the E = 128 MoE grouped GEMM's weights (128 x 2048 x 7168 bf16 = 3.76 GB, read once a call):
+  // what a pure read of that many bytes reaches, next to a 2 GiB copy (the benchmarks' copy rate)
+  {
+    const int64_t N = 128ll * 2048, K = 7168ll * 2, big = N * K, half = 1ll << 30;
+    uint8_t *w, *dst;
+    CK(cudaMalloc(&w, big));
+    CK(cudaMalloc(&dst, half));
+    CK(cudaMemset(w, 1, big));
+    const float us2 = tm.median_us([&](int) { cudaMemcpyAsync(dst, w, half, cudaMemcpyDeviceToDevice); }, 10);
+    const float tbs2 = 2.0 * half / (us2 * 1e-6) / 1e12;
+    printf("copy 1 GiB: %.1f us, %.2f TB/s (read + written)\n", us2, tbs2);
+    run_rows<8, 4>(w, N, K, 1, sink, tm, 0, tbs2);
+    run_rows<8, 8>(w, N, K, 1, sink, tm, 0, tbs2);
+    run_rows<2, 8>(w, N, K, 1, sink, tm, 0, tbs2);
+    run_rows<1, 8>(w, N, K, 1, sink, tm, 0, tbs2);
+    CK(cudaFree(w));
+    CK(cudaFree(dst));
+  }
   CK(cudaDeviceSynchronize());
   return 0;
 }

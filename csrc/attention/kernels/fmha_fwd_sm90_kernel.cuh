@@ -43,10 +43,18 @@
 #include <cute/arch/mma_sm90.hpp>
 #include <cute/atom/mma_atom.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
+// The N = 176 / 80 atoms of qk_atom (included directly: the macro that pulls them in would
+// also widen CuTe's op selector in every other TU).
+#include <cute/arch/mma_sm90_gmma_ext.hpp>
+#include <cute/atom/mma_traits_sm90_gmma_ext.hpp>
 #include <cute/tensor.hpp>
 
 namespace mslk::attention::sm90 {
 using namespace cute;
+
+// The consumer's lambdas hold the accumulators by reference: a lambda left out of line (NVVM did
+// so for issue_pv at BN = 176) puts S, P and O on the stack.
+#define MSLK_FMHA_INLINE __attribute__((always_inline))
 
 // ---- tile configurations: fmha_fwd_sm90_configs.h (kTileCfgs; C below is a row of it).
 constexpr int kBM = 128;       // query rows per work tile
@@ -55,6 +63,24 @@ constexpr int kThreads = 384;
 constexpr int kConsumerWarps = 8;
 constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 <= 64K registers
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register budget");
+
+// The S = Q K^T atom (64 x BN x 16, both operands K-major from smem). CuTe's selector offers
+// N = 176 / 80 only under CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, so these two (FA3's d128 / d256
+// tiles) are named here.
+template <typename Element, int BN, int D>
+CUTE_HOST_DEVICE constexpr auto qk_atom() {
+  constexpr bool kBf16 = is_same_v<Element, cutlass::bfloat16_t>;
+  constexpr auto K = GMMA::Major::K;
+  if constexpr (BN == 176) {
+    if constexpr (kBf16) return SM90::GMMA::MMA_64x176x16_F32BF16BF16_SS<K, K>{};
+    else return SM90::GMMA::MMA_64x176x16_F32F16F16_SS<K, K>{};
+  } else if constexpr (BN == 80) {
+    if constexpr (kBf16) return SM90::GMMA::MMA_64x80x16_F32BF16BF16_SS<K, K>{};
+    else return SM90::GMMA::MMA_64x80x16_F32F16F16_SS<K, K>{};
+  } else {
+    return GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<BN>, Int<D>>>();
+  }
+}
 
 template <typename Element, int D, int C = default_cfg(D)>
 struct Traits {
@@ -73,8 +99,7 @@ struct Traits {
   // block of a stage is one [BN][64] TMA box, byte-for-byte the K layout.
   using SmemLayoutVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
                                               Shape<Int<D>, Int<kBN>, Int<kStages>>{}, Step<_2, _1, _3>{}));
-  using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBN>, Int<D>>>(),
-                                        Layout<Shape<_2, _1, _1>>{}));
+  using MmaQK = decltype(make_tiled_mma(qk_atom<Element, kBN, D>(), Layout<Shape<_2, _1, _1>>{}));
   using MmaPV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<D>, Int<kBN>>, GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<_2, _1, _1>>{}));
@@ -389,7 +414,7 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
     const int n0_hi = int(max(min(int64_t(dhi) + wr0 - BN + 1, int64_t(INT32_MAX)), int64_t(INT32_MIN)));
 
     // Issues S = Q K^T on K stage st (one wgmma batch, not waited for).
-    auto issue_qk = [&](int st) {
+    auto issue_qk = [&](int st) MSLK_FMHA_INLINE {
       warpgroup_fence_operand(tSrS);
       warpgroup_arrive();
       mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
@@ -401,7 +426,7 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
       warpgroup_commit_batch();
     };
     // Issues O += P V on V stage st for the key tile at n0 (one wgmma batch, not waited for).
-    auto issue_pv = [&](int st, int n0) {
+    auto issue_pv = [&](int st, int n0) MSLK_FMHA_INLINE {
       if (n0 + BN > lk) {
         // Keys past the lane end have P = 0, but their V rows (another sequence, padding, or TMA
         // zero fill) may hold NaN/Inf and 0 * NaN = NaN: zero them. Both warpgroups write the same
@@ -425,7 +450,7 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
     };
     // Scale, mask, online softmax of S (key tile at n0): S becomes exp2(S - m), m_i and l_i advance,
     // alpha[r] = exp2(m_old - m_new) is left for O. Touches neither O nor P.
-    auto softmax = [&](int n0) {
+    auto softmax = [&](int n0) MSLK_FMHA_INLINE {
       // kj - qi over this warpgroup's rows x the tile's keys spans [n0 - wr0 - 63, n0 + BN - 1 - wr0]
       const bool need_mask = n0 > lk - BN || n0 < n0_lo || n0 > n0_hi;  // else every element allowed
       CUTE_UNROLL
@@ -459,14 +484,14 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
         l_i[r] = l_i[r] * alpha[r] + sum;
       }
     };
-    auto rescale_o = [&] {
+    auto rescale_o = [&]() MSLK_FMHA_INLINE {
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {
         CUTE_UNROLL
         for (int c = 0; c < size<1>(O_rc); ++c) O_rc(r, c) *= alpha[r];
       }
     };
-    auto convert_p = [&] {  // P in 32-bit pairs (cvt.rn.{bf16x2,f16x2}.f32); S and P offsets agree (layout checker)
+    auto convert_p = [&]() MSLK_FMHA_INLINE {  // P in 32-bit pairs (cvt.rn.{bf16x2,f16x2}.f32); S and P offsets agree (layout checker)
       Tensor tOrP32 = recast<uint32_t>(tOrP);
       CUTE_UNROLL
       for (int i = 0; i < size(tOrP32); ++i) tOrP32(i) = pack2<Element>(tSrS(2 * i), tSrS(2 * i + 1));

@@ -25,7 +25,7 @@ struct Fp8RowwisePlan {
   int splits = 1;
   bool ok = true;
 };
-// Host only; asks the current device for its SM count (no caches keyed on a device).
+// Host only; the current device's SM count and compute capability (read once per device id).
 Fp8RowwisePlan fp8_rowwise_plan(const RowwiseGemmParams& p, Fp8GemmKernel want);
 // Bytes p.workspace must point to for `plan` (0: none; the pointer may then be null).
 size_t fp8_rowwise_workspace_bytes(const RowwiseGemmParams& p, const Fp8RowwisePlan& plan);

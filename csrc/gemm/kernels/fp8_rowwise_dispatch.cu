@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/device_attrs.h"
 #include "gemm/kernels/fp8_rowwise.h"
 #include "gemm/kernels/fp8_rowwise_buckets.h"
 #include "gemm/kernels/fp8_rowwise_configs.h"
@@ -85,8 +86,7 @@ int forced_config(bool fast) {
 
 int device_sms() {
   int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    return 132;
+  if (mslk::cuda::current_device_sms(&dev, &sms) != cudaSuccess) return 132;
   return sms;
 }
 
@@ -172,14 +172,12 @@ bool parse_fp8_gemm_kernel(const char* name, Fp8GemmKernel* out) {
 Fp8RowwisePlan fp8_rowwise_plan(const RowwiseGemmParams& p, Fp8GemmKernel want) {
   Fp8RowwisePlan plan;
   plan.want = want;
-  // The current device's SM count (K splits) and compute capability (e4m3 mma.sync: sm_89+);
-  // on an error the launch reports it.
-  int dev = 0, sms = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) == cudaSuccess) {
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  }
+  // The current device's SM count (K splits) and compute capability (e4m3 mma.sync: sm_89+),
+  // read once per device; on an error the launch reports it.
+  int dev = 0;
+  mslk::cuda::DeviceAttrs attrs;
+  mslk::cuda::current_device_attrs(&dev, &attrs);
+  const int sms = attrs.sms, major = attrs.cc_major, minor = attrs.cc_minor;
   const bool skinny = major * 10 + minor >= 89 && fp8_rowwise_skinny_applies(p);
   switch (want) {
     case Fp8GemmKernel::kAuto:

@@ -40,6 +40,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "common/device_attrs.h"
 #include "gemm/kernels/fp8_rowwise.h"
 #include "gemm/kernels/fp8_rowwise_buckets.h"
 #include "gemm/kernels/fp8_rowwise_configs.h"
@@ -270,10 +271,10 @@ cudaError_t launch(const RowwiseGemmParams& p, int splits, int64_t kps, cudaStre
   skinny_kernel<MT, OutT><<<grid, kThreads, 0, s>>>(p, kps);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess || splits == 1) return e;
-  int dev = 0, sms = 0, major = 0;
-  if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
-  if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
-  if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess) return e;
+  int dev = 0;
+  mslk::cuda::DeviceAttrs attrs;  // read once per device
+  if ((e = mslk::cuda::current_device_attrs(&dev, &attrs)) != cudaSuccess) return e;
+  const int sms = attrs.sms, major = attrs.cc_major;
   const int64_t blocks = div_up(p.L * p.M * p.N, kReduceThreads);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(blocks < 8 * sms ? blocks : 8 * sms));

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "common/device_attrs.h"
+
 namespace mslk::gemm::detail {
 
 constexpr int kGroupSetupThreads = 256;
@@ -70,12 +72,8 @@ inline unsigned setup_blocks(long long tail16, int sms) {
   return static_cast<unsigned>(want < 1 ? 1 : (want > 2 * sms ? 2 * sms : want));
 }
 
-// The current device and its SM count (asked per call: no caches keyed on a device).
-inline cudaError_t device_sms(int* device, int* sms) {
-  cudaError_t e = cudaGetDevice(device);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, *device);
-  return e;
-}
+// The current device and its SM count (read once per device id: common/device_attrs.h).
+inline cudaError_t device_sms(int* device, int* sms) { return mslk::cuda::current_device_sms(device, sms); }
 
 // Per-group argument arrays of a grouped CUTLASS call and CUTLASS's workspace, carved from one
 // stream-ordered allocation (graph-capturable), each part 128-byte aligned. xs / ws: per-group

@@ -28,37 +28,8 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr unsigned kFull = 0xffffffffu;
 constexpr int kSmemBudget = 48 * 1024;  // no opt-in needed; slots go to global memory beyond it
 constexpr int kColumnSumMax = 32768;    // G * E up to which every CTA sums the [G][E] columns itself
-
-// Exclusive scan over the block of one int per thread (blockDim.x = kThreads); total to *total.
-template <int kThreads>
-__device__ __forceinline__ int block_excl_scan(int v, int* warp_tot, int* total) {
-  constexpr int W = kThreads / 32;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int inc = v;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int n = __shfl_up_sync(kFull, inc, o);
-    if (lane >= o) inc += n;
-  }
-  if (lane == 31) warp_tot[warp] = inc;
-  __syncthreads();
-  if (warp == 0) {
-    const int w = lane < W ? warp_tot[lane] : 0;
-    int wi = w;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int n = __shfl_up_sync(kFull, wi, o);
-      if (lane >= o) wi += n;
-    }
-    if (lane < W) warp_tot[lane] = wi - w;
-    if (lane == W - 1) *total = wi;
-  }
-  __syncthreads();
-  return warp_tot[warp] + inc - v;
-}
 
 // LPT lanes route one token (32 / LPT tokens per warp at a time); lane r of the group holds the
 // EPL experts r * EPL + j (contiguous: one or a few vector loads when the rows allow them).
@@ -127,7 +98,7 @@ struct Router {
         for (int j = 1; j < EPL; ++j) m = v[j] > m ? v[j] : m;
 #pragma unroll
         for (int o = LPT / 2; o > 0; o >>= 1) {
-          const uint32_t x = __shfl_xor_sync(kFull, m, o);
+          const uint32_t x = __shfl_xor_sync(kFullMask, m, o);
           m = x > m ? x : m;
         }
 #pragma unroll
@@ -148,7 +119,7 @@ struct Router {
           }
 #pragma unroll
         for (int o = LPT / 2; o > 0; o >>= 1) {
-          const uint32_t ok = __shfl_xor_sync(kFull, bk, o), oe = __shfl_xor_sync(kFull, be, o);
+          const uint32_t ok = __shfl_xor_sync(kFullMask, bk, o), oe = __shfl_xor_sync(kFullMask, be, o);
           if (ok > bk || (ok == bk && oe < be)) {
             bk = ok;
             be = oe;
@@ -167,10 +138,10 @@ struct Router {
 template <int kThreads>
 struct Smem {
   static constexpr int W = kThreads / 32;
-  // hist [W][E] | base [max(E, 2 * kThreads)] (column partial sums first) | warp_tot [32] | total [2]
+  // hist [W][E] | base [max(E, 2 * kThreads)] (column partial sums first) | warp_tot [W] (block scan)
   // | slots int16 [tokens_per_cta * K] (when they fit)
   __host__ __device__ static int base_ints(int E) { return E > 2 * kThreads ? E : 2 * kThreads; }
-  static size_t fixed_bytes(int E) { return (static_cast<size_t>(W) * E + base_ints(E) + 34) * sizeof(int); }
+  static size_t fixed_bytes(int E) { return (static_cast<size_t>(W) * E + base_ints(E) + W) * sizeof(int); }
 };
 
 template <typename S, int LPT, int EPL, int kThreads>
@@ -183,8 +154,7 @@ __global__ void __launch_bounds__(kThreads) index_shuffling_kernel(IndexShufflin
   int* hist = smem;
   int* base = hist + W * E;
   int* warp_tot = base + Smem<kThreads>::base_ints(E);
-  int* total_sel = warp_tot + 32;
-  int16_t* sslot = reinterpret_cast<int16_t*>(total_sel + 2);
+  int16_t* sslot = reinterpret_cast<int16_t*>(warp_tot + W);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = blockIdx.x, G = gridDim.x;
@@ -225,16 +195,7 @@ __global__ void __launch_bounds__(kThreads) index_shuffling_kernel(IndexShufflin
   __syncthreads();
 
   // 2. per expert: exclusive prefix over the warps, CTA count to the workspace
-  for (int e = tid; e < E; e += kThreads) {
-    int run = 0;
-#pragma unroll
-    for (int w = 0; w < W; ++w) {
-      const int c = hist[w * E + e];
-      hist[w * E + e] = run;
-      run += c;
-    }
-    ws_cnt[g * E + e] = run;
-  }
+  for (int e = tid; e < E; e += kThreads) ws_cnt[g * E + e] = hist_excl_over_warps<W>(hist, E, e);
   cg::grid_group grid = cg::this_grid();
   grid.sync();
 
@@ -285,15 +246,10 @@ __global__ void __launch_bounds__(kThreads) index_shuffling_kernel(IndexShufflin
         }
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
-          int inc = c[u];
-#pragma unroll
-          for (int o = 1; o < 32; o <<= 1) {
-            const int n = __shfl_up_sync(kFull, inc, o);
-            if (lane >= o) inc += n;
-          }
+          const int inc = warp_incl_scan(c[u]);
           const int h = h0 + 32 * u + lane;
           if (h < G) ws_cnt[h * E + e] = carry + inc - c[u];
-          carry += __shfl_sync(kFull, inc, 31);
+          carry += __shfl_sync(kFullMask, inc, 31);
         }
       }
       if (lane == 0) ws_tot[e] = carry;
@@ -306,13 +262,13 @@ __global__ void __launch_bounds__(kThreads) index_shuffling_kernel(IndexShufflin
   }
 
   // 4. segment starts (experts outside [start, end) count 0), warp cursors
-  const int seg = block_excl_scan<kThreads>(my_tot, warp_tot, total_sel);
-  if (tid < E) base[tid] = seg + my_pre;
+  const BlockScan seg = block_excl_scan<kThreads>(my_tot, warp_tot);
+  if (tid < E) base[tid] = seg.excl + my_pre;
   if (g == 0) {
     if (tid < E) p.counts[tid] = my_tot;
     if (tid == 0) {
       p.counts[E] = T;
-      p.counts[E + 1] = *total_sel;
+      p.counts[E + 1] = seg.total;
     }
   }
   __syncthreads();
@@ -327,19 +283,13 @@ __global__ void __launch_bounds__(kThreads) index_shuffling_kernel(IndexShufflin
   for (int s0 = a * K; s0 < b * K; s0 += 32) {
     const int s = s0 + lane;
     const int e = s < b * K ? slot[s] : -1;
-    const unsigned same = __match_any_sync(kFull, e);
-    const unsigned before = same & ((1u << lane) - 1u);
+    const int pos = warp_place(e, my_hist);
     if (e >= 0) {
-      const int pos = my_hist[e] + __popc(before);
       p.expert_indices[pos] = e - p.expert_start;
       p.token_indices[pos] = s / K;
     }
-    __syncwarp();
-    if (e >= 0 && before == 0) my_hist[e] += __popc(same);
-    __syncwarp();
   }
-  const int total = *total_sel;
-  for (int i = total + g * kThreads + tid; i < T * K; i += G * kThreads) {
+  for (int i = seg.total + g * kThreads + tid; i < T * K; i += G * kThreads) {
     p.expert_indices[i] = 0;
     p.token_indices[i] = 0;
   }

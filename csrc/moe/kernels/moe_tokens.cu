@@ -100,36 +100,10 @@ __global__ void __launch_bounds__(kQuantThreads) gather_quant_kernel(GatherParam
 namespace cg = cooperative_groups;
 constexpr int kSortThreads = 512, kSortWarps = kSortThreads / 32, kDigits = 256;
 
-__device__ __forceinline__ int sort_excl_scan(int v, int* warp_tot) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int inc = v;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int n = __shfl_up_sync(0xffffffffu, inc, o);
-    if (lane >= o) inc += n;
-  }
-  if (lane == 31) warp_tot[warp] = inc;
-  __syncthreads();
-  if (warp == 0) {
-    const int w = lane < kSortWarps ? warp_tot[lane] : 0;
-    int wi = w;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int n = __shfl_up_sync(0xffffffffu, wi, o);
-      if (lane >= o) wi += n;
-    }
-    if (lane < kSortWarps) warp_tot[lane] = wi - w;
-  }
-  __syncthreads();
-  const int r = warp_tot[warp] + inc - v;
-  __syncthreads();  // warp_tot is reused by the next call
-  return r;
-}
-
 __global__ void __launch_bounds__(kSortThreads) scatter_sort_kernel(ScatterAddParams p, int passes, int chunk) {
   __shared__ int hist[kSortWarps * kDigits];  // per-warp digit counts, then cursors
   __shared__ int tot_s[kDigits], pre_s[kDigits];
-  __shared__ int warp_tot[32];
+  __shared__ int warp_tot[kSortWarps];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = blockIdx.x, G = gridDim.x;
   const int A = static_cast<int>(p.A), N = static_cast<int>(p.N);
@@ -168,14 +142,7 @@ __global__ void __launch_bounds__(kSortThreads) scatter_sort_kernel(ScatterAddPa
     }
     __syncthreads();
     if (tid < kDigits) {  // prefix over the warps, CTA count to the workspace
-      int run = 0;
-#pragma unroll
-      for (int w = 0; w < kSortWarps; ++w) {
-        const int c = hist[w * kDigits + tid];
-        hist[w * kDigits + tid] = run;
-        run += c;
-      }
-      cnt[g * kDigits + tid] = run;
+      cnt[g * kDigits + tid] = hist_excl_over_warps<kSortWarps>(hist, kDigits, tid);
       tot_s[tid] = 0;
       pre_s[tid] = 0;
     }
@@ -212,7 +179,7 @@ __global__ void __launch_bounds__(kSortThreads) scatter_sort_kernel(ScatterAddPa
       }
     }
     __syncthreads();
-    const int start = sort_excl_scan(tid < kDigits ? tot_s[tid] : 0, warp_tot);
+    const int start = block_excl_scan<kSortThreads>(tid < kDigits ? tot_s[tid] : 0, warp_tot).excl;
     if (tid < kDigits) {
       const int add = start + pre_s[tid];
 #pragma unroll
@@ -223,17 +190,11 @@ __global__ void __launch_bounds__(kSortThreads) scatter_sort_kernel(ScatterAddPa
       const int s = s0 + lane;
       const bool live = s < b;
       const int k = live ? (pass ? sk[s] : key0(s)) : 0;
-      const int d = live ? (k >> shift) & 255 : -1;
-      const unsigned same = __match_any_sync(0xffffffffu, d);
-      const unsigned before = same & ((1u << lane) - 1u);
+      const int pos = warp_place(live ? (k >> shift) & 255 : -1, my_hist);
       if (live) {
-        const int pos = my_hist[d] + __popc(before);
         dk[pos] = k;
         dr[pos] = pass ? sr[s] : s;
       }
-      __syncwarp();
-      if (live && before == 0) my_hist[d] += __popc(same);
-      __syncwarp();
     }
     grid.sync();
   }

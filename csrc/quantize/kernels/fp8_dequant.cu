@@ -33,8 +33,7 @@ __global__ void __launch_bounds__(kThreads) dequant_kernel(Fp8DequantParams p) {
 cudaError_t fp8_dequantize(const Fp8DequantParams& p, cudaStream_t stream) {
   if (p.M == 0 || p.K == 0) return cudaSuccess;
   int dev = 0, sms = 132;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  current_device_sms(&dev, &sms);  // read once per device (common/device_attrs.h)
   const bool vec = p.K % 8 == 0 && p.stride % 8 == 0 && p.tile_k % 8 == 0 &&
                    reinterpret_cast<uintptr_t>(p.xq) % 8 == 0;
   const int64_t n = p.M * p.K / (vec ? 8 : 1);

@@ -1,6 +1,7 @@
 // Device pieces shared by the FP8 quantize kernels: scale rule, tile->scale index, stores.
 #pragma once
 #include "common/cuda_utils.cuh"
+#include "common/device_attrs.h"
 #include "common/fp8.h"
 #include "quantize/kernels/fp8_quantize.h"
 

@@ -8,7 +8,9 @@
 //   staged (MSLK_FP8_SCHEDULE=staged): persistent CTAs; while a tile is processed from registers,
 //             the next one streams into shared memory with cp.async (each thread owns its slots).
 // Larger tiles, or inputs that are not 16-byte aligned, go to the two-pass tile kernel (or, with
-// MSLK_FP8_SCHEDULE=cluster, large blocks to the cluster kernel of fp8_cluster.cu).
+// MSLK_FP8_SCHEDULE=cluster, large blocks to the cluster kernel of fp8_cluster.cu). Rows and
+// K-groups can also take the bulk ring (fp8_bulk.cu, =bulk) or one warp per row (fp8_warp_rows.cu,
+// =warp) first.
 #include <cstdlib>
 #include <cstring>
 
@@ -162,10 +164,9 @@ bool try_launch(const Fp8TileParams& p, const CtaTiling& t, cudaStream_t s) {
   auto kernel = fp8_staged_kernel<T, NV, L, ONE_ROW>;
   const int smem = threads * NV * 16;
   int dev = 0, sms = 132, per_sm = 1;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (smem > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
+  static KernelOccupancy occupancy;  // asked once per (device, block size), not per call
+  current_device_sms(&dev, &sms);
+  occupancy.blocks_per_sm(kernel, dev, threads, smem, &per_sm);
   const int grid = std::max(1, std::min(t.n_tiles, sms * std::max(per_sm, 1)));
   kernel<<<grid, threads, smem, s>>>(p, t, vec_store);
   return true;
@@ -226,6 +227,7 @@ cudaError_t launch(const Fp8TileParams& p, cudaStream_t s) {
 
 cudaError_t fp8_quantize_rows(const Fp8TileParams& p, cudaStream_t s) {
   if (fp8_bulk_schedule() && fp8_quantize_rows_bulk(p, s, false)) return cudaGetLastError();
+  if (fp8_warp_schedule() && fp8_quantize_rows_warp(p, s, false)) return cudaGetLastError();
   return launch<Mode::kRows>(p, s);
 }
 cudaError_t fp8_quantize_blocks(const Fp8TileParams& p, cudaStream_t s) {
@@ -236,6 +238,7 @@ cudaError_t fp8_quantize_blocks(const Fp8TileParams& p, cudaStream_t s) {
 }
 cudaError_t fp8_quantize_groups(const Fp8TileParams& p, cudaStream_t s) {
   if (fp8_bulk_schedule() && fp8_quantize_rows_bulk(p, s, true)) return cudaGetLastError();
+  if (fp8_warp_schedule() && fp8_quantize_rows_warp(p, s, true)) return cudaGetLastError();
   return launch<Mode::kGroups>(p, s);
 }
 

@@ -87,8 +87,7 @@ cudaError_t fp8_quantize_tensor(const Rows& in, uint8_t* out, float* scale, floa
   cudaError_t err = cudaMemsetAsync(amax_scratch, 0, sizeof(float), stream);
   if (err != cudaSuccess) return err;
   int dev = 0, sms = 132;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  current_device_sms(&dev, &sms);  // read once per device (common/device_attrs.h)
   return dispatch_dtype(in.dtype, [&](auto t) {
     using T = decltype(t);
     constexpr int W = kVec16<T>;

@@ -1,0 +1,136 @@
+// Warp-per-row FP8 quantizer for rows and K-groups (MSLK_FP8_SCHEDULE=warp, a benchmarking switch
+// until it is measured). Why: on the H200, bf16 8192x8192 row quantization took 60 us with the
+// register kernel (fp8_reg.cu: one CTA of up to 256 threads per row, __syncthreads block
+// reduction), while a no-math kernel in which each warp loads 4 coalesced 512-byte pieces and then
+// stores them, with no CTA barrier, took 52.7 us. Here each warp owns one row of <= 16 KB: it
+// issues all of the row's loads (lane l holds 16-byte vectors l, l + 32, ...: every load
+// instruction covers 512 contiguous bytes), reduces with shuffles only, then stores. Warps of a
+// CTA never wait for each other: no __syncthreads, no shared memory.
+// Same arithmetic as the other kernels (absmax16, tile_scale, quant_store16): bit-identical output.
+#include <cstdlib>
+#include <cstring>
+
+#include "quantize/kernels/fp8_device.cuh"
+
+namespace mslk::quantize {
+namespace {
+
+constexpr int kWarps = 4;                    // rows per CTA
+constexpr int64_t kMaxRowBytes = 16 * 1024;  // NV = 32 vectors a lane: 128 data registers
+
+// Streaming load (read once, keep out of L1: the asm of tools/microbench/stream_patterns.cu),
+// predicated inside the asm so that a masked tail costs no branch: zeros where !pred.
+__device__ __forceinline__ uint4 ld_stream(const void* p, bool pred) {
+  uint4 v;
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
+      " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
+      " @p ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n}\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "r"(int(pred)));
+  return v;
+}
+
+// L == 0: one scale per row (butterfly over the warp); L > 0: one scale per K-group of L vectors,
+// reduced over the L consecutive lanes that hold it (L divides 32, so vectors l .. l + L - 1 of one
+// i, with l % L == 0, are one group).
+// At least 3 CTAs (12 rows) an SM: caps registers at 168, enough for NV = 32 (128 data registers);
+// without the bound, ptxas 13.0 spilled 4 bytes in some fp16/fp32 L > 0 instantiations.
+template <typename T, int NV, int L>
+__global__ void __launch_bounds__(kWarps * 32, 3) fp8_warp_rows_kernel(Fp8TileParams p, bool vec_store) {
+  constexpr int W = kVec16<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (row >= p.in.M) return;  // a whole warp: the shuffles below always see 32 lanes
+  const int nv = static_cast<int>(p.in.K / W);
+  const bool valid = row_is_valid(p, row);  // rows past zero_start_index_M quantize zeros
+  const T* in = static_cast<const T*>(p.in.ptr) + row * p.in.stride;
+  uint4 v[NV];
+#pragma unroll
+  for (int i = 0; i < NV; ++i) {  // every load of the row before any math
+    const int c = lane + 32 * i;
+    v[i] = ld_stream(in + c * W, valid && c < nv);
+  }
+  uint8_t* out = p.out + row * p.out_stride;
+  if constexpr (L == 0) {
+    float m = 0.f;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) m = fmaxf(m, absmax16<T>(v[i]));
+    const TileScale s = tile_scale(p, warp_max(m));
+    // Opaque to the optimizer: else it keeps the floats unpacked for the amax alive until the
+    // stores instead of unpacking again (bf16 NV = 32: 242 registers, or spills under the bound).
+#pragma unroll
+    for (int i = 0; i < NV; ++i) asm("" : "+r"(v[i].x), "+r"(v[i].y), "+r"(v[i].z), "+r"(v[i].w));
+    if (lane == 0) p.scale[scale_index(p, row, 0)] = s.scale;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+      const int c = lane + 32 * i;
+      if (c < nv) quant_store16<T>(v[i], s.inv, out + c * W, vec_store);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+      float a = absmax16<T>(v[i]);
+#pragma unroll
+      for (int o = L / 2; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+      const int c = lane + 32 * i;  // group c / L: p.tile_k == L * W
+      if (c >= nv) continue;         // after the shuffles: every lane took part (nv is a multiple of L)
+      const TileScale s = tile_scale(p, a);
+      if (lane % L == 0) p.scale[scale_index(p, row, c / L)] = s.scale;
+      quant_store16<T>(v[i], s.inv, out + c * W, vec_store);
+    }
+  }
+  for (int64_t k = p.in.K + lane; k < p.out_stride; k += 32) out[k] = 0;  // align_rows_to padding
+}
+
+template <typename T, int L>
+bool launch_nv(const Fp8TileParams& p, cudaStream_t st) {
+  const int64_t nv = p.in.K / kVec16<T>;
+  const unsigned grid = ceil_div(p.in.M, kWarps);
+  const bool vec_store = p.out_stride % kVec16<T> == 0;
+  auto go = [&](auto kernel) {
+    kernel<<<grid, kWarps * 32, 0, st>>>(p, vec_store);
+    return true;
+  };
+  if (nv <= 32) return go(fp8_warp_rows_kernel<T, 1, L>);
+  if (nv <= 64) return go(fp8_warp_rows_kernel<T, 2, L>);
+  if (nv <= 128) return go(fp8_warp_rows_kernel<T, 4, L>);
+  if (nv <= 256) return go(fp8_warp_rows_kernel<T, 8, L>);
+  if (nv <= 512) return go(fp8_warp_rows_kernel<T, 16, L>);
+  return go(fp8_warp_rows_kernel<T, 32, L>);  // nv <= 1024: rows of <= 16 KB
+}
+
+}  // namespace
+
+bool fp8_warp_schedule() {
+  const char* s = std::getenv("MSLK_FP8_SCHEDULE");
+  return s && std::strcmp(s, "warp") == 0;
+}
+
+bool fp8_quantize_rows_warp(const Fp8TileParams& p, cudaStream_t st, bool groups) {
+  if (p.in.M <= 0 || p.in.K <= 0 || (p.in.M + kWarps - 1) / kWarps > 0x7fffffffLL) return false;
+  bool ok = false;
+  dispatch_dtype(p.in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int W = kVec16<T>;
+    if (!rows_vectorizable<T>(p.in, p.tile_k) || p.in.K * int64_t(sizeof(T)) > kMaxRowBytes) return;
+    if (!groups) {
+      ok = launch_nv<T, 0>(p, st);
+      return;
+    }
+    // the preconditions of fp8_reg.cu's group path
+    if (p.out_stride != p.in.K || p.tile_k <= 0 || p.in.K % p.tile_k != 0) return;
+    switch (p.tile_k / W) {
+      case 1: ok = launch_nv<T, 1>(p, st); break;
+      case 2: ok = launch_nv<T, 2>(p, st); break;
+      case 4: ok = launch_nv<T, 4>(p, st); break;
+      case 8: ok = launch_nv<T, 8>(p, st); break;
+      case 16: ok = launch_nv<T, 16>(p, st); break;
+      case 32: ok = launch_nv<T, 32>(p, st); break;
+      default: break;
+    }
+  });
+  return ok;
+}
+
+}  // namespace mslk::quantize

@@ -73,6 +73,19 @@ def test_sm90_head_dims(sm90, dtype, K, Kv, bias):
 
 
 @needs_sm90
+@pytest.mark.parametrize("scale", [-0.2, 0.0, 1e-3])
+@pytest.mark.parametrize("bias", [None, ab.LowerTriangularMask()])
+@pytest.mark.parametrize("d", [64, 128])
+def test_sm90_scale_signs(sm90, scale, bias, d):
+    """Unmasked key tiles fold the scale into the exponent (max(scale * S) = scale * min(S) for a
+    negative scale); masked tiles scale first (0 * -inf would be NaN). Both, with 300 keys: full
+    tiles, a causal diagonal and a ragged last tile."""
+    g = torch.Generator().manual_seed(int(scale * 1000) + d)
+    q, k, v = (rand((2, 300, 2, d), torch.bfloat16, "cuda", g) for _ in range(3))
+    check_sm90(q, k, v, bias, scale=scale)
+
+
+@needs_sm90
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_sm90_noncontiguous_and_expanded(sm90, dtype, D):

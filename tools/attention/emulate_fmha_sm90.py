@@ -178,6 +178,9 @@ def key_tiles(band, r0, r1, lk, bn):
     return n_begin, n_tiles
 
 
+MAX_DRIFT = 8.0  # kMaxDrift: log2 units a row max may pass its softmax reference before it moves
+
+
 def fast_exp2(x):
     with np.errstate(invalid="ignore", over="ignore"):
         return np.exp2(x)
@@ -320,24 +323,28 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
                 for _ in range(4):
                     empty_q.arrive()
 
-            def softmax(Sm, n0):  # returns (exp2(S - m), alpha); advances m_i, l_part
+            def softmax(Sm, n0):  # returns (exp2(scale * S - m), alpha); advances m_i, l_part
                 need_mask = n0 > lk - BN or n0 < n0_lo or n0 > n0_hi
-                x = Sm * scale_log2
                 d = (n0 + cols)[None, :] - (r0 + rows)[:, None]  # kj - qi
                 assert np.abs(d).max() < 2**31, "kj - qi overflows int32"
-                if need_mask:
+                if need_mask:  # scaled first, then masked; f = 1
                     kj = (n0 + cols)[None, :]
-                    x = np.where((kj >= lk) | (d < dlo) | (d > dhi), -np.inf, x)
+                    x = np.where((kj >= lk) | (d < dlo) | (d > dhi), -np.inf, Sm * scale_log2)
+                    f = 1.0
                 else:  # the skip must be exact: every element of the warpgroup's 64 rows allowed
                     stats["unmasked"] += 1
                     dd = d - shift
                     assert n0 + BN <= lk and (dd >= lo).all() and (dd <= hi).all(), "need_mask skipped a masked element"
-                mx = np.max(x, axis=1)  # quad max = row max over the 4 lanes' columns
-                m_new = np.maximum(c["m_i"], mx)
-                m_use = np.where(m_new == -np.inf, 0.0, m_new)
-                alpha = fast_exp2(c["m_i"] - m_use)
-                c["m_i"] = m_new
-                e = fast_exp2(x - m_use[:, None])
+                    x, f = Sm, scale_log2  # raw S; the scale folds into the exponent
+                # quad max = row max over the 4 lanes' columns; max(f * x) = f * min(x) for f < 0
+                mx = (np.max(x, axis=1) if f >= 0 else np.min(x, axis=1)) * f
+                move = mx > c["m_i"] + MAX_DRIFT  # the lazy reference max (kMaxDrift)
+                m_ref = np.where(move, mx, c["m_i"])
+                m_use = np.where(m_ref == -np.inf, 0.0, m_ref)
+                alpha = np.where(move, fast_exp2(c["m_i"] - m_use), 1.0)
+                c["m_i"] = m_ref
+                with np.errstate(invalid="ignore"):
+                    e = fast_exp2(x * f - m_use[:, None])
                 for tt in range(4):
                     c["l_part"][:, tt] = c["l_part"][:, tt] * alpha + e[:, quad == tt].sum(1)
                 return e, alpha

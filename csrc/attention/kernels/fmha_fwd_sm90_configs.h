@@ -16,8 +16,10 @@
 // problems of its head dim (other head dims keep theirs). Measured and dropped (twice slower or
 // equal, bench/attention/results_tune_fmha_sm90.md): BN 192 at d64 / d128 (-15-20%), 3 stages at
 // d128 (-3%). BN must be a wgmma N that CuTe's op selector takes whole (64, 96, 128, 192, 256
-// here) or one that qk_atom names (176, 80: FA3's d128 / d256 tiles); other N split into N=16
-// atoms, which acc_rowcol refuses.
+// here); other N split into N=16 atoms, which acc_rowcol refuses. FA3's BN 176 (d128) and 80
+// (d256), built from the named 64x176x16 / 64x80x16 atoms (mma_sm90_gmma_ext.hpp), were timed and
+// dropped (H200, 2026-11-30, one run): 444 vs 500 TFLOP/s at B2 H32 S4096 d128, 523 vs 560 at
+// d256, slower causal too; ptxas spilled 28 / 60 bytes in the consumers at 240 registers.
 #pragma once
 
 namespace mslk::attention::sm90 {
@@ -33,8 +35,6 @@ inline constexpr TileCfg kTileCfgs[] = {
     {128, 128, 2, 1, 1, 0},  // 3: d128 causal
     {64, 128, 4, 1, 1, 0},   // 4: d64 causal
     {256, 64, 2, 1, 1, 0},   // 5: d256 causal
-    {128, 176, 2, 1, 1, 1},  // 6: d128 candidate: FA3's non-causal BN (named atom, qk_atom)
-    {256, 80, 2, 1, 1, 1},   // 7: d256 candidate: FA3's BN
 };
 inline constexpr int kNumTileCfgs = sizeof(kTileCfgs) / sizeof(kTileCfgs[0]);
 

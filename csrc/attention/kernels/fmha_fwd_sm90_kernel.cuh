@@ -43,44 +43,23 @@
 #include <cute/arch/mma_sm90.hpp>
 #include <cute/atom/mma_atom.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
-// The N = 176 / 80 atoms of qk_atom (included directly: the macro that pulls them in would
-// also widen CuTe's op selector in every other TU).
-#include <cute/arch/mma_sm90_gmma_ext.hpp>
-#include <cute/atom/mma_traits_sm90_gmma_ext.hpp>
 #include <cute/tensor.hpp>
 
 namespace mslk::attention::sm90 {
 using namespace cute;
 
 // The consumer's lambdas hold the accumulators by reference: a lambda left out of line (NVVM did
-// so for issue_pv at BN = 176) puts S, P and O on the stack.
+// so for issue_pv with a BN = 176 tile) puts S, P and O on the stack.
 #define MSLK_FMHA_INLINE __attribute__((always_inline))
 
 // ---- tile configurations: fmha_fwd_sm90_configs.h (kTileCfgs; C below is a row of it).
 constexpr int kBM = 128;       // query rows per work tile
+constexpr float kMaxDrift = 8.f;  // log2 units a row max may pass its softmax reference (FA4's lazy rescale)
 constexpr int kColBlock = 64;  // elements per 128-byte swizzled row = columns of one TMA box
 constexpr int kThreads = 384;
 constexpr int kConsumerWarps = 8;
 constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 <= 64K registers
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register budget");
-
-// The S = Q K^T atom (64 x BN x 16, both operands K-major from smem). CuTe's selector offers
-// N = 176 / 80 only under CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, so these two (FA3's d128 / d256
-// tiles) are named here.
-template <typename Element, int BN, int D>
-CUTE_HOST_DEVICE constexpr auto qk_atom() {
-  constexpr bool kBf16 = is_same_v<Element, cutlass::bfloat16_t>;
-  constexpr auto K = GMMA::Major::K;
-  if constexpr (BN == 176) {
-    if constexpr (kBf16) return SM90::GMMA::MMA_64x176x16_F32BF16BF16_SS<K, K>{};
-    else return SM90::GMMA::MMA_64x176x16_F32F16F16_SS<K, K>{};
-  } else if constexpr (BN == 80) {
-    if constexpr (kBf16) return SM90::GMMA::MMA_64x80x16_F32BF16BF16_SS<K, K>{};
-    else return SM90::GMMA::MMA_64x80x16_F32F16F16_SS<K, K>{};
-  } else {
-    return GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<BN>, Int<D>>>();
-  }
-}
 
 template <typename Element, int D, int C = default_cfg(D)>
 struct Traits {
@@ -99,7 +78,8 @@ struct Traits {
   // block of a stage is one [BN][64] TMA box, byte-for-byte the K layout.
   using SmemLayoutVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
                                               Shape<Int<D>, Int<kBN>, Int<kStages>>{}, Step<_2, _1, _3>{}));
-  using MmaQK = decltype(make_tiled_mma(qk_atom<Element, kBN, D>(), Layout<Shape<_2, _1, _1>>{}));
+  using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBN>, Int<D>>>(),
+                                        Layout<Shape<_2, _1, _1>>{}));
   using MmaPV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<D>, Int<kBN>>, GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<_2, _1, _1>>{}));
@@ -448,36 +428,54 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
       __syncwarp();
       if (lane == 0) cutlass::arch::ClusterBarrier::arrive(bar);
     };
-    // Scale, mask, online softmax of S (key tile at n0): S becomes exp2(S - m), m_i and l_i advance,
-    // alpha[r] = exp2(m_old - m_new) is left for O. Touches neither O nor P.
+    // Scale, mask, online softmax of S (key tile at n0): S becomes exp2(scale * S - m), m_i and l_i
+    // advance, alpha[r] = exp2(m_old - m_new) is left for O. Touches neither O nor P.
+    // A tile that needs no mask keeps S raw: the row max of scale * S is scale * max(S) (scale * min(S)
+    // for a negative scale), and the scale folds into the exponent's FFMA, one multiply an element
+    // fewer. A masked tile is scaled first (scale * -inf is NaN for scale = 0) and then f = 1.
     auto softmax = [&](int n0) MSLK_FMHA_INLINE {
       // kj - qi over this warpgroup's rows x the tile's keys spans [n0 - wr0 - 63, n0 + BN - 1 - wr0]
       const bool need_mask = n0 > lk - BN || n0 < n0_lo || n0 > n0_hi;  // else every element allowed
-      CUTE_UNROLL
-      for (int i = 0; i < size(tSrS); ++i) {
-        float x = tSrS(i) * args.scale_log2;  // a constant-bank operand: no register
-        if (need_mask) {
+      if (need_mask) {
+        CUTE_UNROLL
+        for (int i = 0; i < size(tSrS); ++i) {
+          float x = tSrS(i) * args.scale_log2;  // a constant-bank operand: no register
           const int qi = r0 + get<0>(tScS(i)), kj = n0 + get<1>(tScS(i));
           const int d = kj - qi;
           if (kj >= lk || d < dlo || d > dhi) x = -INFINITY;
+          tSrS(i) = x;
         }
-        tSrS(i) = x;
       }
+      const float f = need_mask ? 1.f : args.scale_log2;  // the multiplier S still needs
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {  // the 4 lanes of a quad share a row
-        float mx = -INFINITY;
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(S_rc); ++c) mx = fmaxf(mx, S_rc(r, c));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m_i[r], mx);
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: keep exp2 finite
-        alpha[r] = fast_exp2(m_i[r] - m_use);
-        m_i[r] = m_new;
+        float mx;
+        if (f >= 0.f) {  // uniform
+          mx = -INFINITY;
+          CUTE_UNROLL
+          for (int c = 0; c < size<1>(S_rc); ++c) mx = fmaxf(mx, S_rc(r, c));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        } else {
+          mx = INFINITY;
+          CUTE_UNROLL
+          for (int c = 0; c < size<1>(S_rc); ++c) mx = fminf(mx, S_rc(r, c));
+          mx = fminf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fminf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        }
+        mx *= f;
+        // The reference max moves only when the row max passes it by more than kMaxDrift (log2
+        // units): softmax does not depend on the reference, P = exp2(S - m) <= 2^kMaxDrift stays
+        // well inside float32 sums and 16-bit P, and O needs no rescale for this row (alpha = 1).
+        const bool move = mx > m_i[r] + kMaxDrift;     // m_i = -inf: any finite max moves it
+        const float m_ref = move ? mx : m_i[r];
+        const float m_use = m_ref == -INFINITY ? 0.f : m_ref;  // all masked so far: keep exp2 finite
+        alpha[r] = move ? fast_exp2(m_i[r] - m_use) : 1.f;
+        m_i[r] = m_ref;
         float sum = 0.f;
         CUTE_UNROLL
         for (int c = 0; c < size<1>(S_rc); ++c) {
-          const float e = fast_exp2(S_rc(r, c) - m_use);
+          const float e = fast_exp2(fmaf(S_rc(r, c), f, -m_use));
           S_rc(r, c) = e;
           sum += e;
         }
@@ -485,6 +483,7 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
       }
     };
     auto rescale_o = [&]() MSLK_FMHA_INLINE {
+      if (__all_sync(0xffffffffu, alpha[0] == 1.f && alpha[1] == 1.f)) return;  // no row of the warp moved
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {
         CUTE_UNROLL

@@ -8,9 +8,9 @@
 //   staged (MSLK_FP8_SCHEDULE=staged): persistent CTAs; while a tile is processed from registers,
 //             the next one streams into shared memory with cp.async (each thread owns its slots).
 // Larger tiles, or inputs that are not 16-byte aligned, go to the two-pass tile kernel (or, with
-// MSLK_FP8_SCHEDULE=cluster, large blocks to the cluster kernel of fp8_cluster.cu). Rows and
-// K-groups can also take the bulk ring (fp8_bulk.cu, =bulk) or one warp per row (fp8_warp_rows.cu,
-// =warp) first.
+// MSLK_FP8_SCHEDULE=cluster, large blocks to the cluster kernel of fp8_cluster.cu). Rows of
+// <= 16 KB take one warp per row first (fp8_warp_rows.cu; K-groups only with =warp), and rows and
+// K-groups the bulk ring with =bulk (fp8_bulk.cu).
 #include <cstdlib>
 #include <cstring>
 
@@ -142,7 +142,8 @@ __global__ void __launch_bounds__(NV == 8 ? 1024 : 256) fp8_staged_kernel(Fp8Til
 // most 16 KB (the CTA's staging buffer is its row: several CTAs still fit an SM) and one-shot for
 // the rest. On the H200 (2026-11-30, one run) staged took 62 vs 67 us at 8192x8192 and 30 vs
 // 35 us at 4096x7168 (rows of 16 / 14 KB), but 311 vs 220 us at 16384x16384 (32 KB rows, one
-// CTA per SM) and lost for blocks and groups.
+// CTA per SM) and lost for blocks and groups. (Such rows now take the warp-per-row kernel of
+// fp8_warp_rows.cu first, which beat staged: 55.3 vs 59.9 us at 8192x8192.)
 bool use_staged(bool whole_rows, int stage_bytes) {
   const char* s = std::getenv("MSLK_FP8_SCHEDULE");
   if (s && std::strcmp(s, "staged") == 0) return true;
@@ -227,7 +228,7 @@ cudaError_t launch(const Fp8TileParams& p, cudaStream_t s) {
 
 cudaError_t fp8_quantize_rows(const Fp8TileParams& p, cudaStream_t s) {
   if (fp8_bulk_schedule() && fp8_quantize_rows_bulk(p, s, false)) return cudaGetLastError();
-  if (fp8_warp_schedule() && fp8_quantize_rows_warp(p, s, false)) return cudaGetLastError();
+  if (fp8_warp_schedule(false) && fp8_quantize_rows_warp(p, s, false)) return cudaGetLastError();
   return launch<Mode::kRows>(p, s);
 }
 cudaError_t fp8_quantize_blocks(const Fp8TileParams& p, cudaStream_t s) {
@@ -238,7 +239,7 @@ cudaError_t fp8_quantize_blocks(const Fp8TileParams& p, cudaStream_t s) {
 }
 cudaError_t fp8_quantize_groups(const Fp8TileParams& p, cudaStream_t s) {
   if (fp8_bulk_schedule() && fp8_quantize_rows_bulk(p, s, true)) return cudaGetLastError();
-  if (fp8_warp_schedule() && fp8_quantize_rows_warp(p, s, true)) return cudaGetLastError();
+  if (fp8_warp_schedule(true) && fp8_quantize_rows_warp(p, s, true)) return cudaGetLastError();
   return launch<Mode::kGroups>(p, s);
 }
 

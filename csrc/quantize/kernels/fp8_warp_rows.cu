@@ -1,5 +1,8 @@
-// Warp-per-row FP8 quantizer for rows and K-groups (MSLK_FP8_SCHEDULE=warp, a benchmarking switch
-// until it is measured). Why: on the H200, bf16 8192x8192 row quantization took 60 us with the
+// Warp-per-row FP8 quantizer for rows and K-groups: the default for rows of <= 16 KB, and for
+// K-groups only with MSLK_FP8_SCHEDULE=warp. H200, 2026-11-30: bf16 8192x8192 rows 55.3 us (85% of
+// the copy rate; the CTA-per-row kernels 60-62 us), 4096x7168 28.2 vs 30.2 us; but K-groups of 128
+// took 90 us against 65 for fp8_reg.cu's group kernel (a scale store and a shuffle tree per vector).
+// Why it was written: on the H200, bf16 8192x8192 row quantization took 60 us with the
 // register kernel (fp8_reg.cu: one CTA of up to 256 threads per row, __syncthreads block
 // reduction), while a no-math kernel in which each warp loads 4 coalesced 512-byte pieces and then
 // stores them, with no CTA barrier, took 52.7 us. Here each warp owns one row of <= 16 KB: it
@@ -102,9 +105,10 @@ bool launch_nv(const Fp8TileParams& p, cudaStream_t st) {
 
 }  // namespace
 
-bool fp8_warp_schedule() {
+bool fp8_warp_schedule(bool groups) {
   const char* s = std::getenv("MSLK_FP8_SCHEDULE");
-  return s && std::strcmp(s, "warp") == 0;
+  if (s && std::strcmp(s, "warp") == 0) return true;
+  return !groups && (!s || !*s || std::strcmp(s, "auto") == 0);  // the default for rows
 }
 
 bool fp8_quantize_rows_warp(const Fp8TileParams& p, cudaStream_t st, bool groups) {

@@ -35,6 +35,9 @@ inline constexpr TileCfg kTileCfgs[] = {
     {128, 128, 2, 1, 1, 0},  // 3: d128 causal
     {64, 128, 4, 1, 1, 0},   // 4: d64 causal
     {256, 64, 2, 1, 1, 0},   // 5: d256 causal
+    {64, 128, 4, 1, 0, 1},   // 6: candidate: d64 without ping-pong (the warp schedulers interleave)
+    {64, 128, 4, 0, 0, 1},   // 7: candidate: d64, one tile at a time
+    {128, 128, 2, 1, 0, 1},  // 8: candidate: d128 without ping-pong
 };
 inline constexpr int kNumTileCfgs = sizeof(kTileCfgs) / sizeof(kTileCfgs[0]);
 

@@ -22,9 +22,9 @@ CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/attention/kernels/fmha_f
 
 
 def tile_rows():
-    """Every row of kTileCfgs: (d, bn, stages, overlap, pingpong, persistent)."""
+    """Every row of kTileCfgs: (d, bn, stages, overlap, pingpong, persistent, wgs)."""
     body = CONFIGS_H.read_text().split("kTileCfgs[] = {")[1].split("};")[0]
-    return [tuple(map(int, m)) for m in re.findall(r"\{(\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\}", body)]
+    return [tuple(map(int, m)) for m in re.findall(r"\{(\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\}", body)]
 
 
 def candidate_rows():
@@ -51,8 +51,8 @@ def main():
         ref = cudnn(*sets[0]).transpose(1, 2).float()
         cells = []
         with env_var("MSLK_FMHA_KERNEL", "sm90"):
-            for i, (d, bn, st, ov, pp, pers) in mine:
-                name = f"row {i}: BN{bn} x{st}{'' if pers else ' non-persistent'}"
+            for i, (d, bn, st, ov, pp, pers, wgs) in mine:
+                name = f"row {i}: BN{bn} x{st}{'' if pers else ' non-persistent'}{'' if wgs == 2 else f' {wgs} WGs'}"
                 try:
                     with env_var("MSLK_FMHA_SM90_CFG", str(i)):
                         f = ours_fn(causal)

@@ -49,8 +49,9 @@ def test_config_rows_parsed():
 @pytest.mark.parametrize("row", range(len(tile_rows())))
 def test_emulated_sm90_kernel_every_tile_config(monkeypatch, row):
     """Each kTileCfgs row's tile schedule and barrier protocol, on the cases of its head dim."""
-    d, bn, stages, overlap, pingpong, persistent = tile_rows()[row]
+    d, bn, stages, overlap, pingpong, persistent, wgs = tile_rows()[row]
     monkeypatch.setitem(emu.TILE_CFG, d, (bn, stages))
+    monkeypatch.setitem(emu.WGS, d, wgs)
     monkeypatch.setitem(emu.OVERLAP, d, bool(overlap))
     monkeypatch.setitem(emu.PINGPONG, d, bool(pingpong))
     monkeypatch.setitem(emu.PERSISTENT, d, bool(persistent))

@@ -52,7 +52,7 @@ template <typename Element, int C>
 void check() {
   constexpr int D = kTileCfgs[C].d;
   using Tr = Traits<Element, D, C>;
-  constexpr int BN = Tr::kBN, S = Tr::kStages;
+  constexpr int BN = Tr::kBN, S = Tr::kStages, kBM = Tr::kBM;
   std::printf("D=%d %s BN=%d stages=%d smem=%zu bytes\n", D,
               sizeof(Element) == 2 && std::is_same_v<Element, cutlass::bfloat16_t> ? "bf16" : "fp16", BN, S,
               sizeof(SharedStorage<Element, D, C>) + 1024);
@@ -91,7 +91,7 @@ void check() {
   EXPECT(size(layS) == BN / 2, "S fragment size %d", int(size(layS)));
   EXPECT(size(fragO) == D / 2, "O fragment size %d", int(size(fragO)));
   std::set<std::pair<int, int>> covered;
-  for (int t = 0; t < 256; ++t) {
+  for (int t = 0; t < 128 * Tr::kWGs; ++t) {
     auto thr_qk = mma_qk.get_thread_slice(t);
     auto thr_pv = mma_pv.get_thread_slice(t);
     auto tScS = thr_qk.partition_C(cS);

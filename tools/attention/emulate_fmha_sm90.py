@@ -31,11 +31,12 @@ import numpy as np
 
 LOG2E, LN2 = 1.4426950408889634, 0.6931471805599453
 UNB = 1 << 40
-BM, COLB = 128, 64
+COLB = 64
 TILE_CFG = {64: (128, 4), 128: (128, 2), 256: (64, 2)}  # d -> (BN, stages), as kTileCfgs
 OVERLAP = {64: True, 128: True, 256: True}  # kTileCfgs' overlap; main() also runs the other order
 PINGPONG = {64: True, 128: True, 256: True}  # kTileCfgs' pingpong (only with overlap)
 PERSISTENT = {64: True, 128: True, 256: True}  # kTileCfgs' persistent
+WGS = {64: 2, 128: 2, 256: 2}  # kTileCfgs' wgs: consumer warpgroups, BM = 64 * wgs query rows a tile
 SMS = 3  # emulated SM count: few, so that CTAs walk several work tiles
 
 
@@ -195,7 +196,8 @@ def work_index(t, num_m, lanes, group):
     return local // gs, sec * group + local % gs
 
 
-def work_of(p, t, num_m, bn):
+def work_of(p, t, num_m, bm, bn):
+    BM = bm
     m_from_end, lane = work_index(t, num_m, p["H"] * p["num_seqs"], p["group"])
     r0 = (num_m - 1 - m_from_end) * BM
     h, s = lane % p["H"], lane // p["H"]
@@ -211,21 +213,24 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
     """One CTA: work tiles bx, bx + grid, ... with the K/V ring position g and the Q use count qn
     carried across them, as in the kernel."""
     BN, S = TILE_CFG[D]
+    NW = WGS[D]
+    BM = 64 * NW
     num_work = num_m * p["H"] * p["num_seqs"]
     tiles = list(range(bx, num_work, grid))
-    works = [work_of(p, t, num_m, BN) for t in tiles]
+    works = [work_of(p, t, num_m, BM, BN) for t in tiles]
     stats["tiles"] += sum(w["n_tiles"] for w in works)
 
     sq = np.full(BM * D, np.nan)
     sk = np.full(S * BN * D, np.nan)
     sv = np.full(S * BN * D, np.nan)
-    full_q, empty_q = MBar(1), MBar(8)
+    full_q, empty_q = MBar(1), MBar(4 * NW)  # one arrival per consumer warp
     full_k, full_v = [MBar(1) for _ in range(S)], [MBar(1) for _ in range(S)]
-    empty_k, empty_v = [MBar(8) for _ in range(S)], [MBar(8) for _ in range(S)]
+    empty_k, empty_v = [MBar(4 * NW) for _ in range(S)], [MBar(4 * NW) for _ in range(S)]
     stage_tile = {"q": [None], "k": [None] * S, "v": [None] * S}  # what a buffer holds (None: in flight)
     readers = {(kd, st): 0 for kd in "kv" for st in range(S)} | {("q", 0): 0}
     turn = [NamedBar(256), NamedBar(256)]  # kBarTurn + warpgroup
     pingpong = PINGPONG[D] and OVERLAP[D]
+    assert NW == 2 or not pingpong, "ping-pong takes turns between two warpgroups"
     issuing = []  # warpgroups inside a turn region (ping-pong: at most one)
 
     # ---- producer as a generator: yields while blocked; TMA completions are queued as events
@@ -437,11 +442,11 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
                     lse[li] = (m_i[rr] + math.log2(l[rr])) * LN2 if l[rr] > 0 else -np.inf
         results[wg] = True
 
-    actors = [producer(), consumer(0), consumer(1)]
-    alive = [True, True, True]
+    actors = [producer()] + [consumer(wg) for wg in range(NW)]
+    alive = [True] * len(actors)
     stuck = 0
     while any(alive) or pending_tx:
-        choices = [i for i in range(3) if alive[i]] + (["tx"] if pending_tx else [])
+        choices = [i for i in range(len(actors)) if alive[i]] + (["tx"] if pending_tx else [])
         ch = choices[rng.integers(len(choices))]
         if ch == "tx":
             bar, tot, kind, st, tag = pending_tx.pop(rng.integers(len(pending_tx)))
@@ -456,7 +461,7 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
             alive[ch] = False
             stuck = 0
         assert stuck < 100000, "deadlock"
-    assert results == {0: True, 1: True}
+    assert results == {wg: True for wg in range(NW)}
     assert all(b.arrived == 0 for b in turn), "a named barrier generation left half-arrived at exit"
 
 
@@ -467,6 +472,7 @@ def run_case(rng, B, Mq, Mkv, H, K, Kv, kind, wl, wr, varlen=None, seqlen_k=None
     d = max(K, Kv)
     D = 64 if d <= 64 else 128 if d <= 128 else 256
     BN, S = TILE_CFG[D]
+    BM = 64 * WGS[D]
     q = rng.standard_normal((B, Mq, H, K))
     Hk = 1 if kv_bcast_head else H
     k = rng.standard_normal((B, Mkv, Hk, K))

@@ -20,24 +20,27 @@
 // (d256), built from the named 64x176x16 / 64x80x16 atoms (mma_sm90_gmma_ext.hpp), were timed and
 // dropped (H200, 2026-11-30, one run): 444 vs 500 TFLOP/s at B2 H32 S4096 d128, 523 vs 560 at
 // d256, slower causal too; ptxas spilled 28 / 60 bytes in the consumers at 240 registers.
+// wgs: consumer warpgroups of 64 query rows each (BM = 64 * wgs): 2 (registers 24 / 240, as FA3
+// for d128 / d256) or 3 (32 / 160, FA3's d64 tile; no ping-pong: three warpgroups interleave on
+// the warp schedulers). Measured and dropped: d64 / d128 with two warpgroups and no ping-pong
+// (H200, 2026-11-30: 354 vs 349 and 558 vs 562 TFLOP/s non-causal, within noise; causal slower).
 #pragma once
 
 namespace mslk::attention::sm90 {
 
 struct TileCfg {
-  int d, bn, stages, overlap, pingpong, persistent;
+  int d, bn, stages, overlap, pingpong, persistent, wgs;
 };
 
 inline constexpr TileCfg kTileCfgs[] = {
-    {64, 128, 4, 1, 1, 1},   // 0: d64 default
-    {128, 128, 2, 1, 1, 1},  // 1: d128 default
-    {256, 64, 2, 1, 1, 1},   // 2: d256 default
-    {128, 128, 2, 1, 1, 0},  // 3: d128 causal
-    {64, 128, 4, 1, 1, 0},   // 4: d64 causal
-    {256, 64, 2, 1, 1, 0},   // 5: d256 causal
-    {64, 128, 4, 1, 0, 1},   // 6: candidate: d64 without ping-pong (the warp schedulers interleave)
-    {64, 128, 4, 0, 0, 1},   // 7: candidate: d64, one tile at a time
-    {128, 128, 2, 1, 0, 1},  // 8: candidate: d128 without ping-pong
+    {64, 128, 4, 1, 1, 1, 2},   // 0: d64 default
+    {128, 128, 2, 1, 1, 1, 2},  // 1: d128 default
+    {256, 64, 2, 1, 1, 1, 2},   // 2: d256 default
+    {128, 128, 2, 1, 1, 0, 2},  // 3: d128 causal
+    {64, 128, 4, 1, 1, 0, 2},   // 4: d64 causal
+    {256, 64, 2, 1, 1, 0, 2},   // 5: d256 causal
+    {64, 128, 4, 1, 0, 1, 3},   // 6: candidate: d64, three consumer warpgroups (BM 192, FA3's d64 tile)
+    {64, 128, 4, 1, 0, 0, 3},   // 7: candidate: the same, one CTA per work tile (causal)
 };
 inline constexpr int kNumTileCfgs = sizeof(kTileCfgs) / sizeof(kTileCfgs[0]);
 

@@ -53,22 +53,24 @@ using namespace cute;
 #define MSLK_FMHA_INLINE __attribute__((always_inline))
 
 // ---- tile configurations: fmha_fwd_sm90_configs.h (kTileCfgs; C below is a row of it).
-constexpr int kBM = 128;       // query rows per work tile
 constexpr float kMaxDrift = 8.f;  // log2 units a row max may pass its softmax reference (FA4's lazy rescale)
 constexpr int kColBlock = 64;  // elements per 128-byte swizzled row = columns of one TMA box
-constexpr int kThreads = 384;
-constexpr int kConsumerWarps = 8;
-constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128*24 + 256*240 <= 64K registers
-static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register budget");
 
 template <typename Element, int D, int C = default_cfg(D)>
 struct Traits {
   static_assert(C >= 0 && C < kNumTileCfgs && kTileCfgs[C].d == D, "kTileCfgs row of another head dim");
   static constexpr int kBN = kTileCfgs[C].bn, kStages = kTileCfgs[C].stages;
+  // Query rows per work tile: 64 per consumer warpgroup; one producer warpgroup besides.
+  static constexpr int kWGs = kTileCfgs[C].wgs, kBM = 64 * kWGs, kThreads = 128 * (kWGs + 1);
+  static constexpr int kConsumerWarps = 4 * kWGs;
+  static constexpr int kProducerRegs = kWGs == 2 ? 24 : 32, kConsumerRegs = kWGs == 2 ? 240 : 160;
+  static_assert(kWGs == 2 || kWGs == 3, "two or three consumer warpgroups");
+  static_assert(128 * kProducerRegs + 128 * kWGs * kConsumerRegs <= 65536, "register budget");
   static constexpr bool kOverlap = kTileCfgs[C].overlap != 0;
   static constexpr bool kPingPong = kTileCfgs[C].pingpong != 0;
   static constexpr bool kPersistent = kTileCfgs[C].persistent != 0;
   static_assert(kOverlap || !kPingPong, "ping-pong is only wired into the overlapped order");
+  static_assert(kWGs == 2 || !kPingPong, "ping-pong takes turns between two warpgroups");
   static_assert(kBN > 0 && D % kColBlock == 0 && kBN % 16 == 0 && kBN <= 256, "tile config");
   static_assert(sizeof(Element) == 2, "16-bit inputs only (MN-major V needs them)");
   using SmemLayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kBM>, Int<D>>{}));
@@ -79,10 +81,10 @@ struct Traits {
   using SmemLayoutVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
                                               Shape<Int<D>, Int<kBN>, Int<kStages>>{}, Step<_2, _1, _3>{}));
   using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBN>, Int<D>>>(),
-                                        Layout<Shape<_2, _1, _1>>{}));
+                                        Layout<Shape<Int<kWGs>, _1, _1>>{}));
   using MmaPV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<D>, Int<kBN>>, GMMA::Major::K, GMMA::Major::MN>(),
-      Layout<Shape<_2, _1, _1>>{}));
+      Layout<Shape<Int<kWGs>, _1, _1>>{}));
   // P as the A operand of one thread: (8 values of a 16-key step, 1, BN/16 steps), compact; its
   // linear order equals the S accumulator's (checked by test/cpp/test_fmha_sm90_layouts.cu).
   using LayoutP = Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>;
@@ -187,17 +189,17 @@ struct Work {
   KeyTiles kt;
   bool live;  // the tile holds query rows (else every role skips it)
 };
-__host__ __device__ inline Work work_of(const FmhaFwdParams& p, int t, int num_m, int group, int bn) {
+__host__ __device__ inline Work work_of(const FmhaFwdParams& p, int t, int num_m, int group, int bm, int bn) {
   Work w;
   int m_from_end = 0, lane = 0;
   work_index(t, num_m, p.H * p.num_seqs, group, &m_from_end, &lane);
-  w.r0 = (num_m - 1 - m_from_end) * kBM;
+  w.r0 = (num_m - 1 - m_from_end) * bm;
   w.h = lane % p.H;
   w.s = lane / p.H;
   w.blk = block_of(p, w.s);
   w.live = w.blk.ok && w.r0 < w.blk.lq;
   w.band = band_of(p, w.blk.lq, w.blk.lk);
-  w.kt = w.live ? key_tiles(w.band, w.r0, min(w.r0 + kBM, w.blk.lq) - 1, w.blk.lk, bn) : KeyTiles{0, 0};
+  w.kt = w.live ? key_tiles(w.band, w.r0, min(w.r0 + bm, w.blk.lq) - 1, w.blk.lk, bn) : KeyTiles{0, 0};
   return w;
 }
 
@@ -253,7 +255,7 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
 }
 // Named barriers (0 is __syncthreads): per-warpgroup V-tail zeroing, and the ping-pong turns.
 constexpr int kBarTail = 1;  // + consumer warpgroup (128 threads)
-constexpr int kBarTurn = 3;  // + consumer warpgroup whose turn it is (256 threads: 128 arrive, 128 sync)
+constexpr int kBarTurn = 4;  // + consumer warpgroup whose turn it is (256 threads: 128 arrive, 128 sync)
 template <typename Element>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   if constexpr (std::is_same_v<Element, cutlass::bfloat16_t>) {
@@ -274,10 +276,10 @@ CUTE_HOST_DEVICE constexpr auto acc_rowcol(L l) {
 }
 
 template <typename Element, int D, int C>
-__global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid_constant__ Args args) {
+__global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_sm90_kernel(const __grid_constant__ Args args) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tr = Traits<Element, D, C>;
-  constexpr int BN = Tr::kBN, kStages = Tr::kStages;
+  constexpr int BN = Tr::kBN, kStages = Tr::kStages, kBM = Tr::kBM, kConsumerWarps = Tr::kConsumerWarps;
   const FmhaFwdParams& p = args.p;
 
   // 1024-byte alignment of the tiles: the 128-byte swizzle is a function of the address bits.
@@ -307,14 +309,14 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
 
   // ================= producer warpgroup
   if (threadIdx.x < 128) {
-    cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
+    cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
     if (threadIdx.x == 0) {
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&args.tq)) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&args.tk)) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&args.tv)) : "memory");
       int g = 0, qn = 0;
       for (int t = blockIdx.x; t < num_work; t += gridDim.x) {
-        const Work w = work_of(p, t, num_m, args.group, BN);
+        const Work w = work_of(p, t, num_m, args.group, kBM, BN);
         if (w.kt.n_tiles == 0) continue;  // no loads: the consumers only write zeros / -inf
         // Q buffer: free once the consumers' last Q K^T of the previous tile is done (a fresh
         // barrier passes a parity-1 wait, so the first tile does not wait).
@@ -348,8 +350,8 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
   }
 
   // ================= consumer warpgroups
-  cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
-  const int ctid = threadIdx.x - 128;  // 0..255; the tiled MMAs give rows [64*cwg, 64*cwg+64) to warpgroup cwg
+  cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
+  const int ctid = threadIdx.x - 128;  // 0..128*kWGs-1; the tiled MMAs give rows [64*cwg, 64*cwg+64) to warpgroup cwg
   const int cwg = ctid / 128, lane = threadIdx.x % 32;
 
   typename Tr::MmaQK mma_qk;
@@ -374,7 +376,7 @@ __global__ void __launch_bounds__(kThreads, 1) fmha_fwd_sm90_kernel(const __grid
 
   int g = 0, qn = 0;  // as the producer's
   for (int t = blockIdx.x; t < num_work; t += gridDim.x) {
-    const Work w = work_of(p, t, num_m, args.group, BN);
+    const Work w = work_of(p, t, num_m, args.group, kBM, BN);
     if (!w.live) continue;
     const int h = w.h, r0 = w.r0, lq = w.blk.lq, lk = w.blk.lk;
     const Block& blk = w.blk;
@@ -681,11 +683,11 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
   a.scale_log2 = p.scale * 1.4426950408889634f;
   a.group = l2_group(p);
   const bool bf16 = p.is_bf16 != 0;
-  if (!encode_map(&a.tq, p.q, bf16, p.K, p.Mq, p.H, p.B, p.q_sm, p.q_sh, p.q_sb, kBM, &a.q_hm, &a.q_bm) ||
+  if (!encode_map(&a.tq, p.q, bf16, p.K, p.Mq, p.H, p.B, p.q_sm, p.q_sh, p.q_sb, Tr::kBM, &a.q_hm, &a.q_bm) ||
       !encode_map(&a.tk, p.k, bf16, p.K, p.Mkv, p.H, p.B, p.k_sm, p.k_sh, p.k_sb, Tr::kBN, &a.k_hm, &a.k_bm) ||
       !encode_map(&a.tv, p.v, bf16, p.Kv, p.Mkv, p.H, p.B, p.v_sm, p.v_sh, p.v_sb, Tr::kBN, &a.v_hm, &a.v_bm))
     return cudaErrorNotSupported;
-  const int64_t num_work = int64_t((p.max_seqlen_q + kBM - 1) / kBM) * p.H * p.num_seqs;
+  const int64_t num_work = int64_t((p.max_seqlen_q + Tr::kBM - 1) / Tr::kBM) * p.H * p.num_seqs;
   if (num_work >= (int64_t(1) << 30)) return cudaErrorNotSupported;  // int tile indices in the kernel
   int grid = int(num_work);
   if constexpr (Tr::kPersistent) {
@@ -699,7 +701,7 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
   auto kern = fmha_fwd_sm90_kernel<Element, D, C>;
   cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (err != cudaSuccess) return err;
-  kern<<<grid, kThreads, smem, stream>>>(a);
+  kern<<<grid, Tr::kThreads, smem, stream>>>(a);
   return cudaGetLastError();
 }
 

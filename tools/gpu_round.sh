@@ -114,7 +114,8 @@ fi
 # PROFILE=1: Nsight Compute on our kernels and their peers (tools/profile/ncu_round.sh), after the
 # benchmarks so it does not disturb their timing.
 if [ "${PROFILE:-0}" = 1 ] && [ "$(left)" -gt 60 ]; then
-  timeout "$(left)" bash tools/profile/ncu_round.sh "$OUT" && status+=("ncu: ok") || status+=("ncu: FAILED")
+  # PROFILE_TARGETS: keys of tools/profile/ncu_targets.py (default: ncu_round.sh's four)
+  timeout "$(left)" bash tools/profile/ncu_round.sh "$OUT" ${PROFILE_TARGETS:-} && status+=("ncu: ok") || status+=("ncu: FAILED")
   pack
 fi
 timeout 120 python3 tools/demo.py >"$OUT/demo.log" 2>&1 && status+=("demo: ok") || status+=("demo: FAILED")

@@ -27,13 +27,15 @@ CASES = [
 
 
 @pytest.mark.parametrize("persistent", [False, True])
-@pytest.mark.parametrize("order", ["tile", "overlap", "pingpong"])
+@pytest.mark.parametrize("order,wgs", [("tile", 2), ("overlap", 2), ("pingpong", 2), ("tile", 3), ("overlap", 3)])
 @pytest.mark.parametrize("case", range(len(CASES)))
-def test_emulated_sm90_kernel(monkeypatch, order, persistent, case):
+def test_emulated_sm90_kernel(monkeypatch, order, wgs, persistent, case):
+    """Every consumer order with two or three consumer warpgroups (ping-pong: two only)."""
     for d in emu.OVERLAP:
         monkeypatch.setitem(emu.OVERLAP, d, order != "tile")
         monkeypatch.setitem(emu.PINGPONG, d, order == "pingpong")
         monkeypatch.setitem(emu.PERSISTENT, d, persistent)
+        monkeypatch.setitem(emu.WGS, d, wgs)
     err, stats = emu.run_case(np.random.default_rng(case), **CASES[case])
     assert err < 1e-9 and stats["tiles"] > 0
 

@@ -34,9 +34,9 @@ UNB = 1 << 40
 COLB = 64
 TILE_CFG = {64: (128, 4), 128: (128, 2), 256: (64, 2)}  # d -> (BN, stages), as kTileCfgs
 OVERLAP = {64: True, 128: True, 256: True}  # kTileCfgs' overlap; main() also runs the other order
-PINGPONG = {64: True, 128: True, 256: True}  # kTileCfgs' pingpong (only with overlap)
+PINGPONG = {64: False, 128: True, 256: True}  # kTileCfgs' pingpong (only with overlap)
 PERSISTENT = {64: True, 128: True, 256: True}  # kTileCfgs' persistent
-WGS = {64: 2, 128: 2, 256: 2}  # kTileCfgs' wgs: consumer warpgroups, BM = 64 * wgs query rows a tile
+WGS = {64: 3, 128: 2, 256: 2}  # kTileCfgs' wgs: consumer warpgroups, BM = 64 * wgs query rows a tile
 SMS = 3  # emulated SM count: few, so that CTAs walk several work tiles
 
 

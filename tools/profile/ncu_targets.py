@@ -13,8 +13,7 @@ import mslk  # noqa: F401
 from mslk.attention import fmha
 
 
-def attn(backend):
-    B, H, S, D = 2, 32, 4096, 128
+def attn(backend, B=2, H=32, S=4096, D=128):
     q, k, v = (torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     if backend == "mslk":
         return lambda: fmha.memory_efficient_attention_forward(q, k, v)
@@ -58,6 +57,8 @@ def forced_kernel(name, fn):
 
 TARGETS = {
     "attn-mslk": lambda: attn("mslk"), "attn-cudnn": lambda: attn("cudnn"),
+    "attn-mslk-d64": lambda: attn("mslk", B=4, H=16, S=2048, D=64),
+    "attn-cudnn-d64": lambda: attn("cudnn", B=4, H=16, S=2048, D=64),
     "fp8-mslk": lambda: fp8("mslk"), "fp8-cublas": lambda: fp8("cublas"),
     # decode: M = 1 runs the skinny kernel (and its split-K reduce), M = 16 CUTLASS 64x128 tiles;
     # both ~2x the 64 MB weight-read floor at N = K = 8192 (bench/gemm/results_fp8_rowwise.md)

@@ -449,19 +449,32 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
         }
       }
       const float f = need_mask ? 1.f : args.scale_log2;  // the multiplier S still needs
+      // Row max and row sum over kChains interleaved partial chains: one serial fmax / fadd chain
+      // of BN / 4 steps is latency-bound (ncu, d64: a third of the issue gaps were fixed-latency
+      // dependency stalls).
+      constexpr int kCols = decltype(size<1>(S_rc))::value, kChains = kCols % 4 == 0 ? 4 : 1;
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {  // the 4 lanes of a quad share a row
+        float part[kChains];
         float mx;
         if (f >= 0.f) {  // uniform
-          mx = -INFINITY;
           CUTE_UNROLL
-          for (int c = 0; c < size<1>(S_rc); ++c) mx = fmaxf(mx, S_rc(r, c));
+          for (int j = 0; j < kChains; ++j) part[j] = -INFINITY;
+          CUTE_UNROLL
+          for (int c = 0; c < kCols; ++c) part[c % kChains] = fmaxf(part[c % kChains], S_rc(r, c));
+          mx = part[0];
+          CUTE_UNROLL
+          for (int j = 1; j < kChains; ++j) mx = fmaxf(mx, part[j]);
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         } else {
-          mx = INFINITY;
           CUTE_UNROLL
-          for (int c = 0; c < size<1>(S_rc); ++c) mx = fminf(mx, S_rc(r, c));
+          for (int j = 0; j < kChains; ++j) part[j] = INFINITY;
+          CUTE_UNROLL
+          for (int c = 0; c < kCols; ++c) part[c % kChains] = fminf(part[c % kChains], S_rc(r, c));
+          mx = part[0];
+          CUTE_UNROLL
+          for (int j = 1; j < kChains; ++j) mx = fminf(mx, part[j]);
           mx = fminf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fminf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         }
@@ -474,13 +487,17 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
         const float m_use = m_ref == -INFINITY ? 0.f : m_ref;  // all masked so far: keep exp2 finite
         alpha[r] = move ? fast_exp2(m_i[r] - m_use) : 1.f;
         m_i[r] = m_ref;
-        float sum = 0.f;
         CUTE_UNROLL
-        for (int c = 0; c < size<1>(S_rc); ++c) {
+        for (int j = 0; j < kChains; ++j) part[j] = 0.f;
+        CUTE_UNROLL
+        for (int c = 0; c < kCols; ++c) {
           const float e = fast_exp2(fmaf(S_rc(r, c), f, -m_use));
           S_rc(r, c) = e;
-          sum += e;
+          part[c % kChains] += e;
         }
+        float sum = part[0];
+        CUTE_UNROLL
+        for (int j = 1; j < kChains; ++j) sum += part[j];
         l_i[r] = l_i[r] * alpha[r] + sum;
       }
     };

@@ -93,7 +93,9 @@ __global__ void __launch_bounds__(kThreads) fp8_bulk_kernel(Fp8TileParams p, int
       for (int base = 0; base < nv; base += blockDim.x) {
         const int i = base + threadIdx.x;
         const uint4 x = i < nv ? v[i] : make_uint4(0, 0, 0, 0);
-        const float a = group_max<L>(absmax16<T>(x));
+        float a = absmax16<T>(x);
+#pragma unroll
+        for (int o = L / 2; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
         if (i < nv) {
           const TileScale sc = tile_scale(p, a);
           if (threadIdx.x % L == 0) p.scale[scale_index(p, r, int64_t(i) * W / p.tile_k)] = sc.scale;
@@ -153,7 +155,15 @@ bool fp8_quantize_rows_bulk(const Fp8TileParams& p, cudaStream_t st, bool groups
       return;
     }
     if (p.out_stride != p.in.K || p.tile_k % W != 0) return;
-    ok = dispatch_group_lanes(p.tile_k / W, [&](auto L) { return launch<T, decltype(L)::value>(p, st); });
+    switch (p.tile_k / W) {
+      case 1: ok = launch<T, 1>(p, st); break;
+      case 2: ok = launch<T, 2>(p, st); break;
+      case 4: ok = launch<T, 4>(p, st); break;
+      case 8: ok = launch<T, 8>(p, st); break;
+      case 16: ok = launch<T, 16>(p, st); break;
+      case 32: ok = launch<T, 32>(p, st); break;
+      default: break;
+    }
   });
   return ok;
 }

@@ -1,7 +1,5 @@
 // Device pieces shared by the FP8 quantize kernels: scale rule, tile->scale index, stores.
 #pragma once
-#include <type_traits>
-
 #include "common/cuda_utils.cuh"
 #include "common/device_attrs.h"
 #include "common/fp8.h"
@@ -10,29 +8,6 @@
 namespace mslk::quantize {
 
 using namespace mslk::cuda;
-
-// Max over the L consecutive lanes that hold one K-group (L divides 32; every lane calls it).
-template <int L>
-__device__ __forceinline__ float group_max(float a) {
-#pragma unroll
-  for (int o = L / 2; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
-  return a;
-}
-
-// f(std::integral_constant<int, L>{}) for the 16-byte vectors per K-group L in {1, 2, 4, ..., 32}
-// (the group kernels' template parameter); false, calling nothing, for any other L.
-template <typename F>
-bool dispatch_group_lanes(int64_t L, F&& f) {
-  switch (L) {
-    case 1: return f(std::integral_constant<int, 1>{});
-    case 2: return f(std::integral_constant<int, 2>{});
-    case 4: return f(std::integral_constant<int, 4>{});
-    case 8: return f(std::integral_constant<int, 8>{});
-    case 16: return f(std::integral_constant<int, 16>{});
-    case 32: return f(std::integral_constant<int, 32>{});
-    default: return false;
-  }
-}
 
 struct TileScale {
   float scale;  // dequant multiplier, stored

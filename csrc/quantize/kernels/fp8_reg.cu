@@ -88,7 +88,9 @@ __device__ __forceinline__ void quantize_tile(const Fp8TileParams& p, const CtaT
   } else {
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
-      const float a = group_max<L>(absmax16<T>(v[i]));
+      float a = absmax16<T>(v[i]);
+#pragma unroll
+      for (int o = L / 2; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
       const int c = threadIdx.x + i * blockDim.x;  // group tiles are one row
       if (c >= g.vcols) continue;                  // after the shuffles: every lane took part
       const TileScale s = tile_scale(p, a);
@@ -207,8 +209,15 @@ cudaError_t launch(const Fp8TileParams& p, cudaStream_t s) {
       launched = t.cta_m == 1 ? launch_nv<T, 0, true>(p, t, s) : launch_nv<T, 0, false>(p, t, s);
     } else {
       if (p.out_stride != p.in.K) return;
-      launched = dispatch_group_lanes(p.tile_k / W,
-                                      [&](auto L) { return launch_nv<T, decltype(L)::value, true>(p, t, s); });
+      switch (p.tile_k / W) {
+        case 1: launched = launch_nv<T, 1, true>(p, t, s); break;
+        case 2: launched = launch_nv<T, 2, true>(p, t, s); break;
+        case 4: launched = launch_nv<T, 4, true>(p, t, s); break;
+        case 8: launched = launch_nv<T, 8, true>(p, t, s); break;
+        case 16: launched = launch_nv<T, 16, true>(p, t, s); break;
+        case 32: launched = launch_nv<T, 32, true>(p, t, s); break;
+        default: break;
+      }
     }
   });
   if (err != cudaSuccess || launched) return err;

@@ -73,7 +73,9 @@ __global__ void __launch_bounds__(kWarps * 32, 3) fp8_warp_rows_kernel(Fp8TilePa
   } else {
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
-      const float a = group_max<L>(absmax16<T>(v[i]));
+      float a = absmax16<T>(v[i]);
+#pragma unroll
+      for (int o = L / 2; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
       const int c = lane + 32 * i;  // group c / L: p.tile_k == L * W
       if (c >= nv) continue;         // after the shuffles: every lane took part (nv is a multiple of L)
       const TileScale s = tile_scale(p, a);
@@ -122,7 +124,15 @@ bool fp8_quantize_rows_warp(const Fp8TileParams& p, cudaStream_t st, bool groups
     }
     // the preconditions of fp8_reg.cu's group path
     if (p.out_stride != p.in.K || p.tile_k <= 0 || p.in.K % p.tile_k != 0) return;
-    ok = dispatch_group_lanes(p.tile_k / W, [&](auto L) { return launch_nv<T, decltype(L)::value>(p, st); });
+    switch (p.tile_k / W) {
+      case 1: ok = launch_nv<T, 1>(p, st); break;
+      case 2: ok = launch_nv<T, 2>(p, st); break;
+      case 4: ok = launch_nv<T, 4>(p, st); break;
+      case 8: ok = launch_nv<T, 8>(p, st); break;
+      case 16: ok = launch_nv<T, 16>(p, st); break;
+      case 32: ok = launch_nv<T, 32>(p, st); break;
+      default: break;
+    }
   });
   return ok;
 }

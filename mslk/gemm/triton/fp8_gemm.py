@@ -29,12 +29,6 @@ def matmul_fp8_row(a: Tensor, b: Tensor, a_scale: Tensor, b_scale: Tensor, bias:
                    fp8_fast_accum: bool = True, imprecise_acc: bool = False, tma_persistent: bool = True,
                    no_use_persistent: Optional[bool] = None, use_warp_specialization: bool = False) -> Tensor:
     """Rowwise-scaled FP8 a [..., M, K] @ b [N, K].T -> BF16 [..., M, N]."""
-    # With every knob at its default (the default objects: `is`) only the tensors are passed:
-    # torch.ops converts each argument given from Python (~0.1 us apiece) and the schema supplies
-    # the same defaults.
-    if (dot_out_dtype is None and allow_tf32 is True and fp8_fast_accum is True and imprecise_acc is False
-            and tma_persistent is True and no_use_persistent is None and use_warp_specialization is False):
-        return torch.ops.triton.matmul_fp8_row(a, b, a_scale, b_scale, bias)
     return torch.ops.triton.matmul_fp8_row(a, b, a_scale, b_scale, bias, dot_out_dtype, allow_tf32,
                                            fp8_fast_accum, imprecise_acc, tma_persistent, no_use_persistent,
                                            use_warp_specialization)

@@ -22,28 +22,18 @@ _native.load()
 
 Tensor = torch.Tensor
 
-# The schema's default eps_opt (0.001953125). The row wrappers pass only `a` when every other
-# argument is left at its default (the default objects themselves: `is`): torch.ops converts each
-# argument given from Python, ~0.07 us apiece, and the schema supplies the same defaults.
-_ROW_EPS = 1 / 512
-
 
 def triton_quantize_fp8_row(a: Tensor, scale_ub: Optional[Tensor] = None,
                             zero_start_index_M: Optional[Tensor] = None, align_rows_to: Optional[int] = None,
-                            eps_opt: float = _ROW_EPS) -> Tuple[Tensor, Tensor]:
+                            eps_opt: float = 1 / 512) -> Tuple[Tensor, Tensor]:
     """Rowwise FP8 E4M3: one reciprocal scale per row (shape a.shape[:-1])."""
-    if scale_ub is None and zero_start_index_M is None and align_rows_to is None and eps_opt is _ROW_EPS:
-        return torch.ops.triton.quantize_fp8_row(a)
     return torch.ops.triton.quantize_fp8_row(a, scale_ub, zero_start_index_M, True, None, align_rows_to, eps_opt)
 
 
 def quantize_fp8_row(a: Tensor, scale_ub: Optional[Tensor] = None, zero_start_index_M: Optional[Tensor] = None,
                      use_triton: bool = True, output_device: Optional[torch.device] = None,
-                     align_rows_to: Optional[int] = None, eps_opt: float = _ROW_EPS) -> Tuple[Tensor, Tensor]:
+                     align_rows_to: Optional[int] = None, eps_opt: float = 1 / 512) -> Tuple[Tensor, Tensor]:
     """Rowwise FP8 E4M3 with the reference's public arguments; outputs land on output_device."""
-    if (scale_ub is None and zero_start_index_M is None and use_triton is True and output_device is None
-            and align_rows_to is None and eps_opt is _ROW_EPS):
-        return torch.ops.triton.quantize_fp8_row(a)
     return torch.ops.triton.quantize_fp8_row(a, scale_ub, zero_start_index_M, use_triton, output_device,
                                              align_rows_to, eps_opt)
 

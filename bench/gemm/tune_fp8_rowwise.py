@@ -32,11 +32,11 @@ SWIZZLED_ROWS, ROW_SWIZZLES = ("128x128x128_c2x1_pp",), (4, 8)
 def fast_rows():
     """(row id, tile name) of the fast-accumulation rows of the config table."""
     rows = []
-    for m in re.finditer(r"X\((\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+)\)",
+    for m in re.finditer(r"X\((\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+)\)",
                          CONFIGS_H.read_text()):
-        i, tm, tn, tk, cm, cn, coop, fast = map(int, m.groups())
-        if fast:
-            rows.append((i, f"{tm}x{tn}x{tk}_c{cm}x{cn}_{'coop' if coop else 'pp'}"))
+        i, tm, tn, tk, cm, cn, coop, fast, swap = map(int, m.groups())
+        if fast:  # swap rows (out^T = W X^T) are named apart: regen_fp8_buckets.py never buckets them
+            rows.append((i, f"{tm}x{tn}x{tk}_c{cm}x{cn}_{'coop' if coop else 'pp'}{'_swap' if swap else ''}"))
     return rows
 
 

@@ -185,3 +185,33 @@ def test_large_bucket_swizzle_is_bitwise_neutral(monkeypatch):
     mag = (xq.double().abs() @ wq.double().abs().T) * s  # the error model's scale (see fp8_gemm_reference)
     err = ((auto.double() - ref).abs() / mag).max().item()
     assert err < 2**-10 + K / 32 * 2**-13 + 2**-8, err  # fast accumulation's K-aware bound + bf16 rounding
+
+
+@requires_cuda
+@pytest.mark.parametrize("M", [2, 9, 16, 40])
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("bias_dtype", [None, torch.bfloat16, torch.float32])
+def test_swap_ab_row(monkeypatch, M, fast, bias_dtype):
+    """The swap-AB rows (out^T = W X^T, 64 weight rows x 16 tokens a tile): M <= 16 takes them under
+    auto; forced (MSLK_FP8_ROWWISE_TILE) they must also be right past one 16-token tile (M = 40).
+    N and K leave tails in the 64-row and 128-deep tiles; the output is poisoned first."""
+    from bench.gemm.tune_fp8_rowwise import fast_rows
+
+    swap_row = next(r for r, name in fast_rows() if name.endswith("_swap"))
+    monkeypatch.setenv("MSLK_FP8_GEMM_KERNEL", "cutlass")
+    if M > 16:
+        monkeypatch.setenv("MSLK_FP8_ROWWISE_TILE", str(swap_row))
+    B, N, K = 2, 1032, 1040
+    xq, wq = rand_fp8((B, M, K), "cuda"), rand_fp8((B, N, K), "cuda")
+    xs, ws = rand_scale(M, "cuda", (B,)), rand_scale(N, "cuda", (B,))
+    bias = None if bias_dtype is None else bias_of(bias_dtype, B * N, "cuda").reshape(B, N)
+    buf = torch.full((B, M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+    ops.f8f8bf16_rowwise_batched(xq, wq, xs, ws, bias, fast, buf)
+    for b in range(B):
+        check(buf[b], xq[b], wq[b], xs[b], ws[b], None if bias is None else bias[b], fast)
+    # one weight for every batch (stride 0: one launch a batch) and a 2-D call
+    out2 = ops.f8f8bf16_rowwise_batched(xq, wq[0], xs, ws[0], None, fast)
+    for b in range(B):
+        check(out2[b], xq[b], wq[0], xs[b], ws[0], None, fast)
+    out = ops.f8f8bf16_rowwise(xq[1], wq[1], xs[1], ws[1], None if bias is None else bias[1], fast)
+    check(out, xq[1], wq[1], xs[1], ws[1], None if bias is None else bias[1], fast)

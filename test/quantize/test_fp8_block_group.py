@@ -101,15 +101,22 @@ def test_group_block_empty(device):
 
 
 @requires_cuda
-@pytest.mark.parametrize("schedule", ["oneshot", "staged", "cluster", "bulk", "warp"])
+@pytest.mark.parametrize("schedule", ["oneshot", "oneshot-plain", "staged", "cluster", "bulk", "warp"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_block_group_cuda_equals_cpu(dtype, schedule, monkeypatch):
-    """Every kernel schedule (MSLK_FP8_SCHEDULE, read per call) computes the same bits."""
+    """Every kernel schedule (MSLK_FP8_SCHEDULE, read per call) computes the same bits; -plain: the
+    register kernels with plain loads (MSLK_FP8_LOADS=plain) instead of streaming ones."""
+    if schedule.endswith("-plain"):
+        schedule = schedule[: -len("-plain")]
+        monkeypatch.setenv("MSLK_FP8_LOADS", "plain")
     monkeypatch.setenv("MSLK_FP8_SCHEDULE", schedule)
     x = rand((4100, 7176), dtype, "cuda")  # edge tiles in both dimensions
     y = rand((257, 8200), dtype, "cuda")  # rows of 16 KB (bf16) as the view [:, :8192]
     for t, fn in ((x, lambda t: quantize_fp8_block(t, 128, 128)), (x, lambda t: quantize_fp8_block(t)),
                   (x, lambda t: quantize_fp8_block(t, 512, 128)), (x, lambda t: quantize_fp8_block(t, 384, 256)),
+                  # a CTA width that is not a whole number of tile rows (256 threads, 48 vectors a row
+                  # in bf16): the per-vector position division
+                  (x, lambda t: quantize_fp8_block(t, 5, 384)),
                   # groups need K % group_size == 0: a view of the first 7168 columns (row stride 7176)
                   (x, lambda t: quantize_fp8_group(t[:, :7168], 128)),
                   (x, lambda t: quantize_fp8_group(t[:, :7168], 128, k_major=False)),

@@ -33,7 +33,8 @@ def winners(data):
         by_m.setdefault(p["M"], []).append(p["us"])
     out = {}
     for m, runs in sorted(by_m.items()):
-        g = {c: geomean([r.get(c, float("nan")) for r in runs]) for c in data["configs"]}
+        tiles = [c for c in data["configs"] if TILE.fullmatch(c)]  # not the swap rows (MSLK_FP8_SWAP_AB_MAX_M)
+        g = {c: geomean([r.get(c, float("nan")) for r in runs]) for c in tiles}
         best = min(g, key=g.get)
         skinny = geomean([r.get("skinny", float("nan")) for r in runs]) < g[best]
         out[m] = (best, skinny)

@@ -17,15 +17,23 @@
 // waves); 128-row tiles lose to 64-row ones while they fill less than one wave, and from M = 65
 // tie or win once they fill one (M = 128, N = 28672 ran 64-row tiles at 0.89x _scaled_mm).
 // Swizzle 4 in the large-M bucket: 3-4% faster than 1 at M = 8192 with N, K >= 7168 (8 loses 15%
-// at N = 7168). (MSLK_FP8_ROWWISE_TILE=<row id> forces a row's tile, in the call's accumulation mode.)
+// at N = 7168). K >= 20480 with 3+ waves of 128x256 tiles (M = 2048, N = 8192, K = 28672): the
+// cooperative 128x256 tile, 754-764 us against 811 for 128x128 ping-pong (0.92x _scaled_mm in the
+// bench run); at K = 16384, N = 7168 the 128x128 ping-pong tile still wins (391 vs 413 us).
+// (MSLK_FP8_ROWWISE_TILE=<row id> forces a row's tile, in the call's accumulation mode.)
 // BEGIN GENERATED BUCKETS
 #define MSLK_FP8_ROWWISE_BUCKETS(B) \
   B(64, 0, 0, 64, 128, 128, 1, 1, 0, 1)       \
+  B(2048, 20480, 3, 128, 256, 128, 2, 1, 1, 1) \
   B(2048, 0, 1, 128, 128, 128, 1, 1, 0, 1)    \
   B(2048, 0, 0, 64, 128, 128, 1, 1, 0, 1)     \
   B(-1, 4096, 4, 128, 256, 128, 2, 1, 1, 4)   \
   B(-1, 0, 0, 128, 128, 128, 1, 1, 0, 1)
 // END GENERATED BUCKETS
+
+// M <= this runs the swap-AB row of fp8_rowwise_configs.h (out^T = W X^T, tile 64 weight rows x 16
+// tokens) instead of a bucket's row; 0 turns it off. M = 1 still takes the decode kernel first.
+#define MSLK_FP8_SWAP_AB_MAX_M 16
 
 // The decode-shape kernel (fp8_rowwise_skinny.cu): MSLK_FP8_GEMM_KERNEL=auto takes it for
 // M <= this (when its alignment rules hold); the kernel itself takes M <= 64.

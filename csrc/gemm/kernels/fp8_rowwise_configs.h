@@ -4,33 +4,39 @@
 // (kept apart so that retuning them recompiles no instantiation).
 #pragma once
 
-// X(id, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative (else ping-pong), fast_accum)
+// X(id, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative (else ping-pong), fast_accum, swap)
+// swap = 1: the kernel computes out^T = W X^T (swap AB), so tile_m runs along N (weight rows) and
+// tile_n along M (tokens): decode-sized M fills a 16-wide wgmma instead of 64 rows of which M are
+// used, and N / 64 CTAs each stream their weight rows through a deep TMA ring. Buckets never name
+// these rows: MSLK_FP8_SWAP_AB_MAX_M in fp8_rowwise_buckets.h sends small M to them.
 // Timed on the H200 (2026-11-30, bench/gemm/results_tune_fp8_rowwise.md) and dropped, never ahead
 // of these rows by more than noise: 256x128 c2x1 and 128x256 c1x2 cooperative, and 128x128 c2x1
 // ping-pong (the tile of cuBLAS's own kernel at 8192^3, which runs it 17% faster than ours).
 // Rows 8-9 are candidates for decode-sized M (16 rows at N = 8192 fill only 64 CTAs of 64x128:
 // ncu, 53% of DRAM bandwidth): timed by the sweep, in no bucket yet.
 #define MSLK_FP8_ROWWISE_CONFIGS(X) \
-  X(0, 128, 128, 128, 2, 1, 1, 1)   \
-  X(1, 128, 128, 128, 2, 1, 1, 0)   \
-  X(2, 64, 128, 128, 1, 1, 0, 1)    \
-  X(3, 64, 128, 128, 1, 1, 0, 0)    \
-  X(4, 128, 256, 128, 2, 1, 1, 1)   \
-  X(5, 128, 256, 128, 2, 1, 1, 0)   \
-  X(6, 128, 128, 128, 1, 1, 0, 1)   \
-  X(7, 128, 128, 128, 1, 1, 0, 0)   \
-  X(8, 64, 64, 128, 1, 1, 0, 1)     \
-  X(9, 64, 64, 128, 1, 1, 0, 0)
+  X(0, 128, 128, 128, 2, 1, 1, 1, 0)   \
+  X(1, 128, 128, 128, 2, 1, 1, 0, 0)   \
+  X(2, 64, 128, 128, 1, 1, 0, 1, 0)    \
+  X(3, 64, 128, 128, 1, 1, 0, 0, 0)    \
+  X(4, 128, 256, 128, 2, 1, 1, 1, 0)   \
+  X(5, 128, 256, 128, 2, 1, 1, 0, 0)   \
+  X(6, 128, 128, 128, 1, 1, 0, 1, 0)   \
+  X(7, 128, 128, 128, 1, 1, 0, 0, 0)   \
+  X(8, 64, 64, 128, 1, 1, 0, 1, 0)     \
+  X(9, 64, 64, 128, 1, 1, 0, 0, 0)     \
+  X(10, 64, 16, 128, 1, 1, 0, 1, 1)    \
+  X(11, 64, 16, 128, 1, 1, 0, 0, 1)
 
 namespace mslk::gemm {
 
 struct Fp8RowwiseConfig {
   int tile_m, tile_n, tile_k, cluster_m, cluster_n;
-  bool cooperative, fast_accum;
+  bool cooperative, fast_accum, swap;
 };
 
-#define MSLK_FP8_ROWWISE_CONFIG_ENTRY(id, tm, tn, tk, cm, cn, coop, fast) \
-  Fp8RowwiseConfig{tm, tn, tk, cm, cn, (coop) != 0, (fast) != 0},
+#define MSLK_FP8_ROWWISE_CONFIG_ENTRY(id, tm, tn, tk, cm, cn, coop, fast, swap) \
+  Fp8RowwiseConfig{tm, tn, tk, cm, cn, (coop) != 0, (fast) != 0, (swap) != 0},
 inline constexpr Fp8RowwiseConfig kFp8RowwiseConfigs[] = {MSLK_FP8_ROWWISE_CONFIGS(MSLK_FP8_ROWWISE_CONFIG_ENTRY)};
 #undef MSLK_FP8_ROWWISE_CONFIG_ENTRY
 inline constexpr int kNumFp8RowwiseConfigs = sizeof(kFp8RowwiseConfigs) / sizeof(kFp8RowwiseConfigs[0]);

@@ -4,6 +4,9 @@
 // default ones promote the wgmma accumulator into float32 registers every few k-blocks.
 // Epilogue: an EVT computing D = bf16(fma(x_scale[m], w_scale[n] * acc, bias[n])), where a
 // null bias pointer reads as 0 (the broadcast's null_default). No C operand is read.
+// kSwap: the GEMM runs as out^T[N, M] = W[N, K] X[M, K]^T (W is CUTLASS's A, X its B, out^T a
+// column-major D, which is out itself); x_scale then broadcasts along the GEMM's columns and
+// w_scale / bias along its rows. Small M fills a narrow tile_n instead of 64 mostly-empty rows.
 #pragma once
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
@@ -21,14 +24,14 @@
 
 namespace mslk::gemm::detail {
 
-template <int TM, int TN, int TK, int CM, int CN, bool kCooperative, bool kFast>
+template <int TM, int TN, int TK, int CM, int CN, bool kCooperative, bool kFast, bool kSwap>
 struct CutlassRowwise {
   using ElementA = cutlass::float_e4m3_t;
   using ElementB = cutlass::float_e4m3_t;
   using ElementD = cutlass::bfloat16_t;
-  using LayoutA = cutlass::layout::RowMajor;     // [M, K], K contiguous
-  using LayoutB = cutlass::layout::ColumnMajor;  // [N, K], K contiguous
-  using LayoutD = cutlass::layout::RowMajor;
+  using LayoutA = cutlass::layout::RowMajor;     // [M, K] (swap: W [N, K]), K contiguous
+  using LayoutB = cutlass::layout::ColumnMajor;  // [N, K] (swap: X [M, K]), K contiguous
+  using LayoutD = cute::conditional_t<kSwap, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   static constexpr int kAlignAB = 16;  // elements: 16 bytes
   static constexpr int kAlignD = 8;
 
@@ -44,12 +47,18 @@ struct CutlassRowwise {
                                                cutlass::epilogue::TmaWarpSpecialized>;
 
   static constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
-  using StrideCol = cute::Stride<cute::_1, cute::_0, int64_t>;  // x_scale[l, m]
-  using StrideRow = cute::Stride<cute::_0, cute::_1, int64_t>;  // w_scale[l, n], bias[l, n]
+  using StrideCol = cute::Stride<cute::_1, cute::_0, int64_t>;  // along the GEMM's rows
+  using StrideRow = cute::Stride<cute::_0, cute::_1, int64_t>;  // along the GEMM's columns
   // x_scale rows of a group may start anywhere (alignment 1); w_scale / bias are 16-byte aligned.
-  using XScale = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, float, float, StrideCol, 1>;
-  using WScale = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float, float, StrideRow, 4>;
-  using Bias = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float, float, StrideRow, 4>;
+  template <int kAlign>
+  using AlongM = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, float, float, StrideCol, kAlign>;
+  template <int kAlign>
+  using AlongN = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float, float, StrideRow, kAlign>;
+  using XScale = cute::conditional_t<kSwap, AlongN<1>, AlongM<1>>;
+  using WScale = cute::conditional_t<kSwap, AlongM<4>, AlongN<4>>;
+  using Bias = WScale;
+  using XStride = cute::conditional_t<kSwap, StrideRow, StrideCol>;
+  using WStride = cute::conditional_t<kSwap, StrideCol, StrideRow>;
   using Accum = cutlass::epilogue::fusion::Sm90AccFetch;
   using Mul = cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, float, float, kRound>;
   using ScaledAcc = cutlass::epilogue::fusion::Sm90EVT<Mul, WScale, Accum>;
@@ -75,21 +84,31 @@ struct CutlassRowwise {
     using StrideB = typename Kernel::StrideB;
     using StrideC = typename Kernel::StrideC;
     using StrideD = typename Kernel::StrideD;
-    StrideA sa = cute::make_stride(p.lda, cute::_1{}, p.batch_a);
-    StrideB sb = cute::make_stride(p.ldb, cute::_1{}, p.batch_b);
-    StrideD sd = cute::make_stride(p.ldd, cute::_1{}, p.batch_d);
-    StrideC sc = cute::make_stride(p.ldd, cute::_1{}, p.batch_d);
+    const auto* x = reinterpret_cast<const cutlass::float_e4m3_t*>(p.a);
+    const auto* w = reinterpret_cast<const cutlass::float_e4m3_t*>(p.b);
+    StrideA sa = cute::make_stride(kSwap ? p.ldb : p.lda, cute::_1{}, kSwap ? p.batch_b : p.batch_a);
+    StrideB sb = cute::make_stride(kSwap ? p.lda : p.ldb, cute::_1{}, kSwap ? p.batch_a : p.batch_b);
+    StrideD sd{};
+    if constexpr (kSwap) sd = cute::make_stride(cute::_1{}, p.ldd, p.batch_d);  // out^T, column-major
+    else sd = cute::make_stride(p.ldd, cute::_1{}, p.batch_d);
+    const StrideC sc = sd;
+    const int gm = static_cast<int>(kSwap ? p.N : p.M), gn = static_cast<int>(kSwap ? p.M : p.N);
 
     typename Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
-        {static_cast<int>(p.M), static_cast<int>(p.N), static_cast<int>(p.K), static_cast<int>(p.L)},
-        {reinterpret_cast<const ElementA*>(p.a), sa, reinterpret_cast<const ElementB*>(p.b), sb},
+        {gm, gn, static_cast<int>(p.K), static_cast<int>(p.L)},
+        {kSwap ? w : x, sa, kSwap ? x : w, sb},
         {{}, nullptr, sc, static_cast<ElementD*>(p.out), sd}};
+    XStride xs{};
+    WStride ws{}, bs{};
+    cute::get<2>(xs) = p.batch_xs;
+    cute::get<2>(ws) = p.batch_ws;
+    cute::get<2>(bs) = p.bias ? p.batch_bias : 0;
     args.epilogue.thread = {
-        {p.x_scale, 0.f, StrideCol{cute::_1{}, cute::_0{}, p.batch_xs}},                 // x_scale
-        {{p.w_scale, 0.f, StrideRow{cute::_0{}, cute::_1{}, p.batch_ws}}, {}, {}},       // w_scale * acc
-        {p.bias, 0.f, StrideRow{cute::_0{}, cute::_1{}, p.bias ? p.batch_bias : 0}},     // bias (null: 0)
-        {}};                                                                             // fma
+        {p.x_scale, 0.f, xs},            // x_scale
+        {{p.w_scale, 0.f, ws}, {}, {}},  // w_scale * acc
+        {p.bias, 0.f, bs},               // bias (null: 0)
+        {}};                             // fma
     int device = 0, sms = 0;
     cudaError_t e = mslk::cuda::current_device_sms(&device, &sms);  // read once per device
     if (e != cudaSuccess) return e;
@@ -132,6 +151,6 @@ struct CutlassRowwise {
   cudaError_t fp8_rowwise_cutlass<ID>(const RowwiseGemmParams& p, cudaStream_t s) {                    \
     constexpr Fp8RowwiseConfig c = kFp8RowwiseConfigs[ID];                                             \
     return detail::CutlassRowwise<c.tile_m, c.tile_n, c.tile_k, c.cluster_m, c.cluster_n, c.cooperative, \
-                                  c.fast_accum>::run(p, s);                                            \
+                                  c.fast_accum, c.swap>::run(p, s);                                    \
   }                                                                                                    \
   }

@@ -35,15 +35,23 @@ constexpr int find_config(const Fp8RowwiseBucket& b, bool fast) {
   for (int i = 0; i < kNumFp8RowwiseConfigs; ++i) {
     const auto& c = kFp8RowwiseConfigs[i];
     if (c.tile_m == b.tile_m && c.tile_n == b.tile_n && c.tile_k == b.tile_k && c.cluster_m == b.cluster_m &&
-        c.cluster_n == b.cluster_n && c.cooperative == b.cooperative && c.fast_accum == fast)
+        c.cluster_n == b.cluster_n && c.cooperative == b.cooperative && c.fast_accum == fast && !c.swap)
       return i;
   }
   return -1;
 }
 
+// The swap-AB row of the given accumulation mode (-1: none).
+constexpr int find_swap_config(bool fast) {
+  for (int i = 0; i < kNumFp8RowwiseConfigs; ++i)
+    if (kFp8RowwiseConfigs[i].swap && kFp8RowwiseConfigs[i].fast_accum == fast) return i;
+  return -1;
+}
+
 constexpr bool same_tile(const Fp8RowwiseConfig& a, const Fp8RowwiseConfig& b) {
   return a.tile_m == b.tile_m && a.tile_n == b.tile_n && a.tile_k == b.tile_k && a.cluster_m == b.cluster_m &&
-         a.cluster_n == b.cluster_n && a.cooperative == b.cooperative && a.fast_accum == b.fast_accum;
+         a.cluster_n == b.cluster_n && a.cooperative == b.cooperative && a.fast_accum == b.fast_accum &&
+         a.swap == b.swap;
 }
 
 constexpr bool table_is_consistent() {
@@ -57,12 +65,13 @@ constexpr bool table_is_consistent() {
         !(kFp8RowwiseBuckets[j].swizzle == 1 || kFp8RowwiseBuckets[j].swizzle == 2 ||
           kFp8RowwiseBuckets[j].swizzle == 4 || kFp8RowwiseBuckets[j].swizzle == 8))
       return false;
+  if (MSLK_FP8_SWAP_AB_MAX_M > 0 && (find_swap_config(true) < 0 || find_swap_config(false) < 0)) return false;
   const Fp8RowwiseBucket& last = kFp8RowwiseBuckets[kNumFp8RowwiseBuckets - 1];
   return kNumFp8RowwiseBuckets > 0 && last.max_m < 0 && last.min_k == 0 && last.min_waves == 0;
 }
 static_assert(table_is_consistent(),
               "fp8_rowwise_configs.h / _buckets.h: ids must be 0..n-1 in order, no two rows may share tile, cluster, schedule "
-              "and fast_accum, every bucket must name a row present with fast_accum 0 and 1 and a swizzle of "
+              "and fast_accum, MSLK_FP8_SWAP_AB_MAX_M > 0 needs a swap row in both modes, every bucket must name a row present with fast_accum 0 and 1 and a swizzle of "
               "1, 2, 4 or 8, and the last bucket "
               "must take every shape (max_m < 0, min_k = min_waves = 0)");
 
@@ -78,7 +87,7 @@ int forced_config(bool fast) {
   for (int i = 0; i < kNumFp8RowwiseConfigs; ++i) {
     const auto& r = kFp8RowwiseConfigs[i];
     if (r.tile_m == c.tile_m && r.tile_n == c.tile_n && r.tile_k == c.tile_k && r.cluster_m == c.cluster_m &&
-        r.cluster_n == c.cluster_n && r.cooperative == c.cooperative && r.fast_accum == fast)
+        r.cluster_n == c.cluster_n && r.cooperative == c.cooperative && r.swap == c.swap && r.fast_accum == fast)
       return i;
   }
   return -2;
@@ -94,6 +103,7 @@ int device_sms() {
 int pick_config(const RowwiseGemmParams& p, int* swizzle = nullptr) {
   if (swizzle) *swizzle = 0;
   if (const int f = forced_config(p.fast_accum); f != -1) return f >= 0 ? f : -1;
+  if (p.M <= MSLK_FP8_SWAP_AB_MAX_M) return find_swap_config(p.fast_accum);
   const int64_t sms = device_sms();
   for (int j = 0; j < kNumFp8RowwiseBuckets; ++j) {
     const Fp8RowwiseBucket& b = kFp8RowwiseBuckets[j];

@@ -20,6 +20,20 @@ __device__ __forceinline__ TileScale tile_scale(const Fp8TileParams& p, float am
   return {c / kFp8E4M3Max, kFp8E4M3Max / c};
 }
 
+// Streaming load (read once, keep out of L1, 256-byte L2 fetches: the asm of
+// tools/microbench/stream_patterns.cu),
+// predicated inside the asm so that a masked tail costs no branch: zeros where !pred.
+__device__ __forceinline__ uint4 ld_stream(const void* p, bool pred) {
+  uint4 v;
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
+      " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
+      " @p ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n}\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "r"(int(pred)));
+  return v;
+}
+
 // Quantize one 16-byte vector of T and store its kVec16<T> bytes at out (aligned when vec_store).
 template <typename T>
 __device__ __forceinline__ void quant_store16(const uint4& u, float inv, uint8_t* out, bool vec_store) {

@@ -44,11 +44,24 @@ __device__ __forceinline__ TileGeom geom(const Fp8TileParams& p, const CtaTiling
   return g;
 }
 
-// Position of vector idx inside the CTA tile (single-row tiles need no division).
+// Position of this thread's vector i inside the CTA tile. Single-row tiles need no division; when
+// the CTA is a whole number of tile rows wide (blockDim % vpr == 0: every block tiling of 16-byte
+// vectors here) the thread keeps one column and steps blockDim / vpr rows a vector, so the only
+// division is once per thread (the per-vector division of the general case cost ~25 IMADs and, in
+// the 64-register 1024-thread instantiation, spills).
 template <bool ONE_ROW>
-__device__ __forceinline__ void tile_pos(int idx, int vpr, int& r, int& c) {
-  r = ONE_ROW ? 0 : idx / vpr;
-  c = ONE_ROW ? idx : idx - r * vpr;
+__device__ __forceinline__ void tile_pos(int i, int vpr, int& r, int& c) {
+  const int idx = threadIdx.x + i * blockDim.x;
+  if (ONE_ROW) {
+    r = 0, c = idx;
+  } else if (blockDim.x % vpr == 0) {  // uniform; the compiler hoists threadIdx / vpr out of the loop
+    const int r0 = threadIdx.x / vpr;
+    r = r0 + i * (blockDim.x / vpr);
+    c = threadIdx.x - r0 * vpr;
+  } else {
+    r = idx / vpr;
+    c = idx - r * vpr;
+  }
 }
 
 // Visit the NV vectors this thread owns in `tile`: f(i, pointer or nullptr when outside).
@@ -61,7 +74,7 @@ __device__ __forceinline__ void for_each_vec(const Fp8TileParams& p, const CtaTi
 #pragma unroll
   for (int i = 0; i < NV; ++i) {
     int r, c;
-    tile_pos<ONE_ROW>(threadIdx.x + i * blockDim.x, t.vpr, r, c);
+    tile_pos<ONE_ROW>(i, t.vpr, r, c);
     f(i, valid && r < g.rows && c < g.vcols ? in + r * p.in.stride + c * W : nullptr);
   }
 }
@@ -82,7 +95,7 @@ __device__ __forceinline__ void quantize_tile(const Fp8TileParams& p, const CtaT
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
       int r, c;
-      tile_pos<ONE_ROW>(threadIdx.x + i * blockDim.x, t.vpr, r, c);
+      tile_pos<ONE_ROW>(i, t.vpr, r, c);
       if (r < g.rows && c < g.vcols) quant_store16<T>(v[i], s.inv, out + r * p.out_stride + c * W, vec_store);
     }
   } else {
@@ -102,11 +115,15 @@ __device__ __forceinline__ void quantize_tile(const Fp8TileParams& p, const CtaT
   if (ONE_ROW && g.c0 + t.cta_k >= p.in.K) zero_padding(p, g.r0, g.r0 + 1);
 }
 
+// stream: the loads of fp8_warp_rows.cu (non-coherent, no L1 allocation, 256-byte L2 fetches),
+// else plain 16-byte loads (MSLK_FP8_LOADS=plain, for the A/B in bench_fp8_quantize.py).
 template <typename T, int NV, int L, bool ONE_ROW>
-__global__ void __launch_bounds__(NV == 8 ? 1024 : 256) fp8_oneshot_kernel(Fp8TileParams p, CtaTiling t, bool vec_store) {
+__global__ void __launch_bounds__(NV == 8 ? 1024 : 256) fp8_oneshot_kernel(Fp8TileParams p, CtaTiling t, bool vec_store,
+                                                                           bool stream) {
   uint4 v[NV];
   for_each_vec<T, NV, ONE_ROW>(p, t, blockIdx.x, [&](int i, const T* src) {
-    v[i] = src ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+    if (stream) v[i] = ld_stream(src, src != nullptr);
+    else v[i] = src ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
   });
   quantize_tile<T, NV, L, ONE_ROW>(p, t, blockIdx.x, v, vec_store);
 }
@@ -138,6 +155,11 @@ __global__ void __launch_bounds__(NV == 8 ? 1024 : 256) fp8_staged_kernel(Fp8Til
   }
 }
 
+bool stream_loads() {
+  const char* s = std::getenv("MSLK_FP8_LOADS");
+  return !(s && std::strcmp(s, "plain") == 0);
+}
+
 // MSLK_FP8_SCHEDULE=staged / oneshot force a schedule; otherwise staged for whole rows of at
 // most 16 KB (the CTA's staging buffer is its row: several CTAs still fit an SM) and one-shot for
 // the rest. On the H200 (2026-11-30, one run) staged took 62 vs 67 us at 8192x8192 and 30 vs
@@ -159,7 +181,7 @@ bool try_launch(const Fp8TileParams& p, const CtaTiling& t, cudaStream_t s) {
   const int threads = ((vecs + NV - 1) / NV + 31) / 32 * 32;
   const bool vec_store = p.out_stride % kVec16<T> == 0;
   if (!use_staged(ONE_ROW && L == 0 && t.cta_m == 1 && t.n_cta_k == 1, threads * NV * 16)) {
-    fp8_oneshot_kernel<T, NV, L, ONE_ROW><<<unsigned(t.n_tiles), threads, 0, s>>>(p, t, vec_store);
+    fp8_oneshot_kernel<T, NV, L, ONE_ROW><<<unsigned(t.n_tiles), threads, 0, s>>>(p, t, vec_store, stream_loads());
     return true;
   }
   auto kernel = fp8_staged_kernel<T, NV, L, ONE_ROW>;

@@ -21,19 +21,6 @@ namespace {
 constexpr int kWarps = 4;                    // rows per CTA
 constexpr int64_t kMaxRowBytes = 16 * 1024;  // NV = 32 vectors a lane: 128 data registers
 
-// Streaming load (read once, keep out of L1: the asm of tools/microbench/stream_patterns.cu),
-// predicated inside the asm so that a masked tail costs no branch: zeros where !pred.
-__device__ __forceinline__ uint4 ld_stream(const void* p, bool pred) {
-  uint4 v;
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
-      " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
-      " @p ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n}\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p), "r"(int(pred)));
-  return v;
-}
-
 // L == 0: one scale per row (butterfly over the warp); L > 0: one scale per K-group of L vectors,
 // reduced over the L consecutive lanes that hold it (L divides 32, so vectors l .. l + L - 1 of one
 // i, with l % L == 0, are one group).

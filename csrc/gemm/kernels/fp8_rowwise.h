@@ -44,8 +44,6 @@ bool fp8_rowwise_skinny_applies(const RowwiseGemmParams& p);
 int fp8_rowwise_skinny_splits(const RowwiseGemmParams& p, int sms);
 // Runs p with `splits` K splits; splits > 1 needs p.workspace of splits * L * M * N floats.
 cudaError_t fp8_rowwise_skinny(const RowwiseGemmParams& p, int splits, cudaStream_t s);
-// Bytes of split-K tickets the workspace holds after the partials (one int per (l, column block)).
-size_t fp8_rowwise_skinny_counter_bytes(const RowwiseGemmParams& p);
 
 // The CUTLASS instantiation of row `ID` of fp8_rowwise_configs.h (one generated TU per row).
 // Requires L == 1 or non-zero batch strides and the alignment checked by the dispatcher;

@@ -211,9 +211,7 @@ Fp8RowwisePlan fp8_rowwise_plan(const RowwiseGemmParams& p, Fp8GemmKernel want) 
 
 size_t fp8_rowwise_workspace_bytes(const RowwiseGemmParams& p, const Fp8RowwisePlan& plan) {
   if (!plan.ok || plan.kernel != Fp8GemmKernel::kSkinny || plan.splits <= 1) return 0;
-  // the float partials, then the split-K tickets (ints; float-sized, so the alignment holds)
-  return static_cast<size_t>(plan.splits) * static_cast<size_t>(p.L * p.M * p.N) * sizeof(float) +
-         fp8_rowwise_skinny_counter_bytes(p);
+  return static_cast<size_t>(plan.splits) * static_cast<size_t>(p.L * p.M * p.N) * sizeof(float);
 }
 
 cudaError_t fp8_rowwise_run(const RowwiseGemmParams& p, const Fp8RowwisePlan& plan, cudaStream_t s) {

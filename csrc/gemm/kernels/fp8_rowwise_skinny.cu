@@ -32,15 +32,12 @@
 // use_fast_accum (the wgmma promotion question) does not change the result: both flags run here.
 //
 // K splits (grid.y): splits == 1 applies the epilogue directly; otherwise each split writes
-// float32 partials [split][L][M][N] to the workspace, and the last CTA of each column block sums
-// them in split order (deterministic) and applies the epilogue (MSLK_FP8_SKINNY_SUM=kernel: a
-// second kernel does, the order before).
+// float32 partials [split][L][M][N] to the workspace and a second kernel sums them in split
+// order (deterministic) and applies the epilogue.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <climits>
-#include <cstdlib>
-#include <cstring>
 #include <cstdint>
 
 #include "common/device_attrs.h"
@@ -135,35 +132,10 @@ __device__ __forceinline__ void store_out(const RowwiseGemmParams& p, int64_t l,
   static_cast<OutT*>(p.out)[l * p.batch_d + m * p.ldd + n] = to_out<OutT>(fmaf(xs, ws * acc, bias));
 }
 
-// The split-K sum without a second kernel: every CTA of column block blockIdx.x publishes its
-// partials and takes a ticket; the last of the gridDim.y splits sums them in split order (the
-// order of skinny_reduce: the same bits) and applies the epilogue, then re-arms the counter.
-// counter: zero at launch (the launcher clears the tickets in the stream, a memset node in a graph).
-template <typename OutT>
-__device__ __forceinline__ void sum_splits_if_last(const RowwiseGemmParams& p, int* counter, int64_t l) {
-  __shared__ int last;
-  __threadfence();  // this thread's partials are visible device-wide before the ticket
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1) == static_cast<int>(gridDim.y) - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();  // the other splits' partials, published before their tickets
-  const int64_t mn = p.M * p.N, n0 = static_cast<int64_t>(blockIdx.x) * kRowsPerCta;
-  for (int e = threadIdx.x; e < p.M * kRowsPerCta; e += kThreads) {
-    const int64_t m = e / kRowsPerCta, n = n0 + e % kRowsPerCta;
-    if (n >= p.N) continue;
-    float v = 0.f;
-    for (int sp = 0; sp < static_cast<int>(gridDim.y); ++sp) v += __ldcg(p.workspace + (sp * p.L + l) * mn + m * p.N + n);
-    store_out<OutT>(p, l, m, n, v);
-  }
-  __syncthreads();  // `last` is reused by the next l
-}
-
 // grid (ceil(N / 64), splits, min(L, 65535)); split s covers k [s * k_per_split, +k_per_split).
-// counters: the split-K tickets (nullptr: partials only, summed by skinny_reduce).
 template <int MT, typename OutT>
 __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
-    skinny_kernel(const RowwiseGemmParams p, const int64_t k_per_split, int* counters) {
+    skinny_kernel(const RowwiseGemmParams p, const int64_t k_per_split) {
   constexpr int kSteps = Tile<MT>::kSteps, kChunkMT = kStep * kSteps;
   constexpr int R = 8 * MT;                  // token rows staged (M rounded up to n8 tiles)
   constexpr int kStage = kChunkMT * R;        // bytes of one activation stage
@@ -251,7 +223,6 @@ __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
 
     // C fragment: acc[nt][i] is (n = n_lo + 8 * (i / 2), m = 8 * nt + 2t + i % 2).
     float* part = gridDim.y > 1 ? p.workspace + (static_cast<int64_t>(blockIdx.y) * p.L + l) * p.M * p.N : nullptr;
-    const bool fused_sum = part && counters;
 #pragma unroll
     for (int nt = 0; nt < MT; ++nt) {
 #pragma unroll
@@ -264,7 +235,6 @@ __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
           store_out<OutT>(p, l, m, n, acc[nt][i]);
       }
     }
-    if (fused_sum) sum_splits_if_last<OutT>(p, counters + l * gridDim.x + blockIdx.x, l);
   }
 }
 
@@ -291,34 +261,16 @@ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 
 int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The split-K tickets: one int per (l, column block), after the float partials of `splits` splits.
-int* skinny_counters(const RowwiseGemmParams& p, int splits) {
-  return reinterpret_cast<int*>(p.workspace + static_cast<int64_t>(splits) * p.L * p.M * p.N);
-}
-
 // k per split for a request of `splits`: whole chunks, so only the last split has a K tail.
 int64_t k_per_split(int64_t K, int splits) { return div_up(div_up(K, splits), kChunk) * kChunk; }
-
-// MSLK_FP8_SKINNY_SUM=kernel (read per call, for benchmarking) sums the splits in a second kernel;
-// otherwise the last CTA of each column block does (sum_splits_if_last).
-bool fused_split_sum() {
-  const char* e = std::getenv("MSLK_FP8_SKINNY_SUM");
-  return !(e && std::strcmp(e, "kernel") == 0);
-}
 
 template <int MT, typename OutT>
 cudaError_t launch(const RowwiseGemmParams& p, int splits, int64_t kps, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(div_up(p.N, kRowsPerCta)), static_cast<unsigned>(splits),
                   static_cast<unsigned>(p.L < 65535 ? p.L : 65535));
-  int* counters = nullptr;
-  if (splits > 1 && fused_split_sum()) {
-    counters = skinny_counters(p, splits);
-    const cudaError_t e = cudaMemsetAsync(counters, 0, fp8_rowwise_skinny_counter_bytes(p), s);
-    if (e != cudaSuccess) return e;
-  }
-  skinny_kernel<MT, OutT><<<grid, kThreads, 0, s>>>(p, kps, counters);
+  skinny_kernel<MT, OutT><<<grid, kThreads, 0, s>>>(p, kps);
   cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess || splits == 1 || counters) return e;
+  if (e != cudaSuccess || splits == 1) return e;
   int dev = 0;
   mslk::cuda::DeviceAttrs attrs;  // read once per device
   if ((e = mslk::cuda::current_device_attrs(&dev, &attrs)) != cudaSuccess) return e;
@@ -345,10 +297,6 @@ cudaError_t launch_m(const RowwiseGemmParams& p, int splits, int64_t kps, cudaSt
 }
 
 }  // namespace
-
-size_t fp8_rowwise_skinny_counter_bytes(const RowwiseGemmParams& p) {
-  return static_cast<size_t>(p.L * div_up(p.N, kRowsPerCta)) * sizeof(int);
-}
 
 bool fp8_rowwise_skinny_applies(const RowwiseGemmParams& p) {
   return p.M >= 1 && p.M <= kMaxM && p.N >= 1 && p.K >= 1 && p.L >= 1 && p.K % 16 == 0 && p.lda % 16 == 0 &&

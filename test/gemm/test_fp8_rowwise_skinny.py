@@ -132,12 +132,14 @@ def test_forced_kernel_errors(monkeypatch):
     check(ops.f8f8bf16_rowwise(xq, wq, xs, ws), xq, wq, xs, ws)
 
 
-@pytest.mark.parametrize("M,kernel", [(1, "skinny"), (2, "cutlass"), (16, "cutlass"), (64, "cutlass")])
-def test_auto_takes_skinny_only_at_m1(monkeypatch, M, kernel):
-    # MSLK_FP8_SKINNY_AUTO_MAX_M is 1: CUTLASS's 64x128 tiles beat the decode kernel from M = 2
-    # (results_tune_fp8_rowwise.md). The kernels sum in different orders: bitwise equality with the
-    # forced kernel (over thousands of bf16 outputs) is strong evidence that auto ran it.
-    N, K = 1280, 4096
+@pytest.mark.parametrize("M,N,kernel", [(1, 1280, "skinny"), (1, 8192, "cutlass"), (2, 1280, "cutlass"),
+                                         (16, 1280, "cutlass"), (64, 1280, "cutlass")])
+def test_auto_takes_skinny_only_at_m1(monkeypatch, M, N, kernel):
+    # MSLK_FP8_SKINNY_AUTO_MAX_M is 1: CUTLASS beats the decode kernel from M = 2, and at M = 1 too
+    # once the swap-AB row's N / 64 tiles fill half the SMs (N = 8192: 128 tiles; N = 1280: 20), see
+    # fp8_rowwise_buckets.h. The kernels sum in different orders: bitwise equality with the forced
+    # kernel (over thousands of bf16 outputs) is strong evidence that auto ran it.
+    K = 4096
     xq, wq = rand_fp8((M, K), "cuda"), rand_fp8((N, K), "cuda")
     xs, ws = rand_scale(M, "cuda"), rand_scale(N, "cuda")
     monkeypatch.setenv(ENV, "auto")

@@ -101,14 +101,10 @@ def test_group_block_empty(device):
 
 
 @requires_cuda
-@pytest.mark.parametrize("schedule", ["oneshot", "oneshot-plain", "staged", "cluster", "bulk", "warp"])
+@pytest.mark.parametrize("schedule", ["oneshot", "staged", "cluster", "bulk", "warp"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_block_group_cuda_equals_cpu(dtype, schedule, monkeypatch):
-    """Every kernel schedule (MSLK_FP8_SCHEDULE, read per call) computes the same bits; -plain: the
-    register kernels with plain loads (MSLK_FP8_LOADS=plain) instead of streaming ones."""
-    if schedule.endswith("-plain"):
-        schedule = schedule[: -len("-plain")]
-        monkeypatch.setenv("MSLK_FP8_LOADS", "plain")
+    """Every kernel schedule (MSLK_FP8_SCHEDULE, read per call) computes the same bits."""
     monkeypatch.setenv("MSLK_FP8_SCHEDULE", schedule)
     x = rand((4100, 7176), dtype, "cuda")  # edge tiles in both dimensions
     y = rand((257, 8200), dtype, "cuda")  # rows of 16 KB (bf16) as the view [:, :8192]

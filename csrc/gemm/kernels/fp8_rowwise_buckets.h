@@ -32,11 +32,18 @@
 // END GENERATED BUCKETS
 
 // M <= this runs the swap-AB row of fp8_rowwise_configs.h (out^T = W X^T, tile 64 weight rows x 16
-// tokens) instead of a bucket's row; 0 turns it off. M = 1 still takes the decode kernel first.
+// tokens) instead of a bucket's row; 0 turns it off. H200, 2026-11-30 (seventh session), CUDA graphs,
+// us, swap vs the decode kernel / the 64x128 row: M = 1: 22.1 vs 23.7 (N = K = 8192), 60.6 vs 69.3
+// (28672 x 8192), 35.2 vs 39.5 (7168 x 16384), 6.3 vs 7.0 (8192 x 1024); M = 16: 21.6 vs 25.7-27.5,
+// 61.5 vs 71.0, 33.8 vs 44.5. Its CTAs are the N / 64 weight-row tiles (no K split), so where they
+// fill under MSLK_FP8_SWAP_MIN_SM_PCT percent of the SMs, M <= MSLK_FP8_SKINNY_AUTO_MAX_M takes the
+// decode kernel (split K) instead: N = 1280 (20 tiles), M = 1: 8.5 vs 10.2.
 #define MSLK_FP8_SWAP_AB_MAX_M 16
+#define MSLK_FP8_SWAP_MIN_SM_PCT 50
 
 // The decode-shape kernel (fp8_rowwise_skinny.cu): MSLK_FP8_GEMM_KERNEL=auto takes it for
-// M <= this (when its alignment rules hold); the kernel itself takes M <= 64.
+// M <= this (when its alignment rules hold and the swap row would fill too few SMs, above); the
+// kernel itself takes M <= 64.
 #define MSLK_FP8_SKINNY_AUTO_MAX_M 1
 
 // S(max_m, max_weight_mib, ctas_per_sm, min_k_per_split): how the skinny kernel splits K. The

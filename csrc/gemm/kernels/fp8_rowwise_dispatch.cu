@@ -171,6 +171,26 @@ cudaError_t run_cutlass(const RowwiseGemmParams& p, cudaStream_t s) {
 
 }  // namespace
 
+namespace {
+
+// Whether the swap-AB row would take p (M <= MSLK_FP8_SWAP_AB_MAX_M) with its weight-row tiles
+// filling at least MSLK_FP8_SWAP_MIN_SM_PCT percent of the SMs; else small M prefers the decode
+// kernel, which splits K.
+bool swap_fills_sms(const RowwiseGemmParams& p, int sms) {
+#if MSLK_HAS_CUTLASS
+  if (p.M > MSLK_FP8_SWAP_AB_MAX_M || !cutlass_takes(p)) return false;
+  const int cfg = pick_config(p);
+  if (cfg < 0 || !kFp8RowwiseConfigs[cfg].swap) return false;  // a forced non-swap row
+  const int64_t tiles = (p.N + kFp8RowwiseConfigs[cfg].tile_m - 1) / kFp8RowwiseConfigs[cfg].tile_m * p.L;
+  return tiles * 100 >= int64_t(MSLK_FP8_SWAP_MIN_SM_PCT) * sms;
+#else
+  (void)p, (void)sms;
+  return false;
+#endif
+}
+
+}  // namespace
+
 bool parse_fp8_gemm_kernel(const char* name, Fp8GemmKernel* out) {
   if (!name || !*name || !std::strcmp(name, "auto")) return *out = Fp8GemmKernel::kAuto, true;
   if (!std::strcmp(name, "skinny")) return *out = Fp8GemmKernel::kSkinny, true;
@@ -191,7 +211,7 @@ Fp8RowwisePlan fp8_rowwise_plan(const RowwiseGemmParams& p, Fp8GemmKernel want) 
   const bool skinny = major * 10 + minor >= 89 && fp8_rowwise_skinny_applies(p);
   switch (want) {
     case Fp8GemmKernel::kAuto:
-      plan.kernel = p.M <= MSLK_FP8_SKINNY_AUTO_MAX_M && skinny ? Fp8GemmKernel::kSkinny
+      plan.kernel = p.M <= MSLK_FP8_SKINNY_AUTO_MAX_M && skinny && !swap_fills_sms(p, sms) ? Fp8GemmKernel::kSkinny
                     : cutlass_takes(p)                                                 ? Fp8GemmKernel::kCutlass
                                                                                        : Fp8GemmKernel::kSimt;
       break;

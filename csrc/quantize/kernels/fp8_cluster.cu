@@ -33,7 +33,8 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kThreads, 3) fp8_clu
   float m = 0.f;
 #pragma unroll
   for (int i = 0; i < kNV; ++i) {
-    const int idx = threadIdx.x + i * blockDim.x, r = idx / vpr, c = idx - r * vpr;
+    int r, c;
+    tile_vec_pos<false>(i, vpr, r, c);
     v[i] = r < rows && c < vcols ? *reinterpret_cast<const uint4*>(in + r * p.in.stride + c * W)
                                  : make_uint4(0, 0, 0, 0);
   }
@@ -53,7 +54,8 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kThreads, 3) fp8_clu
   uint8_t* out = p.out + r0 * p.out_stride + c0;
 #pragma unroll
   for (int i = 0; i < kNV; ++i) {
-    const int idx = threadIdx.x + i * blockDim.x, r = idx / vpr, c = idx - r * vpr;
+    int r, c;
+    tile_vec_pos<false>(i, vpr, r, c);
     if (r < rows && c < vcols) quant_store16<T>(v[i], s.inv, out + r * p.out_stride + c * W, vec_store);
   }
   // Contract (fp8_params.h): columns [K, out_stride) are zero-filled, as fp8_tile_kernel does.

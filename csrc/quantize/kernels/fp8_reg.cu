@@ -44,26 +44,6 @@ __device__ __forceinline__ TileGeom geom(const Fp8TileParams& p, const CtaTiling
   return g;
 }
 
-// Position of this thread's vector i inside the CTA tile. Single-row tiles need no division; when
-// the CTA is a whole number of tile rows wide (blockDim % vpr == 0: every block tiling of 16-byte
-// vectors here) the thread keeps one column and steps blockDim / vpr rows a vector, so the only
-// division is once per thread (the per-vector division of the general case cost ~25 IMADs and, in
-// the 64-register 1024-thread instantiation, spills).
-template <bool ONE_ROW>
-__device__ __forceinline__ void tile_pos(int i, int vpr, int& r, int& c) {
-  const int idx = threadIdx.x + i * blockDim.x;
-  if (ONE_ROW) {
-    r = 0, c = idx;
-  } else if (blockDim.x % vpr == 0) {  // uniform; the compiler hoists threadIdx / vpr out of the loop
-    const int r0 = threadIdx.x / vpr;
-    r = r0 + i * (blockDim.x / vpr);
-    c = threadIdx.x - r0 * vpr;
-  } else {
-    r = idx / vpr;
-    c = idx - r * vpr;
-  }
-}
-
 // Visit the NV vectors this thread owns in `tile`: f(i, pointer or nullptr when outside).
 template <typename T, int NV, bool ONE_ROW, typename F>
 __device__ __forceinline__ void for_each_vec(const Fp8TileParams& p, const CtaTiling& t, int tile, F&& f) {
@@ -74,7 +54,7 @@ __device__ __forceinline__ void for_each_vec(const Fp8TileParams& p, const CtaTi
 #pragma unroll
   for (int i = 0; i < NV; ++i) {
     int r, c;
-    tile_pos<ONE_ROW>(i, t.vpr, r, c);
+    tile_vec_pos<ONE_ROW>(i, t.vpr, r, c);
     f(i, valid && r < g.rows && c < g.vcols ? in + r * p.in.stride + c * W : nullptr);
   }
 }
@@ -95,10 +75,13 @@ __device__ __forceinline__ void quantize_tile(const Fp8TileParams& p, const CtaT
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
       int r, c;
-      tile_pos<ONE_ROW>(i, t.vpr, r, c);
+      tile_vec_pos<ONE_ROW>(i, t.vpr, r, c);
       if (r < g.rows && c < g.vcols) quant_store16<T>(v[i], s.inv, out + r * p.out_stride + c * W, vec_store);
     }
   } else {
+    // The tile's first K-group (c0 is a multiple of tile_k): one 64-bit division a tile. Dividing
+    // c0 + c * W by tile_k for every vector ran a 64-bit division (a call) in the scale-store lanes.
+    const int64_t group0 = g.c0 / p.tile_k;
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
       float a = absmax16<T>(v[i]);
@@ -108,22 +91,21 @@ __device__ __forceinline__ void quantize_tile(const Fp8TileParams& p, const CtaT
       if (c >= g.vcols) continue;                  // after the shuffles: every lane took part
       const TileScale s = tile_scale(p, a);
       // lanes of a group are consecutive and start at a multiple of L (blockDim % 32 == 0)
-      if (threadIdx.x % L == 0) p.scale[scale_index(p, g.r0, (g.c0 + int64_t(c) * W) / p.tile_k)] = s.scale;
+      if (threadIdx.x % L == 0) p.scale[scale_index(p, g.r0, group0 + c / L)] = s.scale;
       quant_store16<T>(v[i], s.inv, out + c * W, vec_store);
     }
   }
   if (ONE_ROW && g.c0 + t.cta_k >= p.in.K) zero_padding(p, g.r0, g.r0 + 1);
 }
 
-// stream: the loads of fp8_warp_rows.cu (non-coherent, no L1 allocation, 256-byte L2 fetches),
-// else plain 16-byte loads (MSLK_FP8_LOADS=plain, for the A/B in bench_fp8_quantize.py).
+// Plain 16-byte loads: fp8_warp_rows.cu's streaming loads (non-coherent, no L1 allocation, 256-byte
+// L2 fetches) were timed here and lost (H200, 2026-11-30, seventh session: blocks 128 63.1 vs 61.1 us
+// at 8192^2, rows of 32 KB 283 vs 220 us at 16384^2).
 template <typename T, int NV, int L, bool ONE_ROW>
-__global__ void __launch_bounds__(NV == 8 ? 1024 : 256) fp8_oneshot_kernel(Fp8TileParams p, CtaTiling t, bool vec_store,
-                                                                           bool stream) {
+__global__ void __launch_bounds__(NV == 8 ? 1024 : 256) fp8_oneshot_kernel(Fp8TileParams p, CtaTiling t, bool vec_store) {
   uint4 v[NV];
   for_each_vec<T, NV, ONE_ROW>(p, t, blockIdx.x, [&](int i, const T* src) {
-    if (stream) v[i] = ld_stream(src, src != nullptr);
-    else v[i] = src ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+    v[i] = src ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
   });
   quantize_tile<T, NV, L, ONE_ROW>(p, t, blockIdx.x, v, vec_store);
 }
@@ -155,11 +137,6 @@ __global__ void __launch_bounds__(NV == 8 ? 1024 : 256) fp8_staged_kernel(Fp8Til
   }
 }
 
-bool stream_loads() {
-  const char* s = std::getenv("MSLK_FP8_LOADS");
-  return !(s && std::strcmp(s, "plain") == 0);
-}
-
 // MSLK_FP8_SCHEDULE=staged / oneshot force a schedule; otherwise staged for whole rows of at
 // most 16 KB (the CTA's staging buffer is its row: several CTAs still fit an SM) and one-shot for
 // the rest. On the H200 (2026-11-30, one run) staged took 62 vs 67 us at 8192x8192 and 30 vs
@@ -181,7 +158,7 @@ bool try_launch(const Fp8TileParams& p, const CtaTiling& t, cudaStream_t s) {
   const int threads = ((vecs + NV - 1) / NV + 31) / 32 * 32;
   const bool vec_store = p.out_stride % kVec16<T> == 0;
   if (!use_staged(ONE_ROW && L == 0 && t.cta_m == 1 && t.n_cta_k == 1, threads * NV * 16)) {
-    fp8_oneshot_kernel<T, NV, L, ONE_ROW><<<unsigned(t.n_tiles), threads, 0, s>>>(p, t, vec_store, stream_loads());
+    fp8_oneshot_kernel<T, NV, L, ONE_ROW><<<unsigned(t.n_tiles), threads, 0, s>>>(p, t, vec_store);
     return true;
   }
   auto kernel = fp8_staged_kernel<T, NV, L, ONE_ROW>;

@@ -4,7 +4,8 @@
 //   blocks: CTA tile = block_m x block_k, one scale per tile
 //   groups: CTA tile = 1 x (whole groups), one scale per L consecutive lanes (shuffles)
 // Two schedules of the same tile code:
-//   one-shot (default): one CTA per tile;
+//   one-shot (default): one CTA per tile (blocks of 4096-8192 vectors, such as 256x256 bf16: the
+//             register + shared-memory kernel fp8_hybrid_kernel, two CTAs an SM);
 //   staged (MSLK_FP8_SCHEDULE=staged): persistent CTAs; while a tile is processed from registers,
 //             the next one streams into shared memory with cp.async (each thread owns its slots).
 // Larger tiles, or inputs that are not 16-byte aligned, go to the two-pass tile kernel (or, with
@@ -143,6 +144,81 @@ __global__ void __launch_bounds__(NV == 8 ? 1024 : 256) fp8_staged_kernel(Fp8Til
 // 35 us at 4096x7168 (rows of 16 / 14 KB), but 311 vs 220 us at 16384x16384 (32 KB rows, one
 // CTA per SM) and lost for blocks and groups. (Such rows now take the warp-per-row kernel of
 // fp8_warp_rows.cu first, which beat staged: 55.3 vs 59.9 us at 8192x8192.)
+// Blocks of 4096 < vectors <= 8192 (256x256 bf16 / fp16 tiles, 128 KB): 512 threads hold half of
+// the tile in registers and half in shared memory, each thread in its own slots filled by cp.async
+// (so no barrier until the amax), and two CTAs share an SM: one's reduce-and-store runs while the
+// other's loads are in flight. The one-shot kernel (1024 threads, the whole tile in registers)
+// fills an SM with one tile, so nothing loads while it reduces and stores.
+// A shared-memory read the compiler neither hoists nor merges with another (volatile asm).
+__device__ __forceinline__ uint4 lds128(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))));
+  return v;
+}
+
+constexpr int kHybridThreads = 512, kHybridNR = 8, kHybridNS = 8;  // vectors a thread: registers, smem
+constexpr int kHybridSmem = kHybridNS * kHybridThreads * 16;
+
+template <typename T>
+__global__ void __launch_bounds__(kHybridThreads, 2) fp8_hybrid_kernel(Fp8TileParams p, CtaTiling t, bool vec_store) {
+  constexpr int W = kVec16<T>, NR = kHybridNR, NS = kHybridNS;
+  extern __shared__ uint4 stage[];  // slot (j, thread) belongs to that thread alone
+  uint4 v[NR];
+  for_each_vec<T, NR + NS, false>(p, t, blockIdx.x, [&](int i, const T* src) {
+    if (i >= NR) cp_async16(&stage[(i - NR) * blockDim.x + threadIdx.x], src);
+  });
+  asm volatile("cp.async.commit_group;\n");
+  for_each_vec<T, NR + NS, false>(p, t, blockIdx.x, [&](int i, const T* src) {
+    if (i < NR) v[i] = src ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+  });
+  float m = 0.f;
+#pragma unroll
+  for (int i = 0; i < NR; ++i) m = fmaxf(m, absmax16<T>(v[i]));
+  // Opaque to the optimizer (as in fp8_warp_rows.cu): else it keeps the amax's unpacked floats alive
+  // until the stores, and keeps the shared-memory vectors in registers instead of reading them
+  // again (ptxas spilled 176 bytes a thread).
+#pragma unroll
+  for (int i = 0; i < NR; ++i) asm("" : "+r"(v[i].x), "+r"(v[i].y), "+r"(v[i].z), "+r"(v[i].w));
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#pragma unroll
+  for (int j = 0; j < NS; ++j) m = fmaxf(m, absmax16<T>(lds128(&stage[j * blockDim.x + threadIdx.x])));
+  const TileGeom g = geom(p, t, blockIdx.x, W);
+  const TileScale s = tile_scale(p, block_max(m));
+  if (threadIdx.x == 0) p.scale[scale_index(p, g.bi, g.bj)] = s.scale;
+  uint8_t* out = p.out + g.r0 * p.out_stride + g.c0;
+#pragma unroll
+  for (int i = 0; i < NR + NS; ++i) {
+    int r, c;
+    tile_vec_pos<false>(i, t.vpr, r, c);
+    if (r < g.rows && c < g.vcols)
+      quant_store16<T>(i < NR ? v[i] : lds128(&stage[(i - NR) * blockDim.x + threadIdx.x]), s.inv,
+                       out + r * p.out_stride + c * W, vec_store);
+  }
+}
+
+// Whether blocks of `vecs` vectors take fp8_hybrid_kernel: by default, unless MSLK_FP8_SCHEDULE
+// names another schedule (oneshot: the 1024-thread kernel).
+bool use_hybrid(int vecs) {
+  if (vecs <= kHybridThreads * kHybridNR || vecs > kHybridThreads * (kHybridNR + kHybridNS)) return false;
+  const char* s = std::getenv("MSLK_FP8_SCHEDULE");
+  return !s || !*s || std::strcmp(s, "auto") == 0;
+}
+
+template <typename T>
+bool launch_hybrid(const Fp8TileParams& p, const CtaTiling& t, cudaStream_t s) {
+  int dev = 0, sms = 0;
+  static SmemLimitOnce smem_limit;
+  if (current_device_sms(&dev, &sms) != cudaSuccess ||
+      smem_limit.ensure(fp8_hybrid_kernel<T>, dev, kHybridSmem) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;  // the caller takes the one-shot kernel
+  }
+  fp8_hybrid_kernel<T><<<unsigned(t.n_tiles), kHybridThreads, kHybridSmem, s>>>(p, t, p.out_stride % kVec16<T> == 0);
+  return true;
+}
+
 bool use_staged(bool whole_rows, int stage_bytes) {
   const char* s = std::getenv("MSLK_FP8_SCHEDULE");
   if (s && std::strcmp(s, "staged") == 0) return true;
@@ -205,6 +281,10 @@ cudaError_t launch(const Fp8TileParams& p, cudaStream_t s) {
     if (n_tiles > 0x7fffffff) return;
     t.n_tiles = static_cast<int>(n_tiles);
     if constexpr (mode != Mode::kGroups) {
+      if (t.cta_m > 1 && use_hybrid(static_cast<int>(t.cta_m * t.vpr)) && launch_hybrid<T>(p, t, s)) {
+        launched = true;
+        return;
+      }
       launched = t.cta_m == 1 ? launch_nv<T, 0, true>(p, t, s) : launch_nv<T, 0, false>(p, t, s);
     } else {
       if (p.out_stride != p.in.K) return;

@@ -5,7 +5,7 @@
 //   groups: CTA tile = 1 x (whole groups), one scale per L consecutive lanes (shuffles)
 // Two schedules of the same tile code:
 //   one-shot (default): one CTA per tile (blocks of 4096-8192 vectors, such as 256x256 bf16: the
-//             register + shared-memory kernel fp8_hybrid_kernel, two CTAs an SM);
+//             register + shared-memory kernel fp8_hybrid_kernel, two persistent CTAs an SM);
 //   staged (MSLK_FP8_SCHEDULE=staged): persistent CTAs; while a tile is processed from registers,
 //             the next one streams into shared memory with cp.async (each thread owns its slots).
 // Larger tiles, or inputs that are not 16-byte aligned, go to the two-pass tile kernel (or, with
@@ -158,64 +158,94 @@ __device__ __forceinline__ uint4 lds128(const uint4* p) {
   return v;
 }
 
-constexpr int kHybridThreads = 512, kHybridNR = 8, kHybridNS = 8;  // vectors a thread: registers, smem
+// vectors a thread: registers, shared memory (8 + 8 spilled 64 bytes in the persistent loop at 64 registers)
+constexpr int kHybridThreads = 512, kHybridNR = 6, kHybridNS = 10;
 constexpr int kHybridSmem = kHybridNS * kHybridThreads * 16;
 
+// Persistent (grid of two CTAs an SM, tiles blockIdx.x, + gridDim.x, ...): once a tile's scale is
+// known the register half is stored first, and those registers take the next tile's loads while the
+// shared half is stored; then the shared slots take theirs. With a grid of one CTA a tile the loop
+// runs once (MSLK_FP8_SCHEDULE=hybrid).
 template <typename T>
 __global__ void __launch_bounds__(kHybridThreads, 2) fp8_hybrid_kernel(Fp8TileParams p, CtaTiling t, bool vec_store) {
   constexpr int W = kVec16<T>, NR = kHybridNR, NS = kHybridNS;
   extern __shared__ uint4 stage[];  // slot (j, thread) belongs to that thread alone
   uint4 v[NR];
-  for_each_vec<T, NR + NS, false>(p, t, blockIdx.x, [&](int i, const T* src) {
-    if (i >= NR) cp_async16(&stage[(i - NR) * blockDim.x + threadIdx.x], src);
-  });
-  asm volatile("cp.async.commit_group;\n");
-  for_each_vec<T, NR + NS, false>(p, t, blockIdx.x, [&](int i, const T* src) {
-    if (i < NR) v[i] = src ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
-  });
-  float m = 0.f;
+  auto load_shared = [&](int tile) {
+    for_each_vec<T, NR + NS, false>(p, t, tile, [&](int i, const T* src) {
+      if (i >= NR) cp_async16(&stage[(i - NR) * blockDim.x + threadIdx.x], src);
+    });
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  };
+  auto load_regs = [&](int tile) {
+    for_each_vec<T, NR + NS, false>(p, t, tile, [&](int i, const T* src) {
+      if (i < NR) v[i] = src ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+    });
+  };
+  int tile = blockIdx.x;
+  if (tile >= t.n_tiles) return;
+  load_shared(tile);
+  load_regs(tile);
+  for (; tile < t.n_tiles; tile += gridDim.x) {
+    const int next = tile + gridDim.x;
+    float m = 0.f;
 #pragma unroll
-  for (int i = 0; i < NR; ++i) m = fmaxf(m, absmax16<T>(v[i]));
-  // Opaque to the optimizer (as in fp8_warp_rows.cu): else it keeps the amax's unpacked floats alive
-  // until the stores, and keeps the shared-memory vectors in registers instead of reading them
-  // again (ptxas spilled 176 bytes a thread).
+    for (int i = 0; i < NR; ++i) m = fmaxf(m, absmax16<T>(v[i]));
+    // Opaque to the optimizer (as in fp8_warp_rows.cu): else it keeps the amax's unpacked floats
+    // alive until the stores, and the shared-memory vectors in registers instead of reading them
+    // again (ptxas spilled 176 bytes a thread).
 #pragma unroll
-  for (int i = 0; i < NR; ++i) asm("" : "+r"(v[i].x), "+r"(v[i].y), "+r"(v[i].z), "+r"(v[i].w));
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    for (int i = 0; i < NR; ++i) asm("" : "+r"(v[i].x), "+r"(v[i].y), "+r"(v[i].z), "+r"(v[i].w));
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 #pragma unroll
-  for (int j = 0; j < NS; ++j) m = fmaxf(m, absmax16<T>(lds128(&stage[j * blockDim.x + threadIdx.x])));
-  const TileGeom g = geom(p, t, blockIdx.x, W);
-  const TileScale s = tile_scale(p, block_max(m));
-  if (threadIdx.x == 0) p.scale[scale_index(p, g.bi, g.bj)] = s.scale;
-  uint8_t* out = p.out + g.r0 * p.out_stride + g.c0;
+    for (int j = 0; j < NS; ++j) m = fmaxf(m, absmax16<T>(lds128(&stage[j * blockDim.x + threadIdx.x])));
+    const TileGeom g = geom(p, t, tile, W);
+    const TileScale s = tile_scale(p, block_max(m));
+    if (threadIdx.x == 0) p.scale[scale_index(p, g.bi, g.bj)] = s.scale;
+    uint8_t* out = p.out + g.r0 * p.out_stride + g.c0;
+    auto store = [&](int i, const uint4& u) {
+      int r, c;
+      tile_vec_pos<false>(i, t.vpr, r, c);
+      if (r < g.rows && c < g.vcols) quant_store16<T>(u, s.inv, out + r * p.out_stride + c * W, vec_store);
+    };
 #pragma unroll
-  for (int i = 0; i < NR + NS; ++i) {
-    int r, c;
-    tile_vec_pos<false>(i, t.vpr, r, c);
-    if (r < g.rows && c < g.vcols)
-      quant_store16<T>(i < NR ? v[i] : lds128(&stage[(i - NR) * blockDim.x + threadIdx.x]), s.inv,
-                       out + r * p.out_stride + c * W, vec_store);
+    for (int i = 0; i < NR; ++i) store(i, v[i]);
+    if (next < t.n_tiles) load_regs(next);
+    // each thread reads only its own slots, and each read feeds a store before the next tile's
+    // cp.async is issued: no barrier between them
+#pragma unroll
+    for (int j = 0; j < NS; ++j) store(NR + j, lds128(&stage[j * blockDim.x + threadIdx.x]));
+    if (next < t.n_tiles) load_shared(next);
   }
 }
 
-// Whether blocks of `vecs` vectors take fp8_hybrid_kernel: by default, unless MSLK_FP8_SCHEDULE
-// names another schedule (oneshot: the 1024-thread kernel).
-bool use_hybrid(int vecs) {
-  if (vecs <= kHybridThreads * kHybridNR || vecs > kHybridThreads * (kHybridNR + kHybridNS)) return false;
+// Whether blocks of `vecs` vectors take fp8_hybrid_kernel (*persistent: two CTAs an SM walking the
+// tiles) -- by default persistent; MSLK_FP8_SCHEDULE=hybrid: one CTA a tile; any other schedule
+// (oneshot: the 1024-thread kernel) does not take it.
+bool use_hybrid(int vecs, bool* persistent) {
+  // tiles of <= 4096 vectors already fit the one-shot kernel twice an SM (512 threads x 8 vectors)
+  if (vecs <= 4096 || vecs > kHybridThreads * (kHybridNR + kHybridNS)) return false;
   const char* s = std::getenv("MSLK_FP8_SCHEDULE");
-  return !s || !*s || std::strcmp(s, "auto") == 0;
+  *persistent = !s || !*s || std::strcmp(s, "auto") == 0;
+  return *persistent || std::strcmp(s, "hybrid") == 0;
 }
 
 template <typename T>
-bool launch_hybrid(const Fp8TileParams& p, const CtaTiling& t, cudaStream_t s) {
-  int dev = 0, sms = 0;
+bool launch_hybrid(const Fp8TileParams& p, const CtaTiling& t, bool persistent, cudaStream_t s) {
+  int dev = 0, sms = 0, per_sm = 2;
   static SmemLimitOnce smem_limit;
+  static KernelOccupancy occupancy;
   if (current_device_sms(&dev, &sms) != cudaSuccess ||
       smem_limit.ensure(fp8_hybrid_kernel<T>, dev, kHybridSmem) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;  // the caller takes the one-shot kernel
   }
-  fp8_hybrid_kernel<T><<<unsigned(t.n_tiles), kHybridThreads, kHybridSmem, s>>>(p, t, p.out_stride % kVec16<T> == 0);
+  int grid = t.n_tiles;
+  if (persistent) {
+    occupancy.blocks_per_sm(fp8_hybrid_kernel<T>, dev, kHybridThreads, kHybridSmem, &per_sm);
+    grid = std::max(1, std::min(t.n_tiles, sms * std::max(per_sm, 1)));
+  }
+  fp8_hybrid_kernel<T><<<unsigned(grid), kHybridThreads, kHybridSmem, s>>>(p, t, p.out_stride % kVec16<T> == 0);
   return true;
 }
 
@@ -281,7 +311,9 @@ cudaError_t launch(const Fp8TileParams& p, cudaStream_t s) {
     if (n_tiles > 0x7fffffff) return;
     t.n_tiles = static_cast<int>(n_tiles);
     if constexpr (mode != Mode::kGroups) {
-      if (t.cta_m > 1 && use_hybrid(static_cast<int>(t.cta_m * t.vpr)) && launch_hybrid<T>(p, t, s)) {
+      bool persistent = false;
+      if (t.cta_m > 1 && use_hybrid(static_cast<int>(t.cta_m * t.vpr), &persistent) &&
+          launch_hybrid<T>(p, t, persistent, s)) {
         launched = true;
         return;
       }

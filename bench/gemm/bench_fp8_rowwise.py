@@ -144,7 +144,8 @@ def main():
               "speedup (graphs)", "cutlass graph us", "skinny rel diff"]
     write_results(args.out, "FP8 rowwise GEMM: mslk f8f8bf16_rowwise vs torch._scaled_mm (fast accum)", header,
                   rows, notes="BF16 output, row scales on both sides, use_fast_accum=True for both. skinny: "
-                  "MSLK_FP8_GEMM_KERNEL=skinny; graph columns time CUDA graphs of both ops (device time); "
+                  "MSLK_FP8_GEMM_KERNEL=skinny; cutlass: MSLK_FP8_GEMM_KERNEL=cutlass (M <= 16: the swap-AB row); "
+                  "graph columns time CUDA graphs of both ops (device time); "
                   f"floor = N*K bytes at the measured copy rate, {bw / 1e12:.2f} TB/s.")
     print(f"wrote {args.out}")
 

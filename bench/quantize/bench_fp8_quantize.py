@@ -61,7 +61,7 @@ SHAPES = [(8192, 8192), (16384, 16384), (4096, 7168)]
 # they never beat the default (NOTES.md).
 VARIANTS = [
     ("oneshot", {"MSLK_FP8_SCHEDULE": "oneshot"}),  # blocks: one CTA a tile, all in registers (others: the default)
-    ("hybrid", {"MSLK_FP8_SCHEDULE": "hybrid"}),  # 256x256 blocks: the register + smem kernel, one CTA a tile
+    ("hybrid-persistent", {"MSLK_FP8_SCHEDULE": "hybrid-persistent"}),  # 256x256 blocks: the register + smem kernel, persistent
     ("staged", {"MSLK_FP8_SCHEDULE": "staged"}),
     ("warp", {"MSLK_FP8_SCHEDULE": "warp"}),
 ]
@@ -86,7 +86,7 @@ def main():
             alt = []  # the other kernel variants, timed in the same run (the env vars are read per call)
             for label, env in VARIANTS:
                 if name == "tensor" or (label == "warp" and name.startswith("block")) or (
-                        label in ("oneshot", "hybrid") and not name.startswith("block")):  # no such variant
+                        label in ("oneshot", "hybrid-persistent") and not name.startswith("block")):  # no such variant
                     alt += ["-", "-"]
                     continue
                 os.environ.update(env)

@@ -14,8 +14,9 @@ _spec.loader.exec_module(regen)
 
 def table_rows():
     text = (ROOT / "csrc/gemm/kernels/fp8_rowwise_configs.h").read_text()
+    # (id, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative, fast_accum, swap)
     return [tuple(map(int, m.groups())) for m in re.finditer(
-        r"X\((\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+)\)", text)]
+        r"X\((\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+)\)", text)]
 
 
 def fake_tuning():
@@ -56,14 +57,16 @@ def test_rewrite_keeps_the_header_valid():
 
 def test_every_tile_the_tuner_times_exists_in_both_modes():
     rows = table_rows()
-    tiles = {(tm, tn, tk, cm, cn, coop) for _, tm, tn, tk, cm, cn, coop, _ in rows}
+    assert len(rows) == len(re.findall(r"\n\s*X\(", (ROOT / "csrc/gemm/kernels/fp8_rowwise_configs.h").read_text()))
+    tiles = {(tm, tn, tk, cm, cn, coop, swap) for _, tm, tn, tk, cm, cn, coop, _, swap in rows}
     for t in tiles:
-        assert {fast for _, *rest, fast in rows if tuple(rest[:6]) == t} == {0, 1}, t
+        assert {r[7] for r in rows if r[1:7] + (r[8],) == t} == {0, 1}, t
+    assert any(r[8] for r in rows)  # MSLK_FP8_SWAP_AB_MAX_M > 0 needs a swap-AB row
     # current buckets name existing tiles
     text = (ROOT / "csrc/gemm/kernels/fp8_rowwise_buckets.h").read_text()
     block = text.split("// BEGIN GENERATED BUCKETS")[1].split("// END GENERATED BUCKETS")[0]
     found = list(re.finditer(r"B\((-?\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d), (\d)\)", block))
     assert found
     for m in found:
-        assert any(r[1:7] == tuple(map(int, m.groups()[3:9])) for r in rows), m.group(0)  # tile, cluster, schedule
+        assert any(r[1:7] == tuple(map(int, m.groups()[3:9])) and not r[8] for r in rows), m.group(0)  # tile, cluster, schedule
         assert int(m.group(10)) in (1, 2, 4, 8), m.group(0)

@@ -5,7 +5,7 @@
 //   groups: CTA tile = 1 x (whole groups), one scale per L consecutive lanes (shuffles)
 // Two schedules of the same tile code:
 //   one-shot (default): one CTA per tile (blocks of 4096-8192 vectors, such as 256x256 bf16: the
-//             register + shared-memory kernel fp8_hybrid_kernel, two persistent CTAs an SM);
+//             register + shared-memory kernel fp8_hybrid_kernel, two CTAs an SM);
 //   staged (MSLK_FP8_SCHEDULE=staged): persistent CTAs; while a tile is processed from registers,
 //             the next one streams into shared memory with cp.async (each thread owns its slots).
 // Larger tiles, or inputs that are not 16-byte aligned, go to the two-pass tile kernel (or, with
@@ -162,10 +162,11 @@ __device__ __forceinline__ uint4 lds128(const uint4* p) {
 constexpr int kHybridThreads = 512, kHybridNR = 6, kHybridNS = 10;
 constexpr int kHybridSmem = kHybridNS * kHybridThreads * 16;
 
-// Persistent (grid of two CTAs an SM, tiles blockIdx.x, + gridDim.x, ...): once a tile's scale is
-// known the register half is stored first, and those registers take the next tile's loads while the
-// shared half is stored; then the shared slots take theirs. With a grid of one CTA a tile the loop
-// runs once (MSLK_FP8_SCHEDULE=hybrid).
+// By default the grid is one CTA a tile and the loop below runs once. Persistent
+// (MSLK_FP8_SCHEDULE=hybrid-persistent: two CTAs an SM, tiles blockIdx.x, + gridDim.x, ...): once a
+// tile's scale is known the register half is stored first, and those registers take the next
+// tile's loads while the shared half is stored; then the shared slots take theirs. Timed slower
+// (use_hybrid below); kept for the next tuning round.
 template <typename T>
 __global__ void __launch_bounds__(kHybridThreads, 2) fp8_hybrid_kernel(Fp8TileParams p, CtaTiling t, bool vec_store) {
   constexpr int W = kVec16<T>, NR = kHybridNR, NS = kHybridNS;
@@ -219,15 +220,17 @@ __global__ void __launch_bounds__(kHybridThreads, 2) fp8_hybrid_kernel(Fp8TilePa
   }
 }
 
-// Whether blocks of `vecs` vectors take fp8_hybrid_kernel (*persistent: two CTAs an SM walking the
-// tiles) -- by default persistent; MSLK_FP8_SCHEDULE=hybrid: one CTA a tile; any other schedule
-// (oneshot: the 1024-thread kernel) does not take it.
+// Whether blocks of `vecs` vectors take fp8_hybrid_kernel: by default one CTA a tile;
+// MSLK_FP8_SCHEDULE=hybrid-persistent: two CTAs an SM walking the tiles; any other schedule
+// (oneshot: the 1024-thread kernel) does not take it. H200, 2026-11-30 (seventh session), bf16
+// 256x256 blocks at 8192^2 / 16384^2, us: one CTA a tile 63.9 / 219.2 (two runs: 63.3 / 232.4),
+// persistent 71.7 / 256.3, the 1024-thread kernel 68.4 / 235.4.
 bool use_hybrid(int vecs, bool* persistent) {
   // tiles of <= 4096 vectors already fit the one-shot kernel twice an SM (512 threads x 8 vectors)
   if (vecs <= 4096 || vecs > kHybridThreads * (kHybridNR + kHybridNS)) return false;
   const char* s = std::getenv("MSLK_FP8_SCHEDULE");
-  *persistent = !s || !*s || std::strcmp(s, "auto") == 0;
-  return *persistent || std::strcmp(s, "hybrid") == 0;
+  *persistent = s && std::strcmp(s, "hybrid-persistent") == 0;
+  return *persistent || !s || !*s || std::strcmp(s, "auto") == 0;
 }
 
 template <typename T>

@@ -3,6 +3,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include <cstdlib>
+
 #include "quantize/fp8_quantize.h"
 #include "quantize/kernels/fp8_quantize.h"
 
@@ -11,9 +13,26 @@ namespace {
 
 cudaStream_t stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
 
-void cuda_rows(const Fp8TileParams& p) { C10_CUDA_CHECK(fp8_quantize_rows(p, stream())); }
-void cuda_blocks(const Fp8TileParams& p) { C10_CUDA_CHECK(fp8_quantize_blocks(p, stream())); }
-void cuda_groups(const Fp8TileParams& p) { C10_CUDA_CHECK(fp8_quantize_groups(p, stream())); }
+// A misspelt schedule must not quietly time or test the default kernels.
+void check_schedule() {
+  const char* s = std::getenv("MSLK_FP8_SCHEDULE");
+  Fp8Schedule parsed;
+  TORCH_CHECK(parse_fp8_schedule(s, &parsed), "MSLK_FP8_SCHEDULE must be ", kFp8ScheduleNames, " (or unset), got '",
+              s, "'");
+}
+
+void cuda_rows(const Fp8TileParams& p) {
+  check_schedule();
+  C10_CUDA_CHECK(fp8_quantize_rows(p, stream()));
+}
+void cuda_blocks(const Fp8TileParams& p) {
+  check_schedule();
+  C10_CUDA_CHECK(fp8_quantize_blocks(p, stream()));
+}
+void cuda_groups(const Fp8TileParams& p) {
+  check_schedule();
+  C10_CUDA_CHECK(fp8_quantize_groups(p, stream()));
+}
 void cuda_tensor(const Rows& in, uint8_t* out, float* scale, float* scratch) {
   C10_CUDA_CHECK(fp8_quantize_tensor(in, out, scale, scratch, stream()));
 }

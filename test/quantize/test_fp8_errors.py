@@ -78,3 +78,19 @@ def test_device_mismatch():
     # a CPU scale_ub is moved to the input's device, not rejected
     xq2, _ = q.quantize_fp8_row(bf16(4, 64, device="cuda"), scale_ub=torch.tensor([1.0]))
     assert xq2.is_cuda
+
+
+@requires_cuda
+@pytest.mark.parametrize("fn", [q.quantize_fp8_row, q.quantize_fp8_block, q.quantize_fp8_group])
+def test_unknown_schedule(monkeypatch, fn):
+    """A misspelt MSLK_FP8_SCHEDULE is an error (it would otherwise time the default kernels);
+    every listed name runs."""
+    x = bf16(256, 512, device="cuda")
+    monkeypatch.setenv("MSLK_FP8_SCHEDULE", "warps")
+    with pytest.raises(RuntimeError, match="MSLK_FP8_SCHEDULE must be auto, oneshot, staged, cluster, bulk, warp or "
+                                           "hybrid-persistent \\(or unset\\), got 'warps'"):
+        fn(x)
+    for name in ("", "auto", "oneshot", "staged", "cluster", "bulk", "warp", "hybrid-persistent"):
+        monkeypatch.setenv("MSLK_FP8_SCHEDULE", name)
+        xq, _ = fn(x)
+        assert xq.shape == (256, 512)

@@ -4,9 +4,6 @@
 // and writes row i, its next rows are already in flight. The register kernel (fp8_reg.cu) leaves
 // the DRAM queue idle during its reduce-then-write step (NOTES.md); this one should not.
 // Same arithmetic as the register kernel (tile_scale, quant_store16): results are bit-identical.
-#include <cstdlib>
-#include <cstring>
-
 #include "quantize/kernels/fp8_device.cuh"
 
 namespace mslk::quantize {
@@ -136,11 +133,6 @@ bool launch(const Fp8TileParams& p, cudaStream_t st) {
 }
 
 }  // namespace
-
-bool fp8_bulk_schedule() {
-  const char* s = std::getenv("MSLK_FP8_SCHEDULE");
-  return s && std::strcmp(s, "bulk") == 0;
-}
 
 bool fp8_quantize_rows_bulk(const Fp8TileParams& p, cudaStream_t st, bool groups) {
   if (p.in.M <= 0 || p.in.K <= 0 || p.in.M > 0x7fffffffLL) return false;

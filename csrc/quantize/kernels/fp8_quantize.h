@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "quantize/fp8_params.h"
+#include "quantize/fp8_schedule.h"
 
 namespace mslk::quantize {
 
@@ -16,12 +17,10 @@ cudaError_t fp8_quantize_blocks(const Fp8TileParams& p, cudaStream_t stream); //
 bool fp8_quantize_blocks_cluster(const Fp8TileParams& p, cudaStream_t stream);
 // Rows (groups = false) or K-groups of one row on the bulk-copy ring of fp8_bulk.cu
 // (MSLK_FP8_SCHEDULE=bulk); false, having launched nothing, when the shape does not suit it.
-bool fp8_bulk_schedule();
 bool fp8_quantize_rows_bulk(const Fp8TileParams& p, cudaStream_t stream, bool groups);
-// Rows (groups = false) or K-groups of rows of <= 16 KB, one warp per row (fp8_warp_rows.cu):
-// whether MSLK_FP8_SCHEDULE asks for it (rows: by default too); the launcher returns false, having
-// launched nothing, when the shape does not suit it.
-bool fp8_warp_schedule(bool groups);
+// Rows (groups = false) or K-groups of rows of <= 16 KB, one warp per row (fp8_warp_rows.cu; rows
+// by default, K-groups with MSLK_FP8_SCHEDULE=warp); false, having launched nothing, when the
+// shape does not suit it.
 bool fp8_quantize_rows_warp(const Fp8TileParams& p, cudaStream_t stream, bool groups);
 // Two-pass fallback for any tiling (tiles too large for registers or not 16-byte aligned).
 cudaError_t fp8_quantize_tiles(const Fp8TileParams& p, cudaStream_t stream);

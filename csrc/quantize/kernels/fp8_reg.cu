@@ -12,9 +12,6 @@
 // MSLK_FP8_SCHEDULE=cluster, large blocks to the cluster kernel of fp8_cluster.cu). Rows of
 // <= 16 KB take one warp per row first (fp8_warp_rows.cu; K-groups only with =warp), and rows and
 // K-groups the bulk ring with =bulk (fp8_bulk.cu).
-#include <cstdlib>
-#include <cstring>
-
 #include "quantize/kernels/fp8_device.cuh"
 
 namespace mslk::quantize {
@@ -228,9 +225,9 @@ __global__ void __launch_bounds__(kHybridThreads, 2) fp8_hybrid_kernel(Fp8TilePa
 bool use_hybrid(int vecs, bool* persistent) {
   // tiles of <= 4096 vectors already fit the one-shot kernel twice an SM (512 threads x 8 vectors)
   if (vecs <= 4096 || vecs > kHybridThreads * (kHybridNR + kHybridNS)) return false;
-  const char* s = std::getenv("MSLK_FP8_SCHEDULE");
-  *persistent = s && std::strcmp(s, "hybrid-persistent") == 0;
-  return *persistent || !s || !*s || std::strcmp(s, "auto") == 0;
+  const Fp8Schedule s = fp8_schedule();
+  *persistent = s == Fp8Schedule::kHybridPersistent;
+  return *persistent || s == Fp8Schedule::kAuto;
 }
 
 template <typename T>
@@ -253,10 +250,9 @@ bool launch_hybrid(const Fp8TileParams& p, const CtaTiling& t, bool persistent, 
 }
 
 bool use_staged(bool whole_rows, int stage_bytes) {
-  const char* s = std::getenv("MSLK_FP8_SCHEDULE");
-  if (s && std::strcmp(s, "staged") == 0) return true;
-  if (s && *s && std::strcmp(s, "auto") != 0) return false;
-  return whole_rows && stage_bytes <= 16 * 1024;
+  const Fp8Schedule s = fp8_schedule();
+  if (s == Fp8Schedule::kStaged) return true;
+  return s == Fp8Schedule::kAuto && whole_rows && stage_bytes <= 16 * 1024;
 }
 
 // Vectors per thread: the fewest that keep the CTA at <= 256 threads, up to 8 (1024 threads).
@@ -340,20 +336,24 @@ cudaError_t launch(const Fp8TileParams& p, cudaStream_t s) {
 
 }  // namespace
 
+// Rows of <= 16 KB take one warp a row by default; K-groups only when asked (MSLK_FP8_SCHEDULE=warp:
+// 90 vs 65 us at bf16 8192^2, fp8_warp_rows.cu).
 cudaError_t fp8_quantize_rows(const Fp8TileParams& p, cudaStream_t s) {
-  if (fp8_bulk_schedule() && fp8_quantize_rows_bulk(p, s, false)) return cudaGetLastError();
-  if (fp8_warp_schedule(false) && fp8_quantize_rows_warp(p, s, false)) return cudaGetLastError();
+  const Fp8Schedule sched = fp8_schedule();
+  if (sched == Fp8Schedule::kBulk && fp8_quantize_rows_bulk(p, s, false)) return cudaGetLastError();
+  if ((sched == Fp8Schedule::kWarp || sched == Fp8Schedule::kAuto) && fp8_quantize_rows_warp(p, s, false))
+    return cudaGetLastError();
   return launch<Mode::kRows>(p, s);
 }
 cudaError_t fp8_quantize_blocks(const Fp8TileParams& p, cudaStream_t s) {
-  const char* sched = std::getenv("MSLK_FP8_SCHEDULE");
-  if (sched && std::strcmp(sched, "cluster") == 0 && p.in.M > 0 && p.in.K > 0 && fp8_quantize_blocks_cluster(p, s))
+  if (fp8_schedule() == Fp8Schedule::kCluster && p.in.M > 0 && p.in.K > 0 && fp8_quantize_blocks_cluster(p, s))
     return cudaGetLastError();
   return launch<Mode::kBlocks>(p, s);
 }
 cudaError_t fp8_quantize_groups(const Fp8TileParams& p, cudaStream_t s) {
-  if (fp8_bulk_schedule() && fp8_quantize_rows_bulk(p, s, true)) return cudaGetLastError();
-  if (fp8_warp_schedule(true) && fp8_quantize_rows_warp(p, s, true)) return cudaGetLastError();
+  const Fp8Schedule sched = fp8_schedule();
+  if (sched == Fp8Schedule::kBulk && fp8_quantize_rows_bulk(p, s, true)) return cudaGetLastError();
+  if (sched == Fp8Schedule::kWarp && fp8_quantize_rows_warp(p, s, true)) return cudaGetLastError();
   return launch<Mode::kGroups>(p, s);
 }
 

@@ -10,9 +10,6 @@
 // instruction covers 512 contiguous bytes), reduces with shuffles only, then stores. Warps of a
 // CTA never wait for each other: no __syncthreads, no shared memory.
 // Same arithmetic as the other kernels (absmax16, tile_scale, quant_store16): bit-identical output.
-#include <cstdlib>
-#include <cstring>
-
 #include "quantize/kernels/fp8_device.cuh"
 
 namespace mslk::quantize {
@@ -91,12 +88,6 @@ bool launch_nv(const Fp8TileParams& p, cudaStream_t st) {
 }
 
 }  // namespace
-
-bool fp8_warp_schedule(bool groups) {
-  const char* s = std::getenv("MSLK_FP8_SCHEDULE");
-  if (s && std::strcmp(s, "warp") == 0) return true;
-  return !groups && (!s || !*s || std::strcmp(s, "auto") == 0);  // the default for rows
-}
 
 bool fp8_quantize_rows_warp(const Fp8TileParams& p, cudaStream_t st, bool groups) {
   if (p.in.M <= 0 || p.in.K <= 0 || (p.in.M + kWarps - 1) / kWarps > 0x7fffffffLL) return false;

@@ -63,8 +63,9 @@ VARIANTS = [
     ("oneshot", {"MSLK_FP8_SCHEDULE": "oneshot"}),  # blocks: one CTA a tile, all in registers (others: the default)
     ("hybrid-persistent", {"MSLK_FP8_SCHEDULE": "hybrid-persistent"}),  # 256x256 blocks: the register + smem kernel, persistent
     # experiment (branch wip/block256-stagger): odd first-round CTAs start late by this many ns
-    ("stagger 1000", {"MSLK_FP8_HYBRID_STAGGER_NS": "1000"}),
-    ("stagger 3000", {"MSLK_FP8_HYBRID_STAGGER_NS": "3000"}),
+    ("stagger 2000", {"MSLK_FP8_HYBRID_STAGGER_NS": "2000"}),
+    ("stagger 4000", {"MSLK_FP8_HYBRID_STAGGER_NS": "4000"}),
+    ("stagger 8000", {"MSLK_FP8_HYBRID_STAGGER_NS": "8000"}),
     ("staged", {"MSLK_FP8_SCHEDULE": "staged"}),
     ("warp", {"MSLK_FP8_SCHEDULE": "warp"}),
 ]

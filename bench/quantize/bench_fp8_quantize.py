@@ -62,10 +62,6 @@ SHAPES = [(8192, 8192), (16384, 16384), (4096, 7168)]
 VARIANTS = [
     ("oneshot", {"MSLK_FP8_SCHEDULE": "oneshot"}),  # blocks: one CTA a tile, all in registers (others: the default)
     ("hybrid-persistent", {"MSLK_FP8_SCHEDULE": "hybrid-persistent"}),  # 256x256 blocks: the register + smem kernel, persistent
-    # experiment (branch wip/block256-stagger): odd first-round CTAs start late by this many ns
-    ("stagger 2000", {"MSLK_FP8_HYBRID_STAGGER_NS": "2000"}),
-    ("stagger 4000", {"MSLK_FP8_HYBRID_STAGGER_NS": "4000"}),
-    ("stagger 8000", {"MSLK_FP8_HYBRID_STAGGER_NS": "8000"}),
     ("staged", {"MSLK_FP8_SCHEDULE": "staged"}),
     ("warp", {"MSLK_FP8_SCHEDULE": "warp"}),
 ]
@@ -90,7 +86,7 @@ def main():
             alt = []  # the other kernel variants, timed in the same run (the env vars are read per call)
             for label, env in VARIANTS:
                 if name == "tensor" or (label == "warp" and name.startswith("block")) or (
-                        (label in ("oneshot", "hybrid-persistent") or label.startswith("stagger")) and not name.startswith("block")):  # no such variant
+                        label in ("oneshot", "hybrid-persistent") and not name.startswith("block")):  # no such variant
                     alt += ["-", "-"]
                     continue
                 os.environ.update(env)

@@ -12,8 +12,6 @@
 // MSLK_FP8_SCHEDULE=cluster, large blocks to the cluster kernel of fp8_cluster.cu). Rows of
 // <= 16 KB take one warp per row first (fp8_warp_rows.cu; K-groups only with =warp), and rows and
 // K-groups the bulk ring with =bulk (fp8_bulk.cu).
-#include <cstdlib>
-
 #include "quantize/kernels/fp8_device.cuh"
 
 namespace mslk::quantize {
@@ -166,17 +164,10 @@ constexpr int kHybridSmem = kHybridNS * kHybridThreads * 16;
 // tile's scale is known the register half is stored first, and those registers take the next
 // tile's loads while the shared half is stored; then the shared slots take theirs. Timed slower
 // (use_hybrid below); kept for the next tuning round.
-// stagger_ns > 0 (experiment, MSLK_FP8_HYBRID_STAGGER_NS): the odd CTAs of the first round of a
-// one-CTA-a-tile grid wait that long before loading, so that the two CTAs of an SM start out of
-// phase (one loads while the other reduces and stores) instead of in step. At bf16 8192^2 the 1024
-// tiles fill only 3.9 rounds of the 264 slots, and DRAM serving the first round's requests in
-// arrival order keeps the CTAs in step round after round.
 template <typename T>
-__global__ void __launch_bounds__(kHybridThreads, 2) fp8_hybrid_kernel(Fp8TileParams p, CtaTiling t, bool vec_store,
-                                                                       int stagger_ns, int first_round) {
+__global__ void __launch_bounds__(kHybridThreads, 2) fp8_hybrid_kernel(Fp8TileParams p, CtaTiling t, bool vec_store) {
   constexpr int W = kVec16<T>, NR = kHybridNR, NS = kHybridNS;
   extern __shared__ uint4 stage[];  // slot (j, thread) belongs to that thread alone
-  if (stagger_ns > 0 && int(blockIdx.x) < first_round && (blockIdx.x & 1)) __nanosleep(stagger_ns);
   uint4 v[NR];
   auto load_shared = [&](int tile) {
     for_each_vec<T, NR + NS, false>(p, t, tile, [&](int i, const T* src) {
@@ -254,10 +245,7 @@ bool launch_hybrid(const Fp8TileParams& p, const CtaTiling& t, bool persistent, 
     occupancy.blocks_per_sm(fp8_hybrid_kernel<T>, dev, kHybridThreads, kHybridSmem, &per_sm);
     grid = std::max(1, std::min(t.n_tiles, sms * std::max(per_sm, 1)));
   }
-  int stagger_ns = 0;
-  if (const char* e = std::getenv("MSLK_FP8_HYBRID_STAGGER_NS"); e && *e) stagger_ns = std::atoi(e);
-  fp8_hybrid_kernel<T><<<unsigned(grid), kHybridThreads, kHybridSmem, s>>>(p, t, p.out_stride % kVec16<T> == 0,
-                                                                           persistent ? 0 : stagger_ns, sms * 2);
+  fp8_hybrid_kernel<T><<<unsigned(grid), kHybridThreads, kHybridSmem, s>>>(p, t, p.out_stride % kVec16<T> == 0);
   return true;
 }
 

@@ -352,18 +352,22 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
   // ================= consumer warpgroups
   cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
   const int ctid = threadIdx.x - 128;  // 0..128*kWGs-1; the tiled MMAs give rows [64*cwg, 64*cwg+64) to warpgroup cwg
-  const int cwg = ctid / 128, lane = threadIdx.x % 32;
+  // The warpgroup index through a shuffle, so that the compiler sees it warp-uniform (as CUTLASS
+  // does): the wgmma descriptors, which depend only on it, can then live in uniform registers.
+  const int cwg = __shfl_sync(0xffffffffu, ctid / 128, 0), lane = threadIdx.x % 32;
 
   typename Tr::MmaQK mma_qk;
   typename Tr::MmaPV mma_pv;
   auto thr_qk = mma_qk.get_thread_slice(ctid);
   auto thr_pv = mma_pv.get_thread_slice(ctid);
+  auto wg_qk = mma_qk.get_thread_slice(cwg * 128);  // smem operands: one descriptor a warpgroup
+  auto wg_pv = mma_pv.get_thread_slice(cwg * 128);
   Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Tr::SmemLayoutQ{});
   Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Tr::SmemLayoutK{});
   Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Tr::SmemLayoutVt{});
-  Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // wgmma descriptors (1, 1, D/16)
-  Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (1, 1, D/16, stages)
-  Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (1, 1, BN/16, stages)
+  Tensor tSrQ = wg_qk.partition_fragment_A(sQ);   // wgmma descriptors (1, 1, D/16)
+  Tensor tSrK = wg_qk.partition_fragment_B(sK);   // (1, 1, D/16, stages)
+  Tensor tOrV = wg_pv.partition_fragment_B(sVt);  // (1, 1, BN/16, stages)
   Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBM>, Int<BN>>{});
   Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<kBM>, Int<D>>{});
   Tensor tOrP = make_tensor<Element>(typename Tr::LayoutP{});

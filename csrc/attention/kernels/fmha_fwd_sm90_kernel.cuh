@@ -376,6 +376,7 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
   Tensor S_rc = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
   Tensor O_rc = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
   Tensor Oc_rc = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
+  Tensor Sc_rc = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
   static_assert(size(tOrP) == size(tSrS) && size<0>(S_rc) == 2 && size<0>(O_rc) == 2, "fragment shapes");
 
   int g = 0, qn = 0;  // as the producer's
@@ -439,55 +440,89 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
     // A tile that needs no mask keeps S raw: the row max of scale * S is scale * max(S) (scale * min(S)
     // for a negative scale), and the scale folds into the exponent's FFMA, one multiply an element
     // fewer. A masked tile is scaled first (scale * -inf is NaN for scale = 0) and then f = 1.
-    // (Row max and sum over four interleaved partial chains instead of one were timed: no change,
-    // H200 2026-11-30, d64 362 vs 362-370 TFLOP/s; ptxas already overlaps the two rows' chains.)
+    // (Four partial chains a row were timed once with the sign branch inside the row loop, which
+    // kept the rows' chains apart: no change, H200 2026-11-30, d64 362 vs 362-370 TFLOP/s.)
     auto softmax = [&](int n0) MSLK_FMHA_INLINE {
       // kj - qi over this warpgroup's rows x the tile's keys spans [n0 - wr0 - 63, n0 + BN - 1 - wr0]
       const bool need_mask = n0 > lk - BN || n0 < n0_lo || n0 > n0_hi;  // else every element allowed
       if (need_mask) {
+        // Row qi allows keys [qi + dlo, min(qi + dhi, lk - 1)]: once a row, as offsets from this
+        // thread's first column, so an element costs two compares against a constant column offset
+        // (clamped to int32: the offsets compared are in [0, BN)).
+        const int col0 = get<1>(Sc_rc(0, 0));
+        const int64_t key0 = int64_t(n0) + col0;
+        auto clamp32 = [](int64_t v) { return int(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v); };
+        int lo[2], hi[2];
         CUTE_UNROLL
-        for (int i = 0; i < size(tSrS); ++i) {
-          float x = tSrS(i) * args.scale_log2;  // a constant-bank operand: no register
-          const int qi = r0 + get<0>(tScS(i)), kj = n0 + get<1>(tScS(i));
-          const int d = kj - qi;
-          if (kj >= lk || d < dlo || d > dhi) x = -INFINITY;
-          tSrS(i) = x;
+        for (int r = 0; r < 2; ++r) {
+          const int64_t qi = int64_t(r0) + get<0>(Sc_rc(r, 0));
+          lo[r] = clamp32(qi + dlo - key0);
+          hi[r] = clamp32(min(qi + dhi, int64_t(lk) - 1) - key0);
+        }
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          CUTE_UNROLL
+          for (int c = 0; c < size<1>(S_rc); ++c) {
+            const int j = get<1>(Sc_rc(r, c)) - col0;  // a compile-time constant
+            const float x = S_rc(r, c) * args.scale_log2;  // a constant-bank operand: no register
+            S_rc(r, c) = j < lo[r] || j > hi[r] ? -INFINITY : x;
+          }
         }
       }
       const float f = need_mask ? 1.f : args.scale_log2;  // the multiplier S still needs
-      CUTE_UNROLL
-      for (int r = 0; r < 2; ++r) {  // the 4 lanes of a quad share a row
-        float mx;
-        if (f >= 0.f) {  // uniform
-          mx = -INFINITY;
+      // Row extremes of both rows at once, two partial chains a row (four independent FMNMX chains
+      // instead of two rows one after the other), then the quad's 4 lanes (they share a row).
+      // max(f * S) = f * max(S) for f >= 0, f * min(S) for f < 0 (a uniform branch outside the rows).
+      constexpr int NC = size<1>(S_rc);
+      static_assert(NC % 2 == 0, "column pairs");
+      float mx[2];
+      auto row_extremes = [&](auto is_max) MSLK_FMHA_INLINE {
+        auto op = [](float a, float b) { return decltype(is_max)::value ? fmaxf(a, b) : fminf(a, b); };
+        float a0[2], a1[2];
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r) a0[r] = S_rc(r, 0), a1[r] = S_rc(r, 1);
+        CUTE_UNROLL
+        for (int c = 2; c < NC; c += 2) {
           CUTE_UNROLL
-          for (int c = 0; c < size<1>(S_rc); ++c) mx = fmaxf(mx, S_rc(r, c));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        } else {
-          mx = INFINITY;
-          CUTE_UNROLL
-          for (int c = 0; c < size<1>(S_rc); ++c) mx = fminf(mx, S_rc(r, c));
-          mx = fminf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fminf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          for (int r = 0; r < 2; ++r) a0[r] = op(a0[r], S_rc(r, c)), a1[r] = op(a1[r], S_rc(r, c + 1));
         }
-        mx *= f;
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          mx[r] = op(a0[r], a1[r]);
+          mx[r] = op(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+          mx[r] = op(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        }
+      };
+      if (f >= 0.f)  // uniform
+        row_extremes(cute::true_type{});
+      else
+        row_extremes(cute::false_type{});
+      float m_use[2];
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        mx[r] *= f;
         // The reference max moves only when the row max passes it by more than kMaxDrift (log2
         // units): softmax does not depend on the reference, P = exp2(S - m) <= 2^kMaxDrift stays
         // well inside float32 sums and 16-bit P, and O needs no rescale for this row (alpha = 1).
-        const bool move = mx > m_i[r] + kMaxDrift;     // m_i = -inf: any finite max moves it
-        const float m_ref = move ? mx : m_i[r];
-        const float m_use = m_ref == -INFINITY ? 0.f : m_ref;  // all masked so far: keep exp2 finite
-        alpha[r] = move ? fast_exp2(m_i[r] - m_use) : 1.f;
+        const bool move = mx[r] > m_i[r] + kMaxDrift;  // m_i = -inf: any finite max moves it
+        const float m_ref = move ? mx[r] : m_i[r];
+        m_use[r] = m_ref == -INFINITY ? 0.f : m_ref;  // all masked so far: keep exp2 finite
+        alpha[r] = move ? fast_exp2(m_i[r] - m_use[r]) : 1.f;
         m_i[r] = m_ref;
-        float sum = 0.f;
+      }
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        float s0 = 0.f, s1 = 0.f;  // two partial sums: half the FADD chain
         CUTE_UNROLL
-        for (int c = 0; c < size<1>(S_rc); ++c) {
-          const float e = fast_exp2(fmaf(S_rc(r, c), f, -m_use));
-          S_rc(r, c) = e;
-          sum += e;
+        for (int c = 0; c < NC; c += 2) {
+          const float e0 = fast_exp2(fmaf(S_rc(r, c), f, -m_use[r]));
+          const float e1 = fast_exp2(fmaf(S_rc(r, c + 1), f, -m_use[r]));
+          S_rc(r, c) = e0;
+          S_rc(r, c + 1) = e1;
+          s0 += e0;
+          s1 += e1;
         }
-        l_i[r] = l_i[r] * alpha[r] + sum;
+        l_i[r] = l_i[r] * alpha[r] + (s0 + s1);
       }
     };
     auto rescale_o = [&]() MSLK_FMHA_INLINE {

@@ -63,8 +63,10 @@ struct Traits {
   // Query rows per work tile: 64 per consumer warpgroup; one producer warpgroup besides.
   static constexpr int kWGs = kTileCfgs[C].wgs, kBM = 64 * kWGs, kThreads = 128 * (kWGs + 1);
   static constexpr int kConsumerWarps = 4 * kWGs;
-  static constexpr int kProducerRegs = kWGs == 2 ? 24 : 32, kConsumerRegs = kWGs == 2 ? 240 : 160;
-  static_assert(kWGs == 2 || kWGs == 3, "two or three consumer warpgroups");
+  // setmaxnreg budgets (multiples of 8): 24 / 240 (2 WGs), 32 / 160 (3), 24 / 120 (4: BN 64 only)
+  static constexpr int kProducerRegs = kWGs == 3 ? 32 : 24;
+  static constexpr int kConsumerRegs = kWGs == 2 ? 240 : kWGs == 3 ? 160 : 120;
+  static_assert(kWGs >= 2 && kWGs <= 4, "two to four consumer warpgroups");
   static_assert(128 * kProducerRegs + 128 * kWGs * kConsumerRegs <= 65536, "register budget");
   static constexpr bool kOverlap = kTileCfgs[C].overlap != 0;
   static constexpr bool kPingPong = kTileCfgs[C].pingpong != 0;
@@ -254,8 +256,8 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 // Named barriers (0 is __syncthreads): per-warpgroup V-tail zeroing, and the ping-pong turns.
-constexpr int kBarTail = 1;  // + consumer warpgroup (128 threads)
-constexpr int kBarTurn = 4;  // + consumer warpgroup whose turn it is (256 threads: 128 arrive, 128 sync)
+constexpr int kBarTail = 1;  // + consumer warpgroup (128 threads): 1..4
+constexpr int kBarTurn = 5;  // + consumer warpgroup whose turn it is (256 threads: 128 arrive, 128 sync)
 template <typename Element>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   if constexpr (std::is_same_v<Element, cutlass::bfloat16_t>) {

@@ -22,8 +22,9 @@
 // d256, slower causal too; ptxas spilled 28 / 60 bytes in the consumers at 240 registers.
 // wgs: consumer warpgroups of 64 query rows each (BM = 64 * wgs): 2 (registers 24 / 240, as FA3
 // for d128 / d256), 3 (32 / 160, FA3's d64 tile; no ping-pong: three warpgroups interleave on
-// the warp schedulers) or 4 (24 / 120: d64 with BN 64 only, S + P + O in 80 registers; BM 256
-// puts B4 H16 S2048 in 512 work tiles, 3.9 rounds of 132 SMs where BM 192's 704 make 5.3). d64 with three (H200, 2026-11-30, first run): 368 vs 357 TFLOP/s dense,
+// the warp schedulers) or 4 (24 / 112: d64 with BN 64 only, S + P + O in 80 registers; BM 256
+// puts B4 H16 S2048 in 512 work tiles, 3.9 rounds of 132 SMs where BM 192's 704 make 5.3; its rows
+// wait on branch wip/d64-4wg: at 24 / 120 they hung, a split the launch's pool cannot give). d64 with three (H200, 2026-11-30, first run): 368 vs 357 TFLOP/s dense,
 // 280 vs 273 causal (the non-persistent rows) against the two-warpgroup ping-pong rows. Measured and dropped: d64 / d128 with two warpgroups and no ping-pong
 // (H200, 2026-11-30: 354 vs 349 and 558 vs 562 TFLOP/s non-causal, within noise; causal slower).
 #pragma once
@@ -43,8 +44,6 @@ inline constexpr TileCfg kTileCfgs[] = {
     {256, 64, 2, 1, 1, 0, 2},   // 5: d256 causal
     {64, 128, 4, 1, 1, 1, 2},   // 6: candidate: d64 with two ping-pong warpgroups (the default before)
     {64, 128, 4, 1, 1, 0, 2},   // 7: candidate: the same, one CTA per work tile (causal before)
-    {64, 64, 8, 1, 0, 1, 4},    // 8: candidate: d64 with four consumer warpgroups (BM 256, BN 64, 120 registers)
-    {64, 64, 8, 1, 0, 0, 4},    // 9: candidate: the same, one CTA per work tile
 };
 inline constexpr int kNumTileCfgs = sizeof(kTileCfgs) / sizeof(kTileCfgs[0]);
 

@@ -63,11 +63,15 @@ struct Traits {
   // Query rows per work tile: 64 per consumer warpgroup; one producer warpgroup besides.
   static constexpr int kWGs = kTileCfgs[C].wgs, kBM = 64 * kWGs, kThreads = 128 * (kWGs + 1);
   static constexpr int kConsumerWarps = 4 * kWGs;
-  // setmaxnreg budgets (multiples of 8): 24 / 240 (2 WGs), 32 / 160 (3), 24 / 120 (4: BN 64 only)
+  // setmaxnreg budgets (multiples of 8): 24 / 240 (2 WGs), 32 / 160 (3), 24 / 112 (4: BN 64 only).
+  // The pool they share is what the launch allocated, kLaunchRegs a thread (65536 / threads,
+  // rounded down to 8), not the SM's 64K: a consumer setmaxnreg.inc beyond it never returns
+  // (H200, 2026-12-01: 4 WGs at 24 / 120 hung, 640 threads launch with 96 each).
   static constexpr int kProducerRegs = kWGs == 3 ? 32 : 24;
-  static constexpr int kConsumerRegs = kWGs == 2 ? 240 : kWGs == 3 ? 160 : 120;
+  static constexpr int kConsumerRegs = kWGs == 2 ? 240 : kWGs == 3 ? 160 : 112;
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static_assert(kWGs >= 2 && kWGs <= 4, "two to four consumer warpgroups");
-  static_assert(128 * kProducerRegs + 128 * kWGs * kConsumerRegs <= 65536, "register budget");
+  static_assert(128 * kProducerRegs + 128 * kWGs * kConsumerRegs <= kLaunchRegs * kThreads, "register pool");
   static constexpr bool kOverlap = kTileCfgs[C].overlap != 0;
   static constexpr bool kPingPong = kTileCfgs[C].pingpong != 0;
   static constexpr bool kPersistent = kTileCfgs[C].persistent != 0;

@@ -84,6 +84,8 @@ void check() {
   auto cS = make_identity_tensor(Shape<Int<kBM>, Int<BN>>{});
   auto cO = make_identity_tensor(Shape<Int<kBM>, Int<D>>{});
   auto cQ = make_identity_tensor(Shape<Int<kBM>, Int<D>>{});
+  auto cK = make_identity_tensor(Shape<Int<BN>, Int<D>>{});
+  auto cVt = make_identity_tensor(Shape<Int<D>, Int<BN>>{});
   auto fragS = partition_fragment_C(mma_qk, Shape<Int<kBM>, Int<BN>>{});
   auto fragO = partition_fragment_C(mma_pv, Shape<Int<kBM>, Int<D>>{});
   auto layS = fragS.layout();
@@ -137,6 +139,19 @@ void check() {
       const int row = get<0>(tAcQ(i));
       EXPECT(row >= 64 * wg && row < 64 * wg + 64, "Q row %d for t=%d", row, t);
     }
+    // 5. The kernel partitions the shared-memory operands (Q, K, V) with its warpgroup's first
+    //    thread, a warp-uniform index (so their descriptors live in uniform registers): every
+    //    thread's own partition must be that one.
+    auto wg_qk = mma_qk.get_thread_slice(128 * wg);
+    auto wg_pv = mma_pv.get_thread_slice(128 * wg);
+    auto same = [&](auto a, auto b, const char* what) {
+      EXPECT(size(a) == size(b), "%s partition size t=%d", what, t);
+      for (int i = 0; i < int(size(a)) && i < int(size(b)); ++i)
+        EXPECT(get<0>(a(i)) == get<0>(b(i)) && get<1>(a(i)) == get<1>(b(i)), "%s partition t=%d i=%d", what, t, i);
+    };
+    same(tAcQ, wg_qk.partition_A(cQ), "Q");
+    same(thr_qk.partition_B(cK), wg_qk.partition_B(cK), "K");
+    same(thr_pv.partition_B(cVt), wg_pv.partition_B(cVt), "Vt");
   }
   EXPECT(int(covered.size()) == kBM * BN, "S coverage %d", int(covered.size()));
   if (D == 128 && std::is_same_v<Element, cutlass::bfloat16_t>) {

@@ -1,4 +1,5 @@
-"""CPU emulation of csrc/attention/kernels/fmha_fwd_sm90_kernel.cuh (no GPU needed).
+"""CPU emulation of csrc/attention/kernels/fmha_fwd_sm90_kernel.cuh and its work split
+(fmha_fwd_sm90_work.h) and tensor maps (fmha_fwd_sm90_launch.cuh); no GPU needed.
 
 What it mirrors from the kernel, line by line:
   * the work split: work_of / block_of / band_of / key_tiles, persistent CTAs walking work tiles

@@ -1,5 +1,5 @@
 // Instantiation of the Hopper fused attention forward for head dims padded to 128.
-#include "attention/kernels/fmha_fwd_sm90_kernel.cuh"
+#include "attention/kernels/fmha_fwd_sm90_launch.cuh"
 
 namespace mslk::attention {
 cudaError_t fmha_fwd_sm90_d128(const FmhaFwdParams& p, cudaStream_t stream) {

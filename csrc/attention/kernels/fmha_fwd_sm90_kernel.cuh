@@ -15,7 +15,8 @@
 // [rows][64] elements, rows 128 bytes apart, 16-byte chunks XOR-ed with (row & 7).
 // test/cpp/test_fmha_sm90_layouts.cu checks these layouts and the register fragment
 // reinterpretations on the host; tools/attention/emulate_fmha_sm90.py emulates the tile schedule,
-// the barrier phases and the masking.
+// the barrier phases and the masking. Beside this file: fmha_fwd_sm90_work.h (the work split),
+// fmha_fwd_sm90_device.cuh (device helpers), fmha_fwd_sm90_launch.cuh (the host side).
 //
 // With kTileCfgs' overlap = 1 each consumer warpgroup keeps S = Q K_{j+1}^T and O += P_j V_j in
 // flight together and runs the softmax of S_{j+1} under the P V GEMM (FA3's intra-warpgroup
@@ -27,14 +28,16 @@
 #include <cuda_runtime.h>
 
 #include <climits>
-#include <cstdlib>
 #include <cstdint>
 
 #include "attention/kernels/fmha_fwd_sm90.h"
 #include "attention/kernels/fmha_fwd_sm90_configs.h"
+#include "attention/kernels/fmha_fwd_sm90_work.h"
 
 #if MSLK_HAS_CUTLASS
 #include <cuda.h>  // CUtensorMap and the driver enums (types only: no -lcuda)
+// Before any CUTLASS header: cutlass/cuda_host_adapter.hpp includes it inside namespace cutlass,
+// which would leave the driver typedefs (PFN_cuTensorMapEncodeTiled_v12000) out of global scope.
 #include <cudaTypedefs.h>
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
@@ -44,6 +47,8 @@
 #include <cute/atom/mma_atom.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cute/tensor.hpp>
+
+#include "attention/kernels/fmha_fwd_sm90_device.cuh"
 
 namespace mslk::attention::sm90 {
 using namespace cute;
@@ -117,169 +122,6 @@ struct Args {  // CUtensorMap carries its own alignment (64 bytes or more)
   float scale_log2;                        // scale * log2(e)
   int group;                               // (head, sequence) lanes per L2 section (work_index)
 };
-
-// ---- the (query block, key lane) of a sequence and the allowed band of a mask
-struct Block {
-  int bq, q0, lq, k0, lk;
-  bool ok;
-};
-__host__ __device__ inline Block block_of(const FmhaFwdParams& p, int s) {
-  Block b;
-  if (p.seqstart_q != nullptr) {
-    b.bq = 0;
-    b.q0 = p.seqstart_q[s];
-    b.lq = p.seqstart_q[s + 1] - b.q0;
-    b.k0 = p.seqstart_k[s];
-    b.lk = p.seqlen_k != nullptr ? p.seqlen_k[s] : p.seqstart_k[s + 1] - b.k0;
-  } else {
-    b.bq = s;
-    b.q0 = 0;
-    b.lq = p.Mq;
-    b.k0 = 0;
-    b.lk = p.seqlen_k != nullptr ? p.seqlen_k[s] : p.Mkv;
-  }
-  // Memory safety against inconsistent descriptors (the glue cannot check device-side values).
-  b.ok = b.q0 >= 0 && b.k0 >= 0;
-  b.lq = max(0, min(b.lq, p.Mq - max(b.q0, 0)));
-  b.lk = max(0, min(b.lk, p.Mkv - max(b.k0, 0)));
-  return b;
-}
-
-constexpr int64_t kUnbounded = int64_t(1) << 40;
-
-// Key j is allowed for query i (block-relative) iff j < lk and lo <= j - i - shift <= hi.
-struct Band {
-  int64_t shift, lo, hi;
-};
-__host__ __device__ inline Band band_of(const FmhaFwdParams& p, int lq, int lk) {
-  const bool causal = p.mask_kind == kMaskCausalTopLeft || p.mask_kind == kMaskCausalBottomRight;
-  const bool bottom_right = p.mask_kind == kMaskCausalBottomRight || p.mask_kind == kMaskLocalBottomRight;
-  Band b;
-  b.shift = bottom_right ? int64_t(lk) - lq : 0;
-  b.hi = causal ? 0 : kUnbounded;
-  if (p.window_right >= 0 && p.window_right < b.hi) b.hi = p.window_right;
-  b.lo = p.window_left >= 0 ? -p.window_left : -kUnbounded;
-  return b;
-}
-
-// Key tiles [n_begin, n_begin + n_tiles * bn) that hold an allowed key for some row of [r0, r1].
-struct KeyTiles {
-  int n_begin, n_tiles;
-};
-__host__ __device__ inline KeyTiles key_tiles(const Band& b, int r0, int r1, int lk, int bn) {
-  int64_t jb = int64_t(r0) + b.shift + b.lo, je = int64_t(r1) + b.shift + b.hi + 1;
-  jb = jb < 0 ? 0 : (jb > lk ? lk : jb);
-  je = je < 0 ? 0 : (je > lk ? lk : je);
-  KeyTiles t;
-  t.n_begin = int(jb) / bn * bn;
-  t.n_tiles = je > jb ? int((je - t.n_begin + bn - 1) / bn) : 0;
-  return t;
-}
-
-// Work tile t of num_m * H * num_seqs, in sections of `group` (head, sequence) lanes (the last
-// section may hold fewer): inside a section, query tiles of one index for every lane run together,
-// the last query tiles (longest under a causal mask) first. A section's K/V is sized to stay in L2
-// while all its query tiles read it (l2_group below): ordering every lane at once streamed K/V from
-// HBM again for each query tile (ncu, B2 H32 S4096 d128: 48% L2 hit rate, cuDNN 90%).
-__host__ __device__ inline void work_index(int t, int num_m, int lanes, int group, int* m_from_end, int* lane) {
-  const int per = num_m * group;
-  const int sec = t / per, local = t - sec * per;
-  const int gs = lanes - sec * group < group ? lanes - sec * group : group;
-  *m_from_end = local / gs;
-  *lane = sec * group + local % gs;
-}
-struct Work {
-  int h, s, r0;
-  Block blk;
-  Band band;
-  KeyTiles kt;
-  bool live;  // the tile holds query rows (else every role skips it)
-};
-__host__ __device__ inline Work work_of(const FmhaFwdParams& p, int t, int num_m, int group, int bm, int bn) {
-  Work w;
-  int m_from_end = 0, lane = 0;
-  work_index(t, num_m, p.H * p.num_seqs, group, &m_from_end, &lane);
-  w.r0 = (num_m - 1 - m_from_end) * bm;
-  w.h = lane % p.H;
-  w.s = lane / p.H;
-  w.blk = block_of(p, w.s);
-  w.live = w.blk.ok && w.r0 < w.blk.lq;
-  w.band = band_of(p, w.blk.lq, w.blk.lk);
-  w.kt = w.live ? key_tiles(w.band, w.r0, min(w.r0 + bm, w.blk.lq) - 1, w.blk.lk, bn) : KeyTiles{0, 0};
-  return w;
-}
-
-// ---- device helpers
-__device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
-}
-// One TMA box into shared memory, completing `bytes` of the transaction on `bar`.
-__device__ __forceinline__ void tma_load_4d(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1, int c2,
-                                            int c3) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
-      "[%6];\n" ::"r"(smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
-      : "memory");
-}
-// mbarrier parity wait with a watchdog: a protocol bug traps (a launch error; compute-sanitizer
-// names the line) instead of hanging the GPU. 20 s is far beyond any legitimate wait. One asm
-// block (labels are local to its braces), so the hot path adds no live registers or branches
-// to the surrounding code.
-constexpr uint64_t kWatchdogNs = 20ull * 1000 * 1000 * 1000;
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      ".reg .u64 t0, t1;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      "@p bra.uni WAIT_DONE;\n"
-      "mov.u64 t0, %%globaltimer;\n"
-      "WAIT_LOOP:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      "@p bra.uni WAIT_DONE;\n"
-      "mov.u64 t1, %%globaltimer;\n"
-      "sub.u64 t1, t1, t0;\n"
-      "setp.gt.u64 p, t1, %2;\n"
-      "@p trap;\n"
-      "bra.uni WAIT_LOOP;\n"
-      "WAIT_DONE:\n"
-      "}\n" ::"r"(smem_u32(bar)),
-      "r"(parity), "l"(kWatchdogNs)
-      : "memory");
-}
-__device__ __forceinline__ float fast_exp2(float x) {  // exp2(-inf) = +0
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-// Named barriers (0 is __syncthreads): per-warpgroup V-tail zeroing, and the ping-pong turns.
-constexpr int kBarTail = 1;  // + consumer warpgroup (128 threads): 1..4
-constexpr int kBarTurn = 5;  // + consumer warpgroup whose turn it is (256 threads: 128 arrive, 128 sync)
-template <typename Element>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<Element, cutlass::bfloat16_t>) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
-
-// A wgmma accumulator fragment ((2 cols, 2 rows, N/8), 1, 1) seen as (2 rows, (2 cols, N/8)).
-template <class L>
-CUTE_HOST_DEVICE constexpr auto acc_rowcol(L l) {
-  static_assert(rank(L{}) == 3 && size<1>(L{}) == 1 && size<2>(L{}) == 1, "one wgmma tile per thread");
-  auto v = get<0>(l);
-  return make_layout(get<1>(v), make_layout(get<0>(v), get<2>(v)));
-}
 
 template <typename Element, int D, int C>
 __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_sm90_kernel(const __grid_constant__ Args args) {
@@ -653,108 +495,6 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
     }
   }     // work tiles
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
-}
-
-// ---- host side
-using EncodeTiledFn = PFN_cuTensorMapEncodeTiled_v12000;
-// The driver entry point through the runtime (no -lcuda); process-wide, device-independent.
-inline EncodeTiledFn encode_tiled_fn() {
-  static const EncodeTiledFn fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return EncodeTiledFn(nullptr);
-    }
-    return reinterpret_cast<EncodeTiledFn>(f);
-  }();
-  return fn;
-}
-
-// Tensor map over [batches][heads][rows][cols] with element strides; boxes of [box_rows][64].
-// A stride-0 mode gets extent 1 (and a packed stride the driver accepts); *_mul = 0 marks it.
-inline bool encode_map(CUtensorMap* map, const void* base, bool bf16, int cols, int rows, int heads, int batches,
-                       int64_t s_row, int64_t s_head, int64_t s_batch, int box_rows, int* head_mul, int* batch_mul) {
-  const EncodeTiledFn fn = encode_tiled_fn();
-  if (fn == nullptr) return false;
-  constexpr uint64_t es = 2;
-  const int64_t st[3] = {s_row, s_head, s_batch};
-  const int ext[3] = {rows, heads, batches};
-  cuuint64_t dim[4] = {cuuint64_t(cols), 1, 1, 1};
-  cuuint64_t stride[3];
-  uint64_t packed = uint64_t(cols) * es;
-  for (int i = 0; i < 3; ++i) {
-    dim[i + 1] = st[i] != 0 ? cuuint64_t(ext[i]) : 1;
-    stride[i] = st[i] != 0 ? cuuint64_t(st[i]) * es : packed;
-    packed = stride[i] * dim[i + 1];
-  }
-  *head_mul = s_head != 0;
-  *batch_mul = s_batch != 0;
-  const cuuint32_t box[4] = {cuuint32_t(kColBlock), cuuint32_t(box_rows), 1, 1};
-  const cuuint32_t elem_stride[4] = {1, 1, 1, 1};
-  const CUresult r = fn(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
-                        const_cast<void*>(base), dim, stride, box, elem_stride, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // out-of-bounds elements read as zero
-  return r == CUDA_SUCCESS;
-}
-
-// Lanes per L2 section (work_index): as many as keep their K and V within kL2SectionMiB, a third of
-// the H200's 50 MB L2 (H200, 2026-11-30, bench/attention/results_tune_fmha_sm90.md: non-causal d128
-// 422 TFLOP/s with one section, 506 / 500 / 499 / 480 with 8 / 16 / 24 / 40 MiB; d256 522 -> 560 /
-// 557 / 513 / 534). MSLK_FMHA_SM90_L2_MIB=<n> (read per call, for tuning) overrides it; 0 puts every
-// lane in one section (the order before sections).
-constexpr int kL2SectionMiB = 16;
-inline int l2_group(const FmhaFwdParams& p) {
-  const int lanes = p.H * p.num_seqs;
-  int mib = kL2SectionMiB;
-  if (const char* e = std::getenv("MSLK_FMHA_SM90_L2_MIB"); e != nullptr && *e != '\0') mib = std::atoi(e);
-  if (mib <= 0) return lanes;
-  // keys per lane: a batch's Mkv, or the mean key-lane length of a varlen / paged problem
-  const int64_t keys = p.seqstart_q == nullptr ? int64_t(p.Mkv)
-                       : p.block_table != nullptr ? int64_t(p.bt_cols) * p.page_size
-                                                  : (int64_t(p.Mkv) + p.num_seqs - 1) / p.num_seqs;
-  const int64_t lane_bytes = keys * (p.K + p.Kv) * 2;
-  const int64_t g = lane_bytes > 0 ? (int64_t(mib) << 20) / lane_bytes : lanes;
-  return int(g < 1 ? 1 : g > lanes ? lanes : g);
-}
-
-template <typename Element, int D, int C>
-cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
-  using Tr = Traits<Element, D, C>;
-  if (fmha_fwd_sm90_head_dim(p) != D) return cudaErrorNotSupported;
-  if (p.num_seqs <= 0 || p.H <= 0 || p.max_seqlen_q <= 0) return cudaSuccess;
-  Args a{};
-  a.p = p;
-  a.scale_log2 = p.scale * 1.4426950408889634f;
-  a.group = l2_group(p);
-  const bool bf16 = p.is_bf16 != 0;
-  if (!encode_map(&a.tq, p.q, bf16, p.K, p.Mq, p.H, p.B, p.q_sm, p.q_sh, p.q_sb, Tr::kBM, &a.q_hm, &a.q_bm) ||
-      !encode_map(&a.tk, p.k, bf16, p.K, p.Mkv, p.H, p.B, p.k_sm, p.k_sh, p.k_sb, Tr::kBN, &a.k_hm, &a.k_bm) ||
-      !encode_map(&a.tv, p.v, bf16, p.Kv, p.Mkv, p.H, p.B, p.v_sm, p.v_sh, p.v_sb, Tr::kBN, &a.v_hm, &a.v_bm))
-    return cudaErrorNotSupported;
-  const int64_t num_work = int64_t((p.max_seqlen_q + Tr::kBM - 1) / Tr::kBM) * p.H * p.num_seqs;
-  if (num_work >= (int64_t(1) << 30)) return cudaErrorNotSupported;  // int tile indices in the kernel
-  int grid = int(num_work);
-  if constexpr (Tr::kPersistent) {
-    int dev = 0, sms = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (e != cudaSuccess) return e;
-    grid = int(num_work < sms ? num_work : sms);  // one CTA per SM (smem and registers allow one)
-  }
-  const size_t smem = sizeof(SharedStorage<Element, D, C>) + 1024;
-  auto kern = fmha_fwd_sm90_kernel<Element, D, C>;
-  cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  if (err != cudaSuccess) return err;
-  kern<<<grid, Tr::kThreads, smem, stream>>>(a);
-  return cudaGetLastError();
-}
-
-template <int D, int C = default_cfg(D)>
-cudaError_t launch_dtype(const FmhaFwdParams& p, cudaStream_t stream) {
-  return p.is_bf16 ? launch<cutlass::bfloat16_t, D, C>(p, stream) : launch<cutlass::half_t, D, C>(p, stream);
 }
 
 }  // namespace mslk::attention::sm90

@@ -2,7 +2,7 @@
 // (banded_cfg) and any candidate, which only MSLK_FMHA_SM90_CFG reaches.
 #include <utility>
 
-#include "attention/kernels/fmha_fwd_sm90_kernel.cuh"
+#include "attention/kernels/fmha_fwd_sm90_launch.cuh"
 
 namespace mslk::attention {
 #if MSLK_HAS_CUTLASS

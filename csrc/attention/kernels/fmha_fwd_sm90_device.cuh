@@ -1,0 +1,92 @@
+// Device helpers of the Hopper attention forward (fmha_fwd_sm90_kernel.cuh): TMA loads, mbarrier
+// waits with a watchdog, named barriers, exp2, 16-bit packing and the accumulator's row view.
+#pragma once
+#if MSLK_HAS_CUTLASS
+#include <cuda.h>  // CUtensorMap and the driver enums (types only: no -lcuda)
+// Before any CUTLASS header: cutlass/cuda_host_adapter.hpp includes it inside namespace cutlass,
+// which would leave the driver typedefs (PFN_cuTensorMapEncodeTiled_v12000) out of global scope.
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cutlass/numeric_types.h>
+
+#include <cstdint>
+#include <cute/tensor.hpp>
+#include <type_traits>
+
+namespace mslk::attention::sm90 {
+using namespace cute;
+
+__device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+// One TMA box into shared memory, completing `bytes` of the transaction on `bar`.
+__device__ __forceinline__ void tma_load_4d(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1, int c2,
+                                            int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
+      : "memory");
+}
+// mbarrier parity wait with a watchdog: a protocol bug traps (a launch error; compute-sanitizer
+// names the line) instead of hanging the GPU. 20 s is far beyond any legitimate wait. One asm
+// block (labels are local to its braces), so the hot path adds no live registers or branches
+// to the surrounding code.
+constexpr uint64_t kWatchdogNs = 20ull * 1000 * 1000 * 1000;
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      ".reg .u64 t0, t1;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@p bra.uni WAIT_DONE;\n"
+      "mov.u64 t0, %%globaltimer;\n"
+      "WAIT_LOOP:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@p bra.uni WAIT_DONE;\n"
+      "mov.u64 t1, %%globaltimer;\n"
+      "sub.u64 t1, t1, t0;\n"
+      "setp.gt.u64 p, t1, %2;\n"
+      "@p trap;\n"
+      "bra.uni WAIT_LOOP;\n"
+      "WAIT_DONE:\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity), "l"(kWatchdogNs)
+      : "memory");
+}
+__device__ __forceinline__ float fast_exp2(float x) {  // exp2(-inf) = +0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// Named barriers (0 is __syncthreads): per-warpgroup V-tail zeroing, and the ping-pong turns.
+constexpr int kBarTail = 1;  // + consumer warpgroup (128 threads): 1..4
+constexpr int kBarTurn = 5;  // + consumer warpgroup whose turn it is (256 threads: 128 arrive, 128 sync)
+template <typename Element>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<Element, cutlass::bfloat16_t>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// A wgmma accumulator fragment ((2 cols, 2 rows, N/8), 1, 1) seen as (2 rows, (2 cols, N/8)).
+template <class L>
+CUTE_HOST_DEVICE constexpr auto acc_rowcol(L l) {
+  static_assert(rank(L{}) == 3 && size<1>(L{}) == 1 && size<2>(L{}) == 1, "one wgmma tile per thread");
+  auto v = get<0>(l);
+  return make_layout(get<1>(v), make_layout(get<0>(v), get<2>(v)));
+}
+
+}  // namespace mslk::attention::sm90
+#endif  // MSLK_HAS_CUTLASS

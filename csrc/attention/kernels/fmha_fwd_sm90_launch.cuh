@@ -1,0 +1,113 @@
+// Host side of the Hopper attention forward: tensor maps, L2 sections, the launch of one
+// kTileCfgs row (fmha_fwd_sm90_kernel.cuh). Included by the translation units that instantiate it.
+#pragma once
+#include "attention/kernels/fmha_fwd_sm90_kernel.cuh"
+
+#if MSLK_HAS_CUTLASS
+#include <cstdlib>
+
+namespace mslk::attention::sm90 {
+
+using EncodeTiledFn = PFN_cuTensorMapEncodeTiled_v12000;
+// The driver entry point through the runtime (no -lcuda); process-wide, device-independent.
+inline EncodeTiledFn encode_tiled_fn() {
+  static const EncodeTiledFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return EncodeTiledFn(nullptr);
+    }
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  return fn;
+}
+
+// Tensor map over [batches][heads][rows][cols] with element strides; boxes of [box_rows][64].
+// A stride-0 mode gets extent 1 (and a packed stride the driver accepts); *_mul = 0 marks it.
+inline bool encode_map(CUtensorMap* map, const void* base, bool bf16, int cols, int rows, int heads, int batches,
+                       int64_t s_row, int64_t s_head, int64_t s_batch, int box_rows, int* head_mul, int* batch_mul) {
+  const EncodeTiledFn fn = encode_tiled_fn();
+  if (fn == nullptr) return false;
+  constexpr uint64_t es = 2;
+  const int64_t st[3] = {s_row, s_head, s_batch};
+  const int ext[3] = {rows, heads, batches};
+  cuuint64_t dim[4] = {cuuint64_t(cols), 1, 1, 1};
+  cuuint64_t stride[3];
+  uint64_t packed = uint64_t(cols) * es;
+  for (int i = 0; i < 3; ++i) {
+    dim[i + 1] = st[i] != 0 ? cuuint64_t(ext[i]) : 1;
+    stride[i] = st[i] != 0 ? cuuint64_t(st[i]) * es : packed;
+    packed = stride[i] * dim[i + 1];
+  }
+  *head_mul = s_head != 0;
+  *batch_mul = s_batch != 0;
+  const cuuint32_t box[4] = {cuuint32_t(kColBlock), cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t elem_stride[4] = {1, 1, 1, 1};
+  const CUresult r = fn(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+                        const_cast<void*>(base), dim, stride, box, elem_stride, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // out-of-bounds elements read as zero
+  return r == CUDA_SUCCESS;
+}
+
+// Lanes per L2 section (work_index): as many as keep their K and V within kL2SectionMiB, a third of
+// the H200's 50 MB L2 (H200, 2026-11-30, bench/attention/results_tune_fmha_sm90.md: non-causal d128
+// 422 TFLOP/s with one section, 506 / 500 / 499 / 480 with 8 / 16 / 24 / 40 MiB; d256 522 -> 560 /
+// 557 / 513 / 534). MSLK_FMHA_SM90_L2_MIB=<n> (read per call, for tuning) overrides it; 0 puts every
+// lane in one section (the order before sections).
+constexpr int kL2SectionMiB = 16;
+inline int l2_group(const FmhaFwdParams& p) {
+  const int lanes = p.H * p.num_seqs;
+  int mib = kL2SectionMiB;
+  if (const char* e = std::getenv("MSLK_FMHA_SM90_L2_MIB"); e != nullptr && *e != '\0') mib = std::atoi(e);
+  if (mib <= 0) return lanes;
+  // keys per lane: a batch's Mkv, or the mean key-lane length of a varlen / paged problem
+  const int64_t keys = p.seqstart_q == nullptr ? int64_t(p.Mkv)
+                       : p.block_table != nullptr ? int64_t(p.bt_cols) * p.page_size
+                                                  : (int64_t(p.Mkv) + p.num_seqs - 1) / p.num_seqs;
+  const int64_t lane_bytes = keys * (p.K + p.Kv) * 2;
+  const int64_t g = lane_bytes > 0 ? (int64_t(mib) << 20) / lane_bytes : lanes;
+  return int(g < 1 ? 1 : g > lanes ? lanes : g);
+}
+
+template <typename Element, int D, int C>
+cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
+  using Tr = Traits<Element, D, C>;
+  if (fmha_fwd_sm90_head_dim(p) != D) return cudaErrorNotSupported;
+  if (p.num_seqs <= 0 || p.H <= 0 || p.max_seqlen_q <= 0) return cudaSuccess;
+  Args a{};
+  a.p = p;
+  a.scale_log2 = p.scale * 1.4426950408889634f;
+  a.group = l2_group(p);
+  const bool bf16 = p.is_bf16 != 0;
+  if (!encode_map(&a.tq, p.q, bf16, p.K, p.Mq, p.H, p.B, p.q_sm, p.q_sh, p.q_sb, Tr::kBM, &a.q_hm, &a.q_bm) ||
+      !encode_map(&a.tk, p.k, bf16, p.K, p.Mkv, p.H, p.B, p.k_sm, p.k_sh, p.k_sb, Tr::kBN, &a.k_hm, &a.k_bm) ||
+      !encode_map(&a.tv, p.v, bf16, p.Kv, p.Mkv, p.H, p.B, p.v_sm, p.v_sh, p.v_sb, Tr::kBN, &a.v_hm, &a.v_bm))
+    return cudaErrorNotSupported;
+  const int64_t num_work = int64_t((p.max_seqlen_q + Tr::kBM - 1) / Tr::kBM) * p.H * p.num_seqs;
+  if (num_work >= (int64_t(1) << 30)) return cudaErrorNotSupported;  // int tile indices in the kernel
+  int grid = int(num_work);
+  if constexpr (Tr::kPersistent) {
+    int dev = 0, sms = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess) return e;
+    grid = int(num_work < sms ? num_work : sms);  // one CTA per SM (smem and registers allow one)
+  }
+  const size_t smem = sizeof(SharedStorage<Element, D, C>) + 1024;
+  auto kern = fmha_fwd_sm90_kernel<Element, D, C>;
+  cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (err != cudaSuccess) return err;
+  kern<<<grid, Tr::kThreads, smem, stream>>>(a);
+  return cudaGetLastError();
+}
+
+template <int D, int C = default_cfg(D)>
+cudaError_t launch_dtype(const FmhaFwdParams& p, cudaStream_t stream) {
+  return p.is_bf16 ? launch<cutlass::bfloat16_t, D, C>(p, stream) : launch<cutlass::half_t, D, C>(p, stream);
+}
+
+}  // namespace mslk::attention::sm90
+#endif  // MSLK_HAS_CUTLASS

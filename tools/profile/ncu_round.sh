@@ -12,6 +12,6 @@ for t in "${targets[@]}"; do
   timeout 120 ncu --clock-control none --nvtx --nvtx-include "prof/" \
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
     --section MemoryWorkloadAnalysis \
-    --metrics "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__cycles_elapsed.avg.per_second,smsp__cycles_active.avg.pct_of_peak_sustained_elapsed${NCU_METRICS:+,$NCU_METRICS}" \
+    --metrics "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,sm__cycles_elapsed.avg.per_second,smsp__cycles_active.avg.pct_of_peak_sustained_elapsed${NCU_METRICS:+,$NCU_METRICS}" \
     python3 tools/profile/ncu_targets.py "$t" >"$out/ncu_$t.txt" 2>&1 || echo "ncu $t failed (rc $?)" >>"$out/ncu_$t.txt"
 done

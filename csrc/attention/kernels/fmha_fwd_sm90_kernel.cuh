@@ -35,10 +35,8 @@
 #include "attention/kernels/fmha_fwd_sm90_work.h"
 
 #if MSLK_HAS_CUTLASS
-#include <cuda.h>  // CUtensorMap and the driver enums (types only: no -lcuda)
-// Before any CUTLASS header: cutlass/cuda_host_adapter.hpp includes it inside namespace cutlass,
-// which would leave the driver typedefs (PFN_cuTensorMapEncodeTiled_v12000) out of global scope.
-#include <cudaTypedefs.h>
+// First: it includes cuda.h and cudaTypedefs.h ahead of every CUTLASS header (see there).
+#include "attention/kernels/fmha_fwd_sm90_device.cuh"
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
 #include <cutlass/numeric_types.h>
@@ -47,8 +45,6 @@
 #include <cute/atom/mma_atom.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cute/tensor.hpp>
-
-#include "attention/kernels/fmha_fwd_sm90_device.cuh"
 
 namespace mslk::attention::sm90 {
 using namespace cute;

@@ -44,6 +44,8 @@ inline constexpr TileCfg kTileCfgs[] = {
     {256, 64, 2, 1, 1, 0, 2},   // 5: d256 causal
     {64, 128, 4, 1, 1, 1, 2},   // 6: candidate: d64 with two ping-pong warpgroups (the default before)
     {64, 128, 4, 1, 1, 0, 2},   // 7: candidate: the same, one CTA per work tile (causal before)
+    {64, 64, 8, 1, 0, 1, 4},    // 8: candidate: d64 with four consumer warpgroups (BM 256, BN 64, 112 registers)
+    {64, 64, 8, 1, 0, 0, 4},    // 9: candidate: the same, one CTA per work tile
 };
 inline constexpr int kNumTileCfgs = sizeof(kTileCfgs) / sizeof(kTileCfgs[0]);
 

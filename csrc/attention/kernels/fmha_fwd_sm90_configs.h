@@ -46,6 +46,7 @@ inline constexpr TileCfg kTileCfgs[] = {
     {64, 128, 4, 1, 1, 0, 2},   // 7: candidate: the same, one CTA per work tile (causal before)
     {64, 64, 8, 1, 0, 1, 4},    // 8: candidate: d64 with four consumer warpgroups (BM 256, BN 64, 112 registers)
     {64, 64, 8, 1, 0, 0, 4},    // 9: candidate: the same, one CTA per work tile
+    {64, 64, 8, 1, 0, 1, 3},    // 10: candidate: row 0 with BN 64 (half the softmax a step, twice the steps)
 };
 inline constexpr int kNumTileCfgs = sizeof(kTileCfgs) / sizeof(kTileCfgs[0]);
 

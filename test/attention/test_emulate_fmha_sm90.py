@@ -87,3 +87,32 @@ def test_emulated_sm90_kernel_l2_sections(group, case):
     """Lanes in L2 sections smaller than the grid (the kernel's order for long key lanes)."""
     err, stats = emu.run_case(np.random.default_rng(7), group=group, **case)
     assert err < 1e-9 and stats["tiles"] > 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_packed_index_is_a_bijection_by_lane_longest_first(seed):
+    """The packed tile list (varlen): every (sequence, head, query tile) of a non-empty sequence
+    once, a lane's tiles together and from the last; the host's grid bound covers the list."""
+    rng = np.random.default_rng(seed)
+    nseq, H, bm = int(rng.integers(1, 9)), int(rng.integers(1, 4)), 64
+    lens = [int(x) for x in rng.integers(0, 300, nseq)]
+    lens[int(rng.integers(nseq))] = 0  # an empty sequence somewhere
+    starts = np.concatenate([[0], np.cumsum(lens)]).tolist()
+    p = dict(seqstart_q=starts, seqstart_k=starts, seqlen_k=None, Mq=starts[-1], Mkv=starts[-1], H=H,
+             num_seqs=nseq)
+    cum = emu.count_tiles(p, bm)
+    seen = [emu.packed_index(t, cum, nseq, H) for t in range(H * cum[-1])]
+    want = [(s, h, m) for s in range(nseq) for h in range(H) for m in range((lens[s] + bm - 1) // bm)]
+    assert seen == want
+    assert emu.launch_grid(p, max(1, (max(lens) + bm - 1) // bm), bm, persistent=False) >= H * cum[-1]
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_emulated_sm90_kernel_varlen_rectangle(monkeypatch, persistent):
+    """Varlen problems of more than kPackedSeqs sequences walk the num_m x lanes rectangle."""
+    monkeypatch.setattr(emu, "PACKED_SEQS", 1)
+    for d in emu.PERSISTENT:
+        monkeypatch.setitem(emu.PERSISTENT, d, persistent)
+    for i in (4, 5):
+        err, stats = emu.run_case(np.random.default_rng(i), **CASES[i])
+        assert err < 1e-9 and stats["tiles"] > 0

@@ -33,11 +33,11 @@ import numpy as np
 LOG2E, LN2 = 1.4426950408889634, 0.6931471805599453
 UNB = 1 << 40
 COLB = 64
-TILE_CFG = {64: (128, 4), 128: (128, 2), 256: (64, 2)}  # d -> (BN, stages), as kTileCfgs
+TILE_CFG = {64: (64, 8), 128: (128, 2), 256: (64, 2)}  # d -> (BN, stages), as kTileCfgs
 OVERLAP = {64: True, 128: True, 256: True}  # kTileCfgs' overlap; main() also runs the other order
 PINGPONG = {64: False, 128: True, 256: True}  # kTileCfgs' pingpong (only with overlap)
 PERSISTENT = {64: True, 128: True, 256: True}  # kTileCfgs' persistent
-WGS = {64: 3, 128: 2, 256: 2}  # kTileCfgs' wgs: consumer warpgroups, BM = 64 * wgs query rows a tile
+WGS = {64: 4, 128: 2, 256: 2}  # kTileCfgs' wgs: consumer warpgroups, BM = 64 * wgs query rows a tile
 SMS = 3  # emulated SM count: few, so that CTAs walk several work tiles
 
 
@@ -197,17 +197,68 @@ def work_index(t, num_m, lanes, group):
     return local // gs, sec * group + local % gs
 
 
-def work_of(p, t, num_m, bm, bn):
+PACKED_SEQS = 128  # kPackedSeqs: varlen problems of at most this many sequences walk a packed tile list
+
+
+def packed_tiles(p):
+    return p["seqstart_q"] is not None and p["num_seqs"] <= PACKED_SEQS
+
+
+def count_tiles(p, bm):
+    """The kernel's count_tiles: cum[s] = query tiles (of live blocks) of sequences 0..s-1."""
+    cum = [0]
+    for s in range(p["num_seqs"]):
+        _, _, lq, _, _, ok = block_of(p, s)
+        cum.append(cum[-1] + ((lq + bm - 1) // bm if ok else 0))
+    return cum
+
+
+def packed_index(t, cum, num_seqs, H):
+    """The kernel's packed_index: packed tile t -> (sequence, head, query tile index from the end)."""
+    u = t // H
+    lo, hi = 0, num_seqs - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if cum[mid] <= u:
+            lo = mid
+        else:
+            hi = mid - 1
+    n, local = cum[lo + 1] - cum[lo], t - cum[lo] * H
+    return lo, local // n, local % n
+
+
+def work_of(p, t, num_m, bm, bn, cum=None):
     BM = bm
-    m_from_end, lane = work_index(t, num_m, p["H"] * p["num_seqs"], p["group"])
-    r0 = (num_m - 1 - m_from_end) * BM
-    h, s = lane % p["H"], lane // p["H"]
-    bq, q0, lq, k0, lk, ok = block_of(p, s)
+    if cum is not None:
+        s, h, m_from_end = packed_index(t, cum, p["num_seqs"], p["H"])
+        bq, q0, lq, k0, lk, ok = block_of(p, s)
+        r0 = ((lq + BM - 1) // BM - 1 - m_from_end) * BM
+    else:
+        m_from_end, lane = work_index(t, num_m, p["H"] * p["num_seqs"], p["group"])
+        r0 = (num_m - 1 - m_from_end) * BM
+        h, s = lane % p["H"], lane // p["H"]
+        bq, q0, lq, k0, lk, ok = block_of(p, s)
     live = ok and r0 < lq
     band = band_of(p, lq, lk)
     n_begin, n_tiles = key_tiles(band, r0, min(r0 + BM, lq) - 1, lk, bn) if live else (0, 0)
     return dict(h=h, s=s, r0=r0, bq=bq, q0=q0, lq=lq, k0=k0, lk=lk, live=live, band=band,
                 n_begin=n_begin, n_tiles=n_tiles)
+
+
+def num_work_of(p, num_m, bm):
+    """Work tiles the kernel walks, and the cum table when it walks a packed list."""
+    if packed_tiles(p):
+        cum = count_tiles(p, bm)
+        return p["H"] * cum[-1], cum
+    return num_m * p["H"] * p["num_seqs"], None
+
+
+def launch_grid(p, num_m, bm, persistent):
+    """The host's grid: every rectangle tile, or the packed list's usual bound; persistent: <= SMs."""
+    n = num_m * p["H"] * p["num_seqs"]
+    if packed_tiles(p):
+        n = min(n, (p["Mq"] // bm + p["num_seqs"]) * p["H"])
+    return min(n, SMS) if persistent else n
 
 
 def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
@@ -216,9 +267,9 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
     BN, S = TILE_CFG[D]
     NW = WGS[D]
     BM = 64 * NW
-    num_work = num_m * p["H"] * p["num_seqs"]
+    num_work, cum = num_work_of(p, num_m, BM)
     tiles = list(range(bx, num_work, grid))
-    works = [work_of(p, t, num_m, BM, BN) for t in tiles]
+    works = [work_of(p, t, num_m, BM, BN, cum) for t in tiles]
     stats["tiles"] += sum(w["n_tiles"] for w in works)
 
     sq = np.full(BM * D, np.nan)
@@ -523,8 +574,7 @@ def run_case(rng, B, Mq, Mkv, H, K, Kv, kind, wl, wr, varlen=None, seqlen_k=None
     p["num_seqs"] = nseq
     p["group"] = group or H * nseq
     num_m = (maxq + BM - 1) // BM
-    num_work = num_m * H * nseq
-    grid = min(num_work, SMS) if PERSISTENT[D] else num_work
+    grid = launch_grid(p, num_m, BM, PERSISTENT[D])
     for bx in range(grid):
         kernel_cta(p, a, D, num_m, grid, bx, rng, stats)
     out = p["out"].reshape(B, Mq, H, Kv)

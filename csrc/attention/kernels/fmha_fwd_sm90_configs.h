@@ -1,5 +1,5 @@
 // Tile configurations of the Hopper attention forward (fmha_fwd_sm90_kernel.cuh). Data, not code.
-// BM is fixed (two consumer warpgroups x 64 query rows). smem = BM*D*2 + stages * 2 (K and V) *
+// BM = 64 * wgs query rows (below). smem = BM*D*2 + stages * 2 (K and V) *
 // BN*D*2 bytes (+1 KiB alignment slack and the barriers) must stay <= 227 KiB
 // (test/cpp/test_fmha_sm90_layouts.cu checks every row).
 // overlap: 1 = intra-warpgroup overlap of the softmax with the GEMMs (S and P live together,
@@ -22,10 +22,13 @@
 // d256, slower causal too; ptxas spilled 28 / 60 bytes in the consumers at 240 registers.
 // wgs: consumer warpgroups of 64 query rows each (BM = 64 * wgs): 2 (registers 24 / 240, as FA3
 // for d128 / d256), 3 (32 / 160, FA3's d64 tile; no ping-pong: three warpgroups interleave on
-// the warp schedulers) or 4 (24 / 112: d64 with BN 64 only, S + P + O in 80 registers; BM 256
-// puts B4 H16 S2048 in 512 work tiles, 3.9 rounds of 132 SMs where BM 192's 704 make 5.3; its rows
-// wait on branch wip/d64-4wg: at 24 / 120 they hung, a split the launch's pool cannot give). d64 with three (H200, 2026-11-30, first run): 368 vs 357 TFLOP/s dense,
-// 280 vs 273 causal (the non-persistent rows) against the two-warpgroup ping-pong rows. Measured and dropped: d64 / d128 with two warpgroups and no ping-pong
+// the warp schedulers) or 4 (24 / 112: d64 with BN 64 only, S + P + O in 80 registers; the launch
+// gives 640 threads 96 registers each, so a larger consumer share waits forever in setmaxnreg:
+// at 24 / 120 it hung). d64 with four warpgroups (BM 256: B4 H16 S2048 makes 512 work tiles, 3.9
+// rounds of 132 SMs where BM 192's 704 make 5.3) against three (H200, 2026-12-01, two runs):
+// 414-427 vs 395-405 TFLOP/s dense, 316-318 vs 294-300 causal (the non-persistent rows).
+// Measured and dropped: d64 with two ping-pong warpgroups (365-372 dense, 263-281 causal); d64 with
+// three warpgroups and BN 64 (359-363, 272-276); d64 / d128 with two warpgroups and no ping-pong
 // (H200, 2026-11-30: 354 vs 349 and 558 vs 562 TFLOP/s non-causal, within noise; causal slower).
 #pragma once
 
@@ -36,17 +39,14 @@ struct TileCfg {
 };
 
 inline constexpr TileCfg kTileCfgs[] = {
-    {64, 128, 4, 1, 0, 1, 3},   // 0: d64 default: three consumer warpgroups (BM 192, FA3's d64 tile)
+    {64, 64, 8, 1, 0, 1, 4},    // 0: d64 default: four consumer warpgroups (BM 256, BN 64, 112 registers)
     {128, 128, 2, 1, 1, 1, 2},  // 1: d128 default
     {256, 64, 2, 1, 1, 1, 2},   // 2: d256 default
     {128, 128, 2, 1, 1, 0, 2},  // 3: d128 causal
-    {64, 128, 4, 1, 0, 0, 3},   // 4: d64 causal, three consumer warpgroups
+    {64, 64, 8, 1, 0, 0, 4},    // 4: d64 causal, four consumer warpgroups
     {256, 64, 2, 1, 1, 0, 2},   // 5: d256 causal
-    {64, 128, 4, 1, 1, 1, 2},   // 6: candidate: d64 with two ping-pong warpgroups (the default before)
-    {64, 128, 4, 1, 1, 0, 2},   // 7: candidate: the same, one CTA per work tile (causal before)
-    {64, 64, 8, 1, 0, 1, 4},    // 8: candidate: d64 with four consumer warpgroups (BM 256, BN 64, 112 registers)
-    {64, 64, 8, 1, 0, 0, 4},    // 9: candidate: the same, one CTA per work tile
-    {64, 64, 8, 1, 0, 1, 3},    // 10: candidate: row 0 with BN 64 (half the softmax a step, twice the steps)
+    {64, 128, 4, 1, 0, 1, 3},   // 6: candidate: d64 with three consumer warpgroups (BM 192, FA3's d64 tile; the default before)
+    {64, 128, 4, 1, 0, 0, 3},   // 7: candidate: the same, one CTA per work tile (causal before)
 };
 inline constexpr int kNumTileCfgs = sizeof(kTileCfgs) / sizeof(kTileCfgs[0]);
 

@@ -107,7 +107,32 @@ struct SharedStorage {
   cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutVt>, 1024> v;
   uint64_t full_q, empty_q;
   uint64_t full_k[Tr::kStages], empty_k[Tr::kStages], full_v[Tr::kStages], empty_v[Tr::kStages];
+  int cum[kPackedSeqs + 1];  // packed tile list (work_of): query tiles of the sequences before s
 };
+
+// Warp-wide: cum[s] = query tiles of sequences 0..s-1 for s in [0, num_seqs] (Args::packed).
+// All loads issue before the scan, so the prologue waits one memory latency.
+template <int kBM>
+__device__ inline void count_tiles(const FmhaFwdParams& p, int* cum) {
+  constexpr int kChunks = kPackedSeqs / 32;
+  const int lane = threadIdx.x % 32;
+  int n[kChunks];
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) n[c] = 32 * c + lane < p.num_seqs ? query_tiles(p, 32 * c + lane, kBM) : 0;
+  int carry = 0;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    int v = n[c];  // inclusive scan over the warp
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int x = __shfl_up_sync(0xffffffffu, v, o);
+      if (lane >= o) v += x;
+    }
+    if (32 * c + lane < p.num_seqs) cum[32 * c + lane + 1] = carry + v;
+    carry += __shfl_sync(0xffffffffu, v, 31);
+  }
+  if (lane == 0) cum[0] = 0;
+}
 
 // Kernel arguments. Tensor maps view a tensor as [batches][heads][rows][cols]; a mode whose
 // stride is 0 (size 1, or broadcast by expand()) has extent 1 and its coordinate multiplier is 0.
@@ -117,6 +142,7 @@ struct Args {  // CUtensorMap carries its own alignment (64 bytes or more)
   int q_hm, q_bm, k_hm, k_bm, v_hm, v_bm;  // 1: index the head / batch mode, 0: broadcast
   float scale_log2;                        // scale * log2(e)
   int group;                               // (head, sequence) lanes per L2 section (work_index)
+  int packed;                              // 1: walk the packed tile list (packed_tiles, work_of)
 };
 
 template <typename Element, int D, int C>
@@ -135,8 +161,7 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
   // sequence and skips the same tiles; the K/V ring position (g: key tiles so far) and the Q
   // buffer's use count (qn: tiles with key tiles so far) carry across work tiles.
   const int num_m = (p.max_seqlen_q + kBM - 1) / kBM;
-  const int num_work = num_m * p.H * p.num_seqs;
-
+  if (args.packed && threadIdx.x / 32 == 1) count_tiles<kBM>(p, ss.cum);
   if (threadIdx.x == 0) {
     cutlass::arch::ClusterTransactionBarrier::init(&ss.full_q, 1);
     cutlass::arch::ClusterBarrier::init(&ss.empty_q, kConsumerWarps);
@@ -150,6 +175,11 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
+  // The tile count and the cum table are re-read where used (parameters sit in the constant bank,
+  // cum in shared memory), not held in registers through the tile loop: d256's consumers spilled.
+  // (Macros: the same as lambdas spilled 32 bytes in d256's consumers; undefined at the kernel's end.)
+#define MSLK_NUM_WORK (args.packed ? p.H * ss.cum[p.num_seqs] : num_m * p.H * p.num_seqs)
+#define MSLK_CUM (args.packed ? ss.cum : nullptr)
 
   // ================= producer warpgroup
   if (threadIdx.x < 128) {
@@ -159,8 +189,8 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&args.tk)) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&args.tv)) : "memory");
       int g = 0, qn = 0;
-      for (int t = blockIdx.x; t < num_work; t += gridDim.x) {
-        const Work w = work_of(p, t, num_m, args.group, kBM, BN);
+      for (int t = blockIdx.x; t < MSLK_NUM_WORK; t += gridDim.x) {
+        const Work w = work_of(p, MSLK_CUM, t, num_m, args.group, kBM, BN);
         if (w.kt.n_tiles == 0) continue;  // no loads: the consumers only write zeros / -inf
         // Q buffer: free once the consumers' last Q K^T of the previous tile is done (a fresh
         // barrier passes a parity-1 wait, so the first tile does not wait).
@@ -224,8 +254,8 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
   static_assert(size(tOrP) == size(tSrS) && size<0>(S_rc) == 2 && size<0>(O_rc) == 2, "fragment shapes");
 
   int g = 0, qn = 0;  // as the producer's
-  for (int t = blockIdx.x; t < num_work; t += gridDim.x) {
-    const Work w = work_of(p, t, num_m, args.group, kBM, BN);
+  for (int t = blockIdx.x; t < MSLK_NUM_WORK; t += gridDim.x) {
+    const Work w = work_of(p, MSLK_CUM, t, num_m, args.group, kBM, BN);
     if (!w.live) continue;
     const int h = w.h, r0 = w.r0, lq = w.blk.lq, lk = w.blk.lk;
     const Block& blk = w.blk;
@@ -490,6 +520,8 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
       }
     }
   }     // work tiles
+#undef MSLK_NUM_WORK
+#undef MSLK_CUM
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 

@@ -4,6 +4,7 @@
 #include "attention/kernels/fmha_fwd_sm90_kernel.cuh"
 
 #if MSLK_HAS_CUTLASS
+#include <algorithm>
 #include <cstdlib>
 
 namespace mslk::attention::sm90 {
@@ -86,8 +87,16 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
       !encode_map(&a.tk, p.k, bf16, p.K, p.Mkv, p.H, p.B, p.k_sm, p.k_sh, p.k_sb, Tr::kBN, &a.k_hm, &a.k_bm) ||
       !encode_map(&a.tv, p.v, bf16, p.Kv, p.Mkv, p.H, p.B, p.v_sm, p.v_sh, p.v_sb, Tr::kBN, &a.v_hm, &a.v_bm))
     return cudaErrorNotSupported;
-  const int64_t num_work = int64_t((p.max_seqlen_q + Tr::kBM - 1) / Tr::kBM) * p.H * p.num_seqs;
-  if (num_work >= (int64_t(1) << 30)) return cudaErrorNotSupported;  // int tile indices in the kernel
+  int64_t num_work = int64_t((p.max_seqlen_q + Tr::kBM - 1) / Tr::kBM) * p.H * p.num_seqs;
+  // int tile indices in the kernel; a packed list holds at most num_seqs * ceil(Mq / BM) per head
+  const int64_t packed_max = int64_t((p.Mq + Tr::kBM - 1) / Tr::kBM) * p.H * p.num_seqs;
+  if (num_work >= (int64_t(1) << 30)) return cudaErrorNotSupported;
+  a.packed = packed_tiles(p) && packed_max < (int64_t(1) << 30);
+  // MSLK_FMHA_SM90_PACKED=0 (read per call, for A/B timing) walks the rectangle instead.
+  if (const char* e = std::getenv("MSLK_FMHA_SM90_PACKED"); e != nullptr && *e == '0') a.packed = 0;
+  // The packed list (work_of) holds about Mq / BM + num_seqs tiles a head when the sequences tile
+  // the packed rows; CTAs loop over whatever more the device-side lengths give.
+  if (a.packed) num_work = std::min(num_work, (int64_t(p.Mq) / Tr::kBM + p.num_seqs) * p.H);
   int grid = int(num_work);
   if constexpr (Tr::kPersistent) {
     int dev = 0, sms = 0;

@@ -270,6 +270,24 @@ def test_sm90_l2_sections(sm90, monkeypatch, mib, d, causal):
     check_sm90(q, k, v, bias.to("cuda"))
 
 
+@needs_sm90
+@pytest.mark.parametrize("walk", ["packed", "rectangle"])
+@pytest.mark.parametrize("nseq", [3, 128, 129])
+@pytest.mark.parametrize("causal", [False, True])
+def test_sm90_varlen_tile_walks(sm90, monkeypatch, walk, nseq, causal):
+    """Varlen problems of up to kPackedSeqs (128) sequences walk a packed list of the query tiles
+    that hold rows; more sequences, or MSLK_FMHA_SM90_PACKED=0, walk the num_m x lanes rectangle.
+    Both against the oracle, with empty, one-row and long sequences among short ones."""
+    if walk == "rectangle":
+        monkeypatch.setenv("MSLK_FMHA_SM90_PACKED", "0")
+    g = torch.Generator().manual_seed(nseq + causal)
+    ql = torch.randint(0, 200, (nseq,), generator=g).tolist()
+    ql[0], ql[-1], ql[nseq // 2] = 0, 1, 700
+    bias = ab.BlockDiagonalCausalMask.from_seqlens(ql) if causal else ab.BlockDiagonalMask.from_seqlens(ql)
+    q, k, v = (rand((1, sum(ql), 2, 128), torch.bfloat16, "cuda", g) for _ in range(3))
+    check_sm90(q, k, v, bias.to("cuda"))
+
+
 def _sm90_rows_run(fn):
     """The kTileCfgs row (the kernel's third template argument) of every sm90 kernel fn launches."""
     import re

@@ -68,7 +68,7 @@ struct Traits {
   // The pool they share is what the launch allocated, kLaunchRegs a thread (65536 / threads,
   // rounded down to 8), not the SM's 64K: a consumer setmaxnreg.inc beyond it never returns
   // (H200, 2026-12-01: 4 WGs at 24 / 120 hung, 640 threads launch with 96 each).
-  static constexpr int kProducerRegs = kWGs == 3 ? 32 : 24;
+  static constexpr int kProducerRegs = kWGs >= 3 ? 32 : 24;
   static constexpr int kConsumerRegs = kWGs == 2 ? 240 : kWGs == 3 ? 160 : 112;
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static_assert(kWGs >= 2 && kWGs <= 4, "two to four consumer warpgroups");
@@ -76,6 +76,10 @@ struct Traits {
   static constexpr bool kOverlap = kTileCfgs[C].overlap != 0;
   static constexpr bool kPingPong = kTileCfgs[C].pingpong != 0;
   static constexpr bool kPersistent = kTileCfgs[C].persistent != 0;
+  // The packed tile list (work_of) serves the one-CTA-per-tile rows, which varlen problems take
+  // (banded_cfg). The persistent rows keep the rectangle: their producer's 24 registers spilled
+  // (36 bytes, reloaded in the K/V issue loop) with both walks compiled in.
+  static constexpr bool kPackedList = !kPersistent;
   static_assert(kOverlap || !kPingPong, "ping-pong is only wired into the overlapped order");
   static_assert(kWGs == 2 || !kPingPong, "ping-pong takes turns between two warpgroups");
   static_assert(kBN > 0 && D % kColBlock == 0 && kBN % 16 == 0 && kBN <= 256, "tile config");
@@ -161,7 +165,8 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
   // sequence and skips the same tiles; the K/V ring position (g: key tiles so far) and the Q
   // buffer's use count (qn: tiles with key tiles so far) carry across work tiles.
   const int num_m = (p.max_seqlen_q + kBM - 1) / kBM;
-  if (args.packed && threadIdx.x / 32 == 1) count_tiles<kBM>(p, ss.cum);
+  const int num_rect = num_m * p.H * p.num_seqs;  // tiles of the rectangle (work_index)
+  if (Tr::kPackedList && args.packed && threadIdx.x / 32 == 1) count_tiles<kBM>(p, ss.cum);
   if (threadIdx.x == 0) {
     cutlass::arch::ClusterTransactionBarrier::init(&ss.full_q, 1);
     cutlass::arch::ClusterBarrier::init(&ss.empty_q, kConsumerWarps);
@@ -178,8 +183,8 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
   // The tile count and the cum table are re-read where used (parameters sit in the constant bank,
   // cum in shared memory), not held in registers through the tile loop: d256's consumers spilled.
   // (Macros: the same as lambdas spilled 32 bytes in d256's consumers; undefined at the kernel's end.)
-#define MSLK_NUM_WORK (args.packed ? p.H * ss.cum[p.num_seqs] : num_m * p.H * p.num_seqs)
-#define MSLK_CUM (args.packed ? ss.cum : nullptr)
+#define MSLK_NUM_WORK (Tr::kPackedList && args.packed ? p.H * ss.cum[p.num_seqs] : num_rect)
+#define MSLK_CUM (Tr::kPackedList && args.packed ? ss.cum : nullptr)
 
   // ================= producer warpgroup
   if (threadIdx.x < 128) {
@@ -201,6 +206,7 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
           tma_load_4d(&args.tq, &ss.full_q, ss.q.data() + cb * kBM * kColBlock, cb * kColBlock, w.blk.q0 + w.r0,
                       w.h * args.q_hm, w.blk.bq * args.q_bm);
         ++qn;
+#pragma unroll 1  // one K/V step of code: the producer has 24 registers
         for (int it = 0; it < w.kt.n_tiles; ++it, ++g) {
           const int st = g % kStages;
           const uint32_t phase = (g / kStages) & 1;

@@ -91,7 +91,7 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
   // int tile indices in the kernel; a packed list holds at most num_seqs * ceil(Mq / BM) per head
   const int64_t packed_max = int64_t((p.Mq + Tr::kBM - 1) / Tr::kBM) * p.H * p.num_seqs;
   if (num_work >= (int64_t(1) << 30)) return cudaErrorNotSupported;
-  a.packed = packed_tiles(p) && packed_max < (int64_t(1) << 30);
+  a.packed = Tr::kPackedList && packed_tiles(p) && packed_max < (int64_t(1) << 30);
   // MSLK_FMHA_SM90_PACKED=0 (read per call, for A/B timing) walks the rectangle instead.
   if (const char* e = std::getenv("MSLK_FMHA_SM90_PACKED"); e != nullptr && *e == '0') a.packed = 0;
   // The packed list (work_of) holds about Mq / BM + num_seqs tiles a head when the sequences tile

@@ -200,8 +200,9 @@ def work_index(t, num_m, lanes, group):
 PACKED_SEQS = 128  # kPackedSeqs: varlen problems of at most this many sequences walk a packed tile list
 
 
-def packed_tiles(p):
-    return p["seqstart_q"] is not None and p["num_seqs"] <= PACKED_SEQS
+def packed_tiles(p, persistent):
+    """Args::packed: varlen, at most PACKED_SEQS sequences, a one-CTA-per-tile row (kPackedList)."""
+    return not persistent and p["seqstart_q"] is not None and p["num_seqs"] <= PACKED_SEQS
 
 
 def count_tiles(p, bm):
@@ -245,9 +246,9 @@ def work_of(p, t, num_m, bm, bn, cum=None):
                 n_begin=n_begin, n_tiles=n_tiles)
 
 
-def num_work_of(p, num_m, bm):
+def num_work_of(p, num_m, bm, persistent):
     """Work tiles the kernel walks, and the cum table when it walks a packed list."""
-    if packed_tiles(p):
+    if packed_tiles(p, persistent):
         cum = count_tiles(p, bm)
         return p["H"] * cum[-1], cum
     return num_m * p["H"] * p["num_seqs"], None
@@ -256,7 +257,7 @@ def num_work_of(p, num_m, bm):
 def launch_grid(p, num_m, bm, persistent):
     """The host's grid: every rectangle tile, or the packed list's usual bound; persistent: <= SMs."""
     n = num_m * p["H"] * p["num_seqs"]
-    if packed_tiles(p):
+    if packed_tiles(p, persistent):
         n = min(n, (p["Mq"] // bm + p["num_seqs"]) * p["H"])
     return min(n, SMS) if persistent else n
 
@@ -267,7 +268,7 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
     BN, S = TILE_CFG[D]
     NW = WGS[D]
     BM = 64 * NW
-    num_work, cum = num_work_of(p, num_m, BM)
+    num_work, cum = num_work_of(p, num_m, BM, PERSISTENT[D])
     tiles = list(range(bx, num_work, grid))
     works = [work_of(p, t, num_m, BM, BN, cum) for t in tiles]
     stats["tiles"] += sum(w["n_tiles"] for w in works)

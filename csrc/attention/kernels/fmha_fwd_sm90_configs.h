@@ -19,7 +19,9 @@
 // here); other N split into N=16 atoms, which acc_rowcol refuses. FA3's BN 176 (d128) and 80
 // (d256), built from the named 64x176x16 / 64x80x16 atoms (mma_sm90_gmma_ext.hpp), were timed and
 // dropped (H200, 2026-11-30, one run): 444 vs 500 TFLOP/s at B2 H32 S4096 d128, 523 vs 560 at
-// d256, slower causal too; ptxas spilled 28 / 60 bytes in the consumers at 240 registers.
+// d256, slower causal too; ptxas spilled 28 / 60 bytes in the consumers at 240 registers. BN 176
+// again without spills (2026-12-01, two runs): 529-536 vs 578-581 dense, 432-437 / 502-506
+// (persistent / not) vs 515-530 causal: dropped.
 // wgs: consumer warpgroups of 64 query rows each (BM = 64 * wgs): 2 (registers 24 / 240, as FA3
 // for d128 / d256), 3 (32 / 160, FA3's d64 tile; no ping-pong: three warpgroups interleave on
 // the warp schedulers) or 4 (24 / 112: d64 with BN 64 only, S + P + O in 80 registers; the launch

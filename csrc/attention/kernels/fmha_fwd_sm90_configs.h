@@ -20,7 +20,7 @@
 // (d256), built from the named 64x176x16 / 64x80x16 atoms (mma_sm90_gmma_ext.hpp), were timed and
 // dropped (H200, 2026-11-30, one run): 444 vs 500 TFLOP/s at B2 H32 S4096 d128, 523 vs 560 at
 // d256, slower causal too; ptxas spilled 28 / 60 bytes in the consumers at 240 registers. BN 176
-// again without spills (2026-12-01, two runs): 529-536 vs 578-581 dense, 432-437 / 502-506
+// again (named N = 176 atom, no spills; 2026-12-01, two runs): 529-536 vs 578-581 dense, 432-437 / 502-506
 // (persistent / not) vs 515-530 causal: dropped.
 // wgs: consumer warpgroups of 64 query rows each (BM = 64 * wgs): 2 (registers 24 / 240, as FA3
 // for d128 / d256), 3 (32 / 160, FA3's d64 tile; no ping-pong: three warpgroups interleave on
@@ -49,8 +49,6 @@ inline constexpr TileCfg kTileCfgs[] = {
     {256, 64, 2, 1, 1, 0, 2},   // 5: d256 causal
     {64, 128, 4, 1, 0, 1, 3},   // 6: candidate: d64 with three consumer warpgroups (BM 192, FA3's d64 tile; the default before)
     {64, 128, 4, 1, 0, 0, 3},   // 7: candidate: the same, one CTA per work tile (causal before)
-    {128, 176, 2, 1, 1, 1, 2},  // 8: candidate: FA3's d128 tile (qk_atom's named N = 176 atom)
-    {128, 176, 2, 1, 1, 0, 2},  // 9: candidate: the same, one CTA per work tile
 };
 inline constexpr int kNumTileCfgs = sizeof(kTileCfgs) / sizeof(kTileCfgs[0]);
 

@@ -45,10 +45,6 @@
 #include <cute/atom/mma_atom.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cute/tensor.hpp>
-// The N = 176 atoms of qk_atom, included directly: the macro that pulls them in would also widen
-// CuTe's op selector in every other translation unit.
-#include <cute/arch/mma_sm90_gmma_ext.hpp>
-#include <cute/atom/mma_traits_sm90_gmma_ext.hpp>
 
 namespace mslk::attention::sm90 {
 using namespace cute;
@@ -56,19 +52,6 @@ using namespace cute;
 // The consumer's lambdas hold the accumulators by reference: a lambda left out of line (NVVM did
 // so for issue_pv with a BN = 176 tile) puts S, P and O on the stack.
 #define MSLK_FMHA_INLINE __attribute__((always_inline))
-
-// The S = Q K^T atom (64 x BN x 16, both operands K-major in shared memory). CuTe's selector
-// offers N = 176 (FA3's d128 tile) only under CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED: named here.
-template <typename Element, int BN, int D>
-CUTE_HOST_DEVICE constexpr auto qk_atom() {
-  constexpr auto K = GMMA::Major::K;
-  if constexpr (BN == 176) {
-    if constexpr (is_same_v<Element, cutlass::bfloat16_t>) return SM90::GMMA::MMA_64x176x16_F32BF16BF16_SS<K, K>{};
-    else return SM90::GMMA::MMA_64x176x16_F32F16F16_SS<K, K>{};
-  } else {
-    return GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<BN>, Int<D>>>();
-  }
-}
 
 // ---- tile configurations: fmha_fwd_sm90_configs.h (kTileCfgs; C below is a row of it).
 constexpr float kMaxDrift = 8.f;  // log2 units a row max may pass its softmax reference (FA4's lazy rescale)
@@ -108,7 +91,8 @@ struct Traits {
   // block of a stage is one [BN][64] TMA box, byte-for-byte the K layout.
   using SmemLayoutVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
                                               Shape<Int<D>, Int<kBN>, Int<kStages>>{}, Step<_2, _1, _3>{}));
-  using MmaQK = decltype(make_tiled_mma(qk_atom<Element, kBN, D>(), Layout<Shape<Int<kWGs>, _1, _1>>{}));
+  using MmaQK = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBN>, Int<D>>>(),
+                                        Layout<Shape<Int<kWGs>, _1, _1>>{}));
   using MmaPV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<D>, Int<kBN>>, GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<Int<kWGs>, _1, _1>>{}));

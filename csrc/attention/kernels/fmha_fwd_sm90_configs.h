@@ -12,7 +12,11 @@
 // masks and varlen problems (banded_cfg): a causal work tile's cost grows with its query index (a
 // varlen one's with its block's length), and the hardware's block scheduler balances that where a
 // static persistent walk does not (H200, 2026-11-30, d128 causal: 450-479 vs 417-447 TFLOP/s;
-// dense non-causal: equal). MSLK_FMHA_SM90_CFG=<row> forces a row for
+// dense non-causal: equal). A dynamic scheduler (persistent CTAs taking tiles from a global
+// counter, branch wip/dynamic-sched) measured no better (H200, 2026-12-01, two reps, TFLOP/s,
+// dynamic vs these rows): d128 causal 518-577 vs 520-522, S8192 568-569 vs 577, varlen causal
+// 422-454 vs 438, d64 causal 302-303 vs 320-321, d256 causal 533-536 vs 580-650; dense d128
+// 574-577 vs 582-583 (static persistent). MSLK_FMHA_SM90_CFG=<row> forces a row for
 // problems of its head dim (other head dims keep theirs). Measured and dropped (twice slower or
 // equal, bench/attention/results_tune_fmha_sm90.md): BN 192 at d64 / d128 (-15-20%), 3 stages at
 // d128 (-3%). BN must be a wgmma N that CuTe's op selector takes whole (64, 96, 128, 192, 256

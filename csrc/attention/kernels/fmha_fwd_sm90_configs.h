@@ -53,6 +53,10 @@ inline constexpr TileCfg kTileCfgs[] = {
     {256, 64, 2, 1, 1, 0, 2},   // 5: d256 causal
     {64, 128, 4, 1, 0, 1, 3},   // 6: candidate: d64 with three consumer warpgroups (BM 192, FA3's d64 tile; the default before)
     {64, 128, 4, 1, 0, 0, 3},   // 7: candidate: the same, one CTA per work tile (causal before)
+    {128, 96, 2, 1, 1, 1, 2},   // 8: candidate: d128 BN 96
+    {128, 96, 3, 1, 1, 1, 2},   // 9: candidate: d128 BN 96, three stages
+    {128, 64, 4, 1, 1, 1, 2},   // 10: candidate: d128 BN 64, four stages
+    {128, 96, 3, 1, 1, 0, 2},   // 11: candidate: row 9, one CTA per work tile
 };
 inline constexpr int kNumTileCfgs = sizeof(kTileCfgs) / sizeof(kTileCfgs[0]);
 

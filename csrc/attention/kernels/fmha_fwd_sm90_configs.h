@@ -25,7 +25,9 @@
 // dropped (H200, 2026-11-30, one run): 444 vs 500 TFLOP/s at B2 H32 S4096 d128, 523 vs 560 at
 // d256, slower causal too; ptxas spilled 28 / 60 bytes in the consumers at 240 registers. BN 176
 // again (named N = 176 atom, no spills; 2026-12-01, two runs): 529-536 vs 578-581 dense, 432-437 / 502-506
-// (persistent / not) vs 515-530 causal: dropped.
+// (persistent / not) vs 515-530 causal: dropped. Smaller d128 tiles (2026-12-01, two reps):
+// BN 96 with 2 / 3 stages 540-551 vs 580-584 dense (3 stages, one CTA a tile: 497-498 vs 522-583
+// causal, 496-501 vs 506-514 varlen), BN 64 with 4 stages 500-503: dropped.
 // wgs: consumer warpgroups of 64 query rows each (BM = 64 * wgs): 2 (registers 24 / 240, as FA3
 // for d128 / d256), 3 (32 / 160, FA3's d64 tile; no ping-pong: three warpgroups interleave on
 // the warp schedulers) or 4 (24 / 112: d64 with BN 64 only, S + P + O in 80 registers; the launch
@@ -53,10 +55,6 @@ inline constexpr TileCfg kTileCfgs[] = {
     {256, 64, 2, 1, 1, 0, 2},   // 5: d256 causal
     {64, 128, 4, 1, 0, 1, 3},   // 6: candidate: d64 with three consumer warpgroups (BM 192, FA3's d64 tile; the default before)
     {64, 128, 4, 1, 0, 0, 3},   // 7: candidate: the same, one CTA per work tile (causal before)
-    {128, 96, 2, 1, 1, 1, 2},   // 8: candidate: d128 BN 96
-    {128, 96, 3, 1, 1, 1, 2},   // 9: candidate: d128 BN 96, three stages
-    {128, 64, 4, 1, 1, 1, 2},   // 10: candidate: d128 BN 64, four stages
-    {128, 96, 3, 1, 1, 0, 2},   // 11: candidate: row 9, one CTA per work tile
 };
 inline constexpr int kNumTileCfgs = sizeof(kTileCfgs) / sizeof(kTileCfgs[0]);
 

@@ -1,12 +1,13 @@
 // Hopper (sm_90a) fused attention forward, FlashAttention-3 structure, for fp16/bf16.
 //
-// Work tiles of 128 query rows x (head, sequence), one CTA per SM walking them (persistent) or one
-// CTA per tile; 3 warpgroups (384 threads):
+// Work tiles of BM = 64 x (consumer warpgroups) query rows x (head, sequence), one CTA per SM
+// walking them (persistent) or one CTA per tile; one producer warpgroup and 2-4 consumer
+// warpgroups (kTileCfgs' wgs):
 //   WG0 producer: one thread issues TMA loads -- Q once per work tile, K and V tiles of BN keys into a
 //       kStages-deep shared-memory ring, each stage guarded by a full (TMA transaction) and an
 //       empty (consumer release) mbarrier; K and V have separate rings so S = Q K^T can start
 //       before V lands. It gives its registers away (setmaxnreg.dec).
-//   WG1, WG2 consumers: 64 query rows each. S = Q K^T by wgmma (both operands from smem, K-major),
+//   WG1.. consumers: 64 query rows each. S = Q K^T by wgmma (both operands from smem, K-major),
 //       mask only on tiles that cross the allowed band or the key-lane end, online softmax in
 //       registers (exp2, scale pre-multiplied by log2 e), P rounded to fp16/bf16 in registers and
 //       used as the register A operand of O += P V (V as MN-major B from smem).
@@ -206,7 +207,7 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
           tma_load_4d(&args.tq, &ss.full_q, ss.q.data() + cb * kBM * kColBlock, cb * kColBlock, w.blk.q0 + w.r0,
                       w.h * args.q_hm, w.blk.bq * args.q_bm);
         ++qn;
-#pragma unroll 1  // one K/V step of code: the producer has 24 registers
+#pragma unroll 1  // one K/V step of code: the producer has 24 registers (32 with 3-4 consumer WGs)
         for (int it = 0; it < w.kt.n_tiles; ++it, ++g) {
           const int st = g % kStages;
           const uint32_t phase = (g / kStages) & 1;

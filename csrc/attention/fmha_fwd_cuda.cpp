@@ -119,6 +119,12 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
                     ": MSLK_FMHA_KERNEL must be unset, 'auto', 'sm80' or 'sm90'; got '", std::getenv("MSLK_FMHA_KERNEL"), "'");
   TORCH_CHECK_VALUE(fmha_fwd_sm90_forced_cfg() != -2, kOp, ": MSLK_FMHA_SM90_CFG must be a row of kTileCfgs (0..",
                     fmha_fwd_sm90_num_cfgs() - 1, "), got '", std::getenv("MSLK_FMHA_SM90_CFG"), "'");
+  at::Tensor workspace;  // the sm90 kernel's stream-K partials (stream-ordered, freed after the launch)
+  if (const int64_t bytes = fmha_fwd_workspace_bytes(p); bytes > 0) {
+    workspace = at::empty({bytes}, q.options().dtype(at::kByte));
+    p.workspace = workspace.data_ptr();
+    p.workspace_bytes = bytes;
+  }
   const cudaError_t err = fmha_fwd(p, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(!(err == cudaErrorNotSupported && choice == FmhaKernelChoice::kSm90), kOp,
               ": MSLK_FMHA_KERNEL=sm90 forces the Hopper kernel, which does not take this problem (it needs an sm_90 "

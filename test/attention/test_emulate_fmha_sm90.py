@@ -116,3 +116,71 @@ def test_emulated_sm90_kernel_varlen_rectangle(monkeypatch, persistent):
     for i in (4, 5):
         err, stats = emu.run_case(np.random.default_rng(i), **CASES[i])
         assert err < 1e-9 and stats["tiles"] > 0
+
+
+@pytest.mark.parametrize("num_work,grid,n_kt", [(4, 3, 2), (7, 3, 11), (10, 3, 8), (140, 132, 16), (300, 132, 32),
+                                                (2048, 132, 32), (512, 132, 32), (1024, 132, 64), (133, 132, 2)])
+def test_stream_k_items_cover_every_key_tile_once(num_work, grid, n_kt):
+    """The stream-K walk: every (work tile, key tile) unit once; a split tile has exactly two parts,
+    the later keys first in CTA b + 1's tail (the partial, slot b + 1) and the first keys last in
+    CTA b's (the merge); the tail's units shared within one unit across the CTAs."""
+    p = dict(seqstart_q=None, seqlen_k=None, mask_kind=0, wl=-1, wr=-1, Mkv=n_kt * 64 - 5)
+    sk = emu.stream_k_plan(p, num_work, grid, 64)
+    n_dp, n_sk, _ = sk
+    assert n_sk > 0 and n_dp % grid == 0 and n_sk >= grid and n_dp + n_sk == num_work
+    seen, parts, tail_units = {}, {}, []
+    for b in range(grid):
+        items, i = [], 0
+        while (it := emu.stream_k_item(sk, b, grid, i)) is not None:
+            items.append(it)
+            i += 1
+        whole = [it for it in items if it[2] == 2**31 - 1]
+        assert [t for t, _, _ in whole] == list(range(b, n_dp, grid)) and items[:len(whole)] == whole
+        tail = items[len(whole):]
+        tail_units.append(sum(hi - lo for _, lo, hi in tail))
+        for j, (t, lo, hi) in enumerate(tail):
+            assert 0 <= lo < hi <= n_kt and not (lo > 0 and hi < n_kt), "a part inside a tile"
+            if lo > 0:
+                assert j == 0, "a partial is the first item of the tail"
+            if hi < n_kt:
+                assert j == len(tail) - 1, "a merge is the last item of the tail"
+            parts.setdefault(t, []).append((b, lo, hi))
+        for t, lo, hi in items:
+            for kt in range(lo, min(hi, n_kt)):
+                assert (t, kt) not in seen
+                seen[(t, kt)] = b
+    assert len(seen) == num_work * n_kt
+    assert max(tail_units) - min(tail_units) <= 1
+    for t, ps in parts.items():
+        if len(ps) == 2:
+            (b0, lo0, hi0), (b1, lo1, hi1) = sorted(ps)
+            assert b1 == b0 + 1 and lo0 == 0 and hi0 == lo1 and hi1 == n_kt
+        else:
+            assert len(ps) == 1 and ps[0][1:] == (0, n_kt)
+
+
+@pytest.mark.parametrize("wholly_multiple", [False, True])
+def test_stream_k_plan_only_where_the_tail_wastes(wholly_multiple):
+    """No split for masks, varlen or per-batch key lengths, or when the tiles fill whole rounds."""
+    dense = dict(seqstart_q=None, seqlen_k=None, mask_kind=0, wl=-1, wr=-1, Mkv=4096)
+    nw = 2112 if wholly_multiple else 2048
+    assert (emu.stream_k_plan(dense, nw, 132, 128)[1] > 0) != wholly_multiple
+    for change in (dict(mask_kind=1), dict(wl=100), dict(seqlen_k=[1]), dict(seqstart_q=[0, 1]), dict(Mkv=128)):
+        assert emu.stream_k_plan(dense | change, 2048, 132, 128)[1] == 0, change
+
+
+@pytest.mark.parametrize("order", ["tile", "overlap", "pingpong"])
+@pytest.mark.parametrize("case", [
+    dict(B=1, Mq=200, Mkv=700, H=7, K=64, Kv=64, kind=0, wl=-1, wr=-1),
+    dict(B=1, Mq=130, Mkv=1000, H=5, K=128, Kv=128, kind=0, wl=-1, wr=-1),
+    dict(B=2, Mq=250, Mkv=300, H=1, K=256, Kv=256, kind=0, wl=-1, wr=-1, kv_bcast_head=True),
+])
+def test_emulated_sm90_kernel_stream_k(monkeypatch, order, case):
+    """Persistent CTAs that split the tail's tiles by keys: partial and merge against float64."""
+    for d in emu.OVERLAP:
+        monkeypatch.setitem(emu.OVERLAP, d, order != "tile")
+        monkeypatch.setitem(emu.PINGPONG, d, order == "pingpong")
+        monkeypatch.setitem(emu.PERSISTENT, d, True)
+        monkeypatch.setitem(emu.WGS, d, 2)
+    err, stats = emu.run_case(np.random.default_rng(3), **case)
+    assert err < 1e-9 and stats["partials"] > 0

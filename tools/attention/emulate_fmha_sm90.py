@@ -262,6 +262,40 @@ def launch_grid(p, num_m, bm, persistent):
     return min(n, SMS) if persistent else n
 
 
+STREAMK_MIN_GAIN = 0.01  # kStreamKMinGain
+
+
+def stream_k_plan(p, num_work, grid, bn):
+    """The kernel's stream_k_plan: (n_dp, n_sk, n_kt); n_sk = 0 when every tile runs whole."""
+    uniform = (p["seqstart_q"] is None and p["seqlen_k"] is None and p["mask_kind"] == 0
+               and p["wl"] < 0 and p["wr"] < 0)
+    n_kt = (p["Mkv"] + bn - 1) // bn
+    if not uniform or grid <= 0 or num_work <= grid or num_work % grid == 0 or n_kt < 2:
+        return num_work, 0, 0
+    rounds = -(-num_work // grid)
+    if rounds - num_work / grid < STREAMK_MIN_GAIN * rounds:
+        return num_work, 0, 0
+    n_sk = grid + num_work % grid if num_work >= 2 * grid else num_work
+    return num_work - n_sk, n_sk, n_kt
+
+
+def stream_k_item(sk, b, grid, i):
+    """The kernel's stream_k_item: (t, kb_lo, kb_hi) of CTA b's item i, or None past the last."""
+    n_dp, n_sk, n_kt = sk
+    nd = (n_dp - b + grid - 1) // grid if n_dp > b else 0
+    if i < nd:
+        return b + i * grid, 0, 2**31 - 1
+    if n_sk == 0:
+        return None
+    units = n_sk * n_kt
+    u0, u1 = units * b // grid, units * (b + 1) // grid
+    tile = u0 // n_kt + (i - nd)
+    first = tile * n_kt
+    if first >= u1:
+        return None
+    return n_dp + tile, max(u0 - first, 0), min(u1 - first, n_kt)
+
+
 def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
     """One CTA: work tiles bx, bx + grid, ... with the K/V ring position g and the Q use count qn
     carried across them, as in the kernel."""
@@ -269,8 +303,20 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
     NW = WGS[D]
     BM = 64 * NW
     num_work, cum = num_work_of(p, num_m, BM, PERSISTENT[D])
-    tiles = list(range(bx, num_work, grid))
-    works = [work_of(p, t, num_m, BM, BN, cum) for t in tiles]
+    if PERSISTENT[D]:  # whole tiles, then the stream-K tail (stream_k_item)
+        items = []
+        while (it := stream_k_item(p["sk"], bx, grid, len(items))) is not None:
+            items.append(it)
+    else:
+        items = [(t, 0, 2**31 - 1) for t in range(bx, num_work, grid)]
+    tiles = [t for t, _, _ in items]
+    works = []
+    for t, kb_lo, kb_hi in items:
+        w = work_of(p, t, num_m, BM, BN, cum)
+        w["n_begin"] += kb_lo * BN
+        w["n_tiles"] = min(w["n_tiles"], kb_hi) - kb_lo
+        w["kb_lo"], w["kb_hi"] = kb_lo, kb_hi
+        works.append(w)
     stats["tiles"] += sum(w["n_tiles"] for w in works)
 
     sq = np.full(BM * D, np.nan)
@@ -479,6 +525,23 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
             if n_tiles > 0:
                 ctr["g"] += n_tiles
                 ctr["qn"] += 1
+            # stream-K: the tile's last keys leave a partial in slot bx; its first keys merge slot bx + 1
+            if w["kb_lo"] > 0:
+                assert (bx, wg) not in p["sk_ws"], "a slot written twice"
+                p["sk_ws"][(bx, wg)] = (t, o.copy(), c["m_i"].copy(), c["l_part"].copy())
+                stats["partials"] += 1
+                continue
+            if w["kb_hi"] < p["sk"][2]:
+                assert (bx + 1, wg) in p["sk_ws"], "merge before the partial was written"
+                tb, ob, mb, lb = p["sk_ws"].pop((bx + 1, wg))
+                assert tb == t, f"slot {bx + 1} holds tile {tb}, merging tile {t}"
+                ma = c["m_i"]
+                mn = np.maximum(ma, mb)
+                fa = np.where(ma == -np.inf, 0.0, fast_exp2(ma - np.where(mn == -np.inf, 0.0, mn)))
+                fb = np.where(mb == -np.inf, 0.0, fast_exp2(mb - np.where(mn == -np.inf, 0.0, mn)))
+                c["l_part"] = c["l_part"] * fa[:, None] + lb * fb[:, None]
+                c["m_i"] = mn
+                o = o * fa[:, None] + ob * fb[:, None]
             # epilogue
             m_i, l_part = c["m_i"], c["l_part"]
             l = l_part.sum(1)
@@ -576,8 +639,15 @@ def run_case(rng, B, Mq, Mkv, H, K, Kv, kind, wl, wr, varlen=None, seqlen_k=None
     p["group"] = group or H * nseq
     num_m = (maxq + BM - 1) // BM
     grid = launch_grid(p, num_m, BM, PERSISTENT[D])
-    for bx in range(grid):
+    num_work, _ = num_work_of(p, num_m, BM, PERSISTENT[D])
+    p["sk"] = stream_k_plan(p, num_work, grid, BN) if PERSISTENT[D] else (num_work, 0, 0)
+    p["sk_ws"] = {}
+    stats["partials"] = 0
+    # CTAs one after another: each leaves its partial at the start of its tail and merges its right
+    # neighbour's at the end, so run them right to left (on the GPU they run at once).
+    for bx in reversed(range(grid)):
         kernel_cta(p, a, D, num_m, grid, bx, rng, stats)
+    assert not p["sk_ws"], "a partial nobody merged"
     out = p["out"].reshape(B, Mq, H, Kv)
     lse = p["lse"].reshape(B, H, Mq)
     wr_all = p["written"].reshape(B, Mq, H, Kv)
@@ -633,6 +703,11 @@ def main():
         dict(B=1, Mq=150, Mkv=140, H=1, K=256, Kv=64, kind=3, wl=40, wr=10),
         dict(B=1, Mq=130, Mkv=200, H=1, K=24, Kv=128, kind=0, wl=-1, wr=-1),
         dict(B=2, Mq=140, Mkv=300, H=1, K=64, Kv=64, kind=2, wl=-1, wr=-1, seqlen_k=[290, 0]),
+        # stream-K tails (more work tiles than the 3 emulated SMs, not a multiple): split tiles
+        dict(B=1, Mq=200, Mkv=700, H=7, K=64, Kv=64, kind=0, wl=-1, wr=-1),
+        dict(B=1, Mq=130, Mkv=1000, H=5, K=128, Kv=128, kind=0, wl=-1, wr=-1),
+        dict(B=2, Mq=250, Mkv=300, H=1, K=256, Kv=256, kind=0, wl=-1, wr=-1, kv_bcast_head=True),
+        dict(B=2, Mq=129, Mkv=129, H=2, K=96, Kv=80, kind=0, wl=-1, wr=-1),
         # varlen: empty and very unequal blocks, padded / gappy key lanes
         dict(B=1, Mq=400, Mkv=600, H=2, K=64, Kv=64, kind=2, wl=-1, wr=-1,
              varlen=([0, 13, 13, 400], [0, 40, 50, 600])),
@@ -658,7 +733,8 @@ def main():
         for c in cases:
             err, stats = run_case(rng, **c)
             worst = max(worst, err)
-            print(f"err {err:.2e} tiles {stats['tiles']:4d} unmasked {stats['unmasked']:4d}  {c}", flush=True)
+            print(f"err {err:.2e} tiles {stats['tiles']:4d} unmasked {stats['unmasked']:4d} "
+                  f"split {stats['partials']:2d}  {c}", flush=True)
             assert err < 1e-9, c
     print("OK, worst", worst)
 

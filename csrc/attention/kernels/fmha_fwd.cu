@@ -17,6 +17,11 @@ FmhaKernelChoice fmha_kernel_choice() {
   return FmhaKernelChoice::kInvalid;
 }
 
+int64_t fmha_fwd_workspace_bytes(const FmhaFwdParams& p) {
+  const FmhaKernelChoice c = fmha_kernel_choice();
+  return c == FmhaKernelChoice::kAuto || c == FmhaKernelChoice::kSm90 ? fmha_fwd_sm90_workspace_bytes(p) : 0;
+}
+
 cudaError_t fmha_fwd(const FmhaFwdParams& p, cudaStream_t stream) {
   const int d = p.K > p.Kv ? p.K : p.Kv;
   if (d <= 0 || d > 256 || p.K % 8 != 0 || p.Kv % 8 != 0) return cudaErrorInvalidValue;

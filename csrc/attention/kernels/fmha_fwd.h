@@ -57,10 +57,17 @@ struct FmhaFwdParams {
   int64_t window_left, window_right;  // < 0: unbounded
   float scale;
   int is_bf16;  // 1: bfloat16, 0: float16
+  // Scratch from the caller (fmha_fwd_workspace_bytes), or null: the sm90 kernel's stream-K tail
+  // keeps its float32 partials there; without it the tail runs whole tiles.
+  void* workspace;
+  int64_t workspace_bytes;
 };
 
 // Launches on `stream`; returns the launch error (cudaSuccess when nothing to do).
 cudaError_t fmha_fwd(const FmhaFwdParams& p, cudaStream_t stream);
+// Bytes of p.workspace the kernel fmha_fwd picks would use (0: none). Host-only; call it with
+// every other field set and the device current.
+int64_t fmha_fwd_workspace_bytes(const FmhaFwdParams& p);
 
 // One instantiation per padded head dim (64, 128, 256), each in its own TU.
 cudaError_t fmha_fwd_d64(const FmhaFwdParams& p, cudaStream_t stream);

@@ -5,12 +5,13 @@
 
 #include "attention/kernels/fmha_fwd_sm90.h"
 #include "attention/kernels/fmha_fwd_sm90_configs.h"
+#include "attention/kernels/fmha_fwd_sm90_work.h"
 
 namespace mslk::attention {
 namespace {
 // Tripwire: a new FmhaFwdParams field (e.g. a paged-KV block table) must be added to the checks
 // below as "not supported" before the sm90 kernel may see such problems.
-static_assert(sizeof(FmhaFwdParams) == 304, "FmhaFwdParams changed: update fmha_fwd_sm90_head_dim()");
+static_assert(sizeof(FmhaFwdParams) == 320, "FmhaFwdParams changed: update fmha_fwd_sm90_head_dim()");
 
 #if MSLK_HAS_CUTLASS
 // TMA needs 16-byte aligned bases and byte strides that are multiples of 16 and < 2^40.
@@ -63,17 +64,43 @@ int fmha_fwd_sm90_forced_cfg() {
 
 int fmha_fwd_sm90_num_cfgs() { return sm90::kNumTileCfgs; }
 
-cudaError_t fmha_fwd_sm90(const FmhaFwdParams& p, cudaStream_t stream) {
-  const int d = fmha_fwd_sm90_head_dim(p);
-  if (d == 0 || !device_is_sm90()) return cudaErrorNotSupported;
-  // Work tiles of unequal cost (causal masks; varlen blocks of unequal lengths) balance better
-  // under the hardware's block scheduler than under the static persistent walk.
+namespace {
+// The kTileCfgs row for p (head dim d). Work tiles of unequal cost (causal masks; varlen blocks of
+// unequal lengths) balance better under the hardware's block scheduler than under the static
+// persistent walk.
+int row_for(const FmhaFwdParams& p, int d) {
   const bool causal = p.mask_kind == kMaskCausalTopLeft || p.mask_kind == kMaskCausalBottomRight;
   int c = causal || p.seqstart_q != nullptr ? sm90::banded_cfg(d) : sm90::default_cfg(d);
   if (const int f = fmha_fwd_sm90_forced_cfg(); f >= 0 && sm90::kTileCfgs[f].d == d) c = f;
+  return c;
+}
+}  // namespace
+
+cudaError_t fmha_fwd_sm90(const FmhaFwdParams& p, cudaStream_t stream) {
+  const int d = fmha_fwd_sm90_head_dim(p);
+  if (d == 0 || !device_is_sm90()) return cudaErrorNotSupported;
+  const int c = row_for(p, d);
   if (c != sm90::default_cfg(d)) return fmha_fwd_sm90_variant(c, p, stream);
   if (d == 64) return fmha_fwd_sm90_d64(p, stream);
   if (d == 128) return fmha_fwd_sm90_d128(p, stream);
   return fmha_fwd_sm90_d256(p, stream);
+}
+
+int64_t fmha_fwd_sm90_workspace_bytes(const FmhaFwdParams& p) {
+  const int d = fmha_fwd_sm90_head_dim(p);
+  if (d == 0 || !device_is_sm90() || !sm90::stream_k_env_on()) return 0;
+  const sm90::TileCfg& cfg = sm90::kTileCfgs[row_for(p, d)];
+  int dev = 0, sms = 0;
+  if (!cfg.persistent || cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const int bm = 64 * cfg.wgs;
+  const int64_t num_work = int64_t((p.max_seqlen_q + bm - 1) / bm) * p.H * p.num_seqs;
+  if (num_work >= (int64_t(1) << 30)) return 0;
+  const int grid = int(num_work < sms ? num_work : sms);
+  return sm90::stream_k_plan(p, int(num_work), grid, cfg.bn).n_sk > 0 ? sm90::stream_k_workspace_bytes(d, cfg.wgs, grid)
+                                                                      : 0;
 }
 }  // namespace mslk::attention

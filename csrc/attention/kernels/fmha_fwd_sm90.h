@@ -21,6 +21,9 @@ inline bool fmha_fwd_sm90_supports(const FmhaFwdParams& p) { return fmha_fwd_sm9
 // Runs the problem on the current device (which must be sm_90); cudaErrorNotSupported when
 // !fmha_fwd_sm90_supports(p) or the head dim does not match the instantiation.
 cudaError_t fmha_fwd_sm90(const FmhaFwdParams& p, cudaStream_t stream);
+// Workspace bytes fmha_fwd_sm90 would use for p (its stream-K tail; 0 when it takes none or cannot
+// run p). Host-only.
+int64_t fmha_fwd_sm90_workspace_bytes(const FmhaFwdParams& p);
 cudaError_t fmha_fwd_sm90_d64(const FmhaFwdParams& p, cudaStream_t stream);
 cudaError_t fmha_fwd_sm90_d128(const FmhaFwdParams& p, cudaStream_t stream);
 cudaError_t fmha_fwd_sm90_d256(const FmhaFwdParams& p, cudaStream_t stream);

@@ -66,6 +66,32 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// Stream-K flags (another CTA's partial is ready): a release store after the partial's stores, an
+// acquire spin with the same watchdog as mbar_wait.
+__device__ __forceinline__ void flag_release(unsigned long long* flag, unsigned long long v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(flag), "l"(v) : "memory");
+}
+__device__ __forceinline__ void flag_wait(const unsigned long long* flag, unsigned long long v) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      ".reg .u64 f, t0, t1;\n"
+      "mov.u64 t0, %%globaltimer;\n"
+      "FLAG_LOOP:\n"
+      "ld.acquire.gpu.global.u64 f, [%0];\n"
+      "setp.eq.u64 p, f, %1;\n"
+      "@p bra.uni FLAG_DONE;\n"
+      "nanosleep.u32 32;\n"
+      "mov.u64 t1, %%globaltimer;\n"
+      "sub.u64 t1, t1, t0;\n"
+      "setp.gt.u64 p, t1, %2;\n"
+      "@p trap;\n"
+      "bra.uni FLAG_LOOP;\n"
+      "FLAG_DONE:\n"
+      "}\n" ::"l"(flag),
+      "l"(v), "l"(kWatchdogNs)
+      : "memory");
+}
 // Named barriers (0 is __syncthreads): per-warpgroup V-tail zeroing, and the ping-pong turns.
 constexpr int kBarTail = 1;  // + consumer warpgroup (128 threads): 1..4
 constexpr int kBarTurn = 5;  // + consumer warpgroup whose turn it is (256 threads: 128 arrive, 128 sync)

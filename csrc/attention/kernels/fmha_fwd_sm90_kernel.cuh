@@ -148,6 +148,10 @@ struct Args {  // CUtensorMap carries its own alignment (64 bytes or more)
   float scale_log2;                        // scale * log2(e)
   int group;                               // (head, sequence) lanes per L2 section (work_index)
   int packed;                              // 1: walk the packed tile list (packed_tiles, work_of)
+  StreamK sk;                              // persistent rows: the whole tiles and the stream-K tail
+  float4* sk_ws;                           // stream-K partials (stream_k_workspace_bytes)
+  unsigned long long* sk_flags;            // a flag a slot and consumer warpgroup
+  unsigned long long sk_token;             // this launch's "partial ready" flag value
 };
 
 template <typename Element, int D, int C>
@@ -186,6 +190,20 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
   // (Macros: the same as lambdas spilled 32 bytes in d256's consumers; undefined at the kernel's end.)
 #define MSLK_NUM_WORK (Tr::kPackedList && args.packed ? p.H * ss.cum[p.num_seqs] : num_rect)
 #define MSLK_CUM (Tr::kPackedList && args.packed ? ss.cum : nullptr)
+  // Item i of this CTA -> Work w (its key tiles clipped to the item's) and kb_lo / kb_hi; breaks
+  // the loop past the last. Persistent rows: stream_k_item (whole tiles, then the stream-K tail);
+  // else work tiles blockIdx.x, + gridDim.x, ... . A stream-K part that starts past key tile 0
+  // (kb_lo > 0) leaves a partial; one that ends short of the last (kb_hi < n_kt) merges one.
+#define MSLK_ITEM(i)                                                                          \
+  int t = blockIdx.x + (i) * gridDim.x, kb_lo = 0, kb_hi = INT_MAX;                           \
+  if constexpr (Tr::kPersistent) {                                                            \
+    if (!stream_k_item(args.sk, blockIdx.x, gridDim.x, (i), &t, &kb_lo, &kb_hi)) break;      \
+  } else if (t >= MSLK_NUM_WORK) {                                                            \
+    break;                                                                                    \
+  }                                                                                           \
+  Work w = work_of(p, MSLK_CUM, t, num_m, args.group, kBM, BN);                               \
+  w.kt.n_begin += kb_lo * BN;                                                                 \
+  w.kt.n_tiles = (w.kt.n_tiles < kb_hi ? w.kt.n_tiles : kb_hi) - kb_lo
 
   // ================= producer warpgroup
   if (threadIdx.x < 128) {
@@ -195,8 +213,8 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&args.tk)) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&args.tv)) : "memory");
       int g = 0, qn = 0;
-      for (int t = blockIdx.x; t < MSLK_NUM_WORK; t += gridDim.x) {
-        const Work w = work_of(p, MSLK_CUM, t, num_m, args.group, kBM, BN);
+      for (int i = 0;; ++i) {
+        MSLK_ITEM(i);
         if (w.kt.n_tiles == 0) continue;  // no loads: the consumers only write zeros / -inf
         // Q buffer: free once the consumers' last Q K^T of the previous tile is done (a fresh
         // barrier passes a parity-1 wait, so the first tile does not wait).
@@ -261,8 +279,8 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
   static_assert(size(tOrP) == size(tSrS) && size<0>(S_rc) == 2 && size<0>(O_rc) == 2, "fragment shapes");
 
   int g = 0, qn = 0;  // as the producer's
-  for (int t = blockIdx.x; t < MSLK_NUM_WORK; t += gridDim.x) {
-    const Work w = work_of(p, MSLK_CUM, t, num_m, args.group, kBM, BN);
+  for (int i = 0;; ++i) {
+    MSLK_ITEM(i);
     if (!w.live) continue;
     const int h = w.h, r0 = w.r0, lq = w.blk.lq, lk = w.blk.lk;
     const Block& blk = w.blk;
@@ -504,6 +522,55 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
       ++qn;
     }
 
+    // ---- stream-K: a tile's last keys leave a partial for the CTA that runs its first keys
+    if constexpr (Tr::kPersistent) {
+      constexpr int kNT = 128 * Tr::kWGs, kRowChunks = size<1>(O_rc) / 4;  // float4 chunks of a row
+      static_assert(size<1>(O_rc) % 4 == 0 && 2 * kRowChunks + 1 == stream_k_chunks(D), "partial layout");
+      auto chunk = [&](int slot, int c) { return args.sk_ws + (int64_t(slot) * stream_k_chunks(D) + c) * kNT + ctid; };
+      if (kb_lo > 0) {  // O unscaled, the reference maxima and this thread's row sums
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          CUTE_UNROLL
+          for (int c = 0; c < kRowChunks; ++c)
+            __stcg(chunk(blockIdx.x, r * kRowChunks + c),
+                   make_float4(O_rc(r, 4 * c), O_rc(r, 4 * c + 1), O_rc(r, 4 * c + 2), O_rc(r, 4 * c + 3)));
+        }
+        __stcg(chunk(blockIdx.x, 2 * kRowChunks), make_float4(m_i[0], m_i[1], l_i[0], l_i[1]));
+        __threadfence();
+        named_barrier_sync(kBarTail + cwg, 128);
+        if (ctid % 128 == 0) flag_release(args.sk_flags + blockIdx.x * Tr::kWGs + cwg, args.sk_token);
+        continue;  // no output: the merging CTA writes the rows
+      }
+      if (kb_hi < args.sk.n_kt) {  // merge slot blockIdx.x + 1 (written early in that CTA's tail)
+        const int slot = blockIdx.x + 1;
+        if (ctid % 128 == 0) {
+          flag_wait(args.sk_flags + slot * Tr::kWGs + cwg, args.sk_token);
+          args.sk_flags[slot * Tr::kWGs + cwg] = 0;  // cleared for a graph replay (the next launch)
+        }
+        named_barrier_sync(kBarTail + cwg, 128);
+        const float4 ml = __ldcg(chunk(slot, 2 * kRowChunks));
+        const float mb[2] = {ml.x, ml.y}, lb[2] = {ml.z, ml.w};
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          // Both parts relative to their own reference max: rescale to the larger (a part whose
+          // rows saw no key has m = -inf, O = 0, l = 0 and weight 0).
+          const float mn = fmaxf(m_i[r], mb[r]);
+          const float fa = m_i[r] == -INFINITY ? 0.f : fast_exp2(m_i[r] - mn);
+          const float fb = mb[r] == -INFINITY ? 0.f : fast_exp2(mb[r] - mn);
+          l_i[r] = l_i[r] * fa + lb[r] * fb;
+          m_i[r] = mn;
+          CUTE_UNROLL
+          for (int c = 0; c < kRowChunks; ++c) {
+            const float4 o = __ldcg(chunk(slot, r * kRowChunks + c));
+            O_rc(r, 4 * c) = O_rc(r, 4 * c) * fa + o.x * fb;
+            O_rc(r, 4 * c + 1) = O_rc(r, 4 * c + 1) * fa + o.y * fb;
+            O_rc(r, 4 * c + 2) = O_rc(r, 4 * c + 2) * fa + o.z * fb;
+            O_rc(r, 4 * c + 3) = O_rc(r, 4 * c + 3) * fa + o.w * fb;
+          }
+        }
+      }
+    }
+
     // ---- epilogue: O / l and LSE = ln(sum exp); rows with no allowed key get O = 0, LSE = -inf
     Element* out = static_cast<Element*>(p.out);
     constexpr float kLn2 = 0.6931471805599453f;
@@ -529,6 +596,7 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
   }     // work tiles
 #undef MSLK_NUM_WORK
 #undef MSLK_CUM
+#undef MSLK_ITEM
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 

@@ -5,6 +5,7 @@
 
 #if MSLK_HAS_CUTLASS
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 namespace mslk::attention::sm90 {
@@ -91,6 +92,7 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
   // int tile indices in the kernel; a packed list holds at most num_seqs * ceil(Mq / BM) per head
   const int64_t packed_max = int64_t((p.Mq + Tr::kBM - 1) / Tr::kBM) * p.H * p.num_seqs;
   if (num_work >= (int64_t(1) << 30)) return cudaErrorNotSupported;
+  a.sk = StreamK{int(num_work), 0, 0};  // whole tiles (the persistent rows' walk; see below)
   a.packed = Tr::kPackedList && packed_tiles(p) && packed_max < (int64_t(1) << 30);
   // MSLK_FMHA_SM90_PACKED=0 (read per call, for A/B timing) walks the rectangle instead.
   if (const char* e = std::getenv("MSLK_FMHA_SM90_PACKED"); e != nullptr && *e == '0') a.packed = 0;
@@ -104,6 +106,21 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (e != cudaSuccess) return e;
     grid = int(num_work < sms ? num_work : sms);  // one CTA per SM (smem and registers allow one)
+    // The stream-K tail, where the caller gave the workspace (fmha_fwd_sm90_workspace_bytes).
+    const StreamK sk = stream_k_plan(p, int(num_work), grid, Tr::kBN);
+    const int64_t need = stream_k_workspace_bytes(D, Tr::kWGs, grid);
+    if (sk.n_sk > 0 && p.workspace != nullptr && p.workspace_bytes >= need && stream_k_env_on()) {
+      a.sk = sk;
+      a.sk_ws = static_cast<float4*>(p.workspace);
+      a.sk_flags = reinterpret_cast<unsigned long long*>(static_cast<char*>(p.workspace) +
+                                                         int64_t(grid) * stream_k_chunks(D) * Tr::kWGs * 128 * 16);
+      // A flag is ready when it holds this launch's token. Workspace memory comes from an allocator
+      // (stale bytes: a 64-bit token with a fixed high half will not match by chance), and each
+      // merging warpgroup clears its flag, so a CUDA graph replaying the launch with the same token
+      // starts from cleared flags.
+      static std::atomic<uint32_t> launches{0};
+      a.sk_token = (0x6d736b31ull << 32) | (launches.fetch_add(1) + 1u);
+    }
   }
   const size_t smem = sizeof(SharedStorage<Element, D, C>) + 1024;
   auto kern = fmha_fwd_sm90_kernel<Element, D, C>;

@@ -4,7 +4,9 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cstdint>
+#include <cstdlib>
 
 #include "attention/kernels/fmha_fwd_sm90.h"
 
@@ -108,6 +110,72 @@ __host__ __device__ inline void packed_index(int t, const int* cum, int num_seqs
   *s = lo;
   *h = local / n;
   *m_from_end = local - *h * n;
+}
+
+// Stream-K tail of the persistent rows. B2 H32 S4096 d128 makes 2048 work tiles: 15.5 rounds of
+// 132 SMs, so the last round leaves half the SMs idle (3% of the run). For problems whose work
+// tiles all cost the same (no mask, no varlen, no per-batch key lengths), the last n_sk tiles
+// (one round plus the remainder) are cut into key-tile units shared evenly by the grid's CTAs: CTA
+// b takes units [b * U / grid, (b + 1) * U / grid) of U = n_sk * n_kt, after its whole tiles. Each
+// CTA gets at least n_kt units, so a tile is split between at most two CTAs: CTA b + 1 runs the
+// tile's last keys first (its range's first item) and leaves a float32 partial (O, row max, row
+// sums) in workspace slot b + 1; CTA b runs the first keys last and merges it (stream_k_item).
+struct StreamK {
+  int n_dp;  // tiles [0, n_dp) run whole, tile t on CTA t % grid (without stream-K: every tile)
+  int n_sk;  // tiles [n_dp, n_dp + n_sk) are split into key-tile units (0: no stream-K)
+  int n_kt;  // key tiles of every work tile
+};
+// The least share of the run the tail must waste before splitting pays (a split tile costs a
+// partial's write and read, one extra Q load and pipeline fill).
+constexpr double kStreamKMinGain = 0.01;
+__host__ __device__ inline StreamK stream_k_plan(const FmhaFwdParams& p, int num_work, int grid, int bn) {
+  StreamK s{num_work, 0, 0};
+  const bool uniform = p.seqstart_q == nullptr && p.seqlen_k == nullptr && p.mask_kind == kMaskNone &&
+                       p.window_left < 0 && p.window_right < 0;
+  const int n_kt = (p.Mkv + bn - 1) / bn;
+  if (!uniform || grid <= 0 || num_work <= grid || num_work % grid == 0 || n_kt < 2) return s;
+  const int rounds = (num_work + grid - 1) / grid;
+  if (rounds - double(num_work) / grid < kStreamKMinGain * rounds) return s;
+  const int n_sk = num_work >= 2 * grid ? grid + num_work % grid : num_work;  // >= grid: <= 2 CTAs a tile
+  if (int64_t(n_sk) * n_kt >= (int64_t(1) << 30)) return s;
+  s.n_dp = num_work - n_sk;
+  s.n_sk = n_sk;
+  s.n_kt = n_kt;
+  return s;
+}
+// Item i of CTA b: work tile *t and its key tiles [*kb_lo, *kb_hi) (whole tiles: [0, INT_MAX));
+// false past the CTA's last item. A part with kb_lo > 0 leaves a partial in slot b; one with
+// kb_hi < n_kt merges slot b + 1's.
+__host__ __device__ inline bool stream_k_item(const StreamK& s, int b, int grid, int i, int* t, int* kb_lo,
+                                              int* kb_hi) {
+  const int nd = s.n_dp > b ? (s.n_dp - b + grid - 1) / grid : 0;
+  if (i < nd) {
+    *t = b + i * grid;
+    *kb_lo = 0;
+    *kb_hi = INT_MAX;
+    return true;
+  }
+  if (s.n_sk == 0) return false;
+  const int64_t units = int64_t(s.n_sk) * s.n_kt;
+  const int u0 = int(units * b / grid), u1 = int(units * (b + 1) / grid);
+  const int tile = u0 / s.n_kt + (i - nd), first = tile * s.n_kt;
+  if (first >= u1) return false;
+  *t = s.n_dp + tile;
+  *kb_lo = u0 > first ? u0 - first : 0;
+  *kb_hi = u1 - first < s.n_kt ? u1 - first : s.n_kt;
+  return true;
+}
+// MSLK_FMHA_SM90_STREAMK=0 (read per call, for A/B timing) runs the tail as whole tiles.
+inline bool stream_k_env_on() {
+  const char* e = std::getenv("MSLK_FMHA_SM90_STREAMK");
+  return e == nullptr || *e != '0';
+}
+// Workspace of the stream-K partials: a slot per CTA, each consumer thread's O (D/2 floats), row
+// maxima and row sums (2 + 2) as float4 chunks, thread-minor (coalesced); then a flag a slot and
+// consumer warpgroup.
+__host__ __device__ constexpr int64_t stream_k_chunks(int d) { return d / 8 + 1; }
+__host__ __device__ constexpr int64_t stream_k_workspace_bytes(int d, int wgs, int grid) {
+  return int64_t(grid) * (stream_k_chunks(d) * 128 * wgs * 16 + wgs * 8);
 }
 
 struct Work {

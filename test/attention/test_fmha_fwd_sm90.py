@@ -315,3 +315,41 @@ def test_sm90_causal_runs_the_non_persistent_row(sm90, d):
     varlen = ab.BlockDiagonalMask.from_seqlens([100, 200]).to("cuda")
     assert _sm90_rows_run(lambda: run_op(q, q, q, varlen, 0.1)) == [banded]
     assert rows[banded][5] == 0, "every head dim has a non-persistent row for causal masks"
+
+
+def _peak_bytes(fn):
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base_bytes = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base_bytes
+
+
+@needs_sm90
+@pytest.mark.parametrize("streamk", ["on", "off"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("d,B,H,mq,mkv", [
+    (64, 1, 70, 512, 1000),   # BM 256: 140 work tiles on 132 SMs, every one split by keys (16 key tiles)
+    (128, 1, 150, 256, 777),  # 300 tiles: 132 whole, 168 split; 7 key tiles, the last one short
+    (256, 2, 40, 200, 300),   # 160 tiles, every one split; 5 key tiles of 64
+])
+def test_sm90_stream_k_tail(sm90, monkeypatch, streamk, dtype, d, B, H, mq, mkv):
+    """Dense problems whose work tiles do not fill whole rounds of the SMs split the tail's tiles by
+    keys between two CTAs (stream_k_plan): float32 partials in a workspace the glue allocates,
+    merged by the CTA that runs the first keys. Against the oracle with MSLK_FMHA_SM90_STREAMK on
+    and off; the workspace (a slot a CTA) is the difference of the op's peak memory."""
+    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("the shapes are sized for 132 SMs (H200)")
+    if streamk == "off":
+        monkeypatch.setenv("MSLK_FMHA_SM90_STREAMK", "0")
+    g = torch.Generator().manual_seed(d + mq)
+    q, k, v = (rand((B, m, H, d), dtype, "cuda", g) for m in (mq, mkv, mkv))
+    check_sm90(q, k, v, None)
+    if streamk == "on":
+        wgs = {64: 4, 128: 2, 256: 2}[d]
+        ws = 132 * ((d // 8 + 1) * 128 * wgs * 16 + wgs * 8)  # stream_k_workspace_bytes
+        on = _peak_bytes(lambda: run_op(q, k, v, None, 0.1))
+        monkeypatch.setenv("MSLK_FMHA_SM90_STREAMK", "0")
+        off = _peak_bytes(lambda: run_op(q, k, v, None, 0.1))
+        assert ws <= on - off < ws + (1 << 21), (on, off, ws)

@@ -23,6 +23,9 @@
 // flight together and runs the softmax of S_{j+1} under the P V GEMM (FA3's intra-warpgroup
 // pipelining).
 // With pingpong = 1 the two consumer warpgroups also take turns issuing their GEMM batches.
+// Persistent rows on dense problems whose tiles do not fill whole rounds split the last round's
+// tiles by keys between two CTAs (stream-K, stream_k_plan in fmha_fwd_sm90_work.h): the later keys
+// leave a float32 partial in the caller's workspace, the CTA with the first keys merges it.
 // TODO(perf): a TMA-store epilogue through shared memory; K/V multicast across a cluster of two.
 // (A dynamic tile scheduler and FA3's BN 176 were measured and dropped: fmha_fwd_sm90_configs.h.)
 #pragma once

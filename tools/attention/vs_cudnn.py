@@ -16,7 +16,8 @@ from bench.common import copies_to_exceed_l2, env_var, time_ms
 os.environ["MSLK_FMHA_KERNEL"] = "sm90"
 for rep in range(2):
     for arg in sys.argv[1:]:
-        B, H, S, D, causal = (int(x) for x in arg.split(","))
+        B, H, S, D, c = (int(x) for x in arg.split(","))
+        causal = bool(c)
         sets = [tuple(torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
                 for _ in range(copies_to_exceed_l2(3 * B * S * H * D * 2))]
         flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)

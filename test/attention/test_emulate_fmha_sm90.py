@@ -125,7 +125,7 @@ def test_stream_k_items_cover_every_key_tile_once(num_work, grid, n_kt):
     the later keys first in CTA b + 1's tail (the partial, slot b + 1) and the first keys last in
     CTA b's (the merge); the tail's units shared within one unit across the CTAs."""
     p = dict(seqstart_q=None, seqlen_k=None, mask_kind=0, wl=-1, wr=-1, Mkv=n_kt * 64 - 5)
-    sk = emu.stream_k_plan(p, num_work, grid, 64)
+    sk = emu.stream_k_plan(p, num_work, grid, 64, min_gain=0.0)  # split any tail (MSLK_FMHA_SM90_STREAMK=1)
     n_dp, n_sk, _ = sk
     assert n_sk > 0 and n_dp % grid == 0 and n_sk >= grid and n_dp + n_sk == num_work
     seen, parts, tail_units = {}, {}, []
@@ -159,14 +159,19 @@ def test_stream_k_items_cover_every_key_tile_once(num_work, grid, n_kt):
             assert len(ps) == 1 and ps[0][1:] == (0, n_kt)
 
 
-@pytest.mark.parametrize("wholly_multiple", [False, True])
-def test_stream_k_plan_only_where_the_tail_wastes(wholly_multiple):
-    """No split for masks, varlen or per-batch key lengths, or when the tiles fill whole rounds."""
+def test_stream_k_plan_only_where_the_tail_wastes():
+    """Split where the idle SMs of the last round waste more than kStreamKMinGain of the run (any
+    idle SMs when forced), never when the tiles fill whole rounds, nor for masks, varlen or
+    per-batch key lengths."""
     dense = dict(seqstart_q=None, seqlen_k=None, mask_kind=0, wl=-1, wr=-1, Mkv=4096)
-    nw = 2112 if wholly_multiple else 2048
-    assert (emu.stream_k_plan(dense, nw, 132, 128)[1] > 0) != wholly_multiple
+    assert emu.stream_k_plan(dense, 160, 132, 128)[1] == 160  # 1.2 rounds: every tile split
+    assert emu.stream_k_plan(dense, 300, 132, 128)[:2] == (132, 168)
+    assert emu.stream_k_plan(dense, 2048, 132, 128)[1] == 0  # 15.5 rounds: 3% waste
+    assert emu.stream_k_plan(dense, 2048, 132, 128, min_gain=0.0)[1] == 200
+    assert emu.stream_k_plan(dense, 2112, 132, 128, min_gain=0.0)[1] == 0  # 16 whole rounds
+    assert emu.stream_k_plan(dense, 160, 132, 128, min_gain=-1.0)[1] == 0  # MSLK_FMHA_SM90_STREAMK=0
     for change in (dict(mask_kind=1), dict(wl=100), dict(seqlen_k=[1]), dict(seqstart_q=[0, 1]), dict(Mkv=128)):
-        assert emu.stream_k_plan(dense | change, 2048, 132, 128)[1] == 0, change
+        assert emu.stream_k_plan(dense | change, 160, 132, 128)[1] == 0, change
 
 
 @pytest.mark.parametrize("order", ["tile", "overlap", "pingpong"])

@@ -262,18 +262,18 @@ def launch_grid(p, num_m, bm, persistent):
     return min(n, SMS) if persistent else n
 
 
-STREAMK_MIN_GAIN = 0.01  # kStreamKMinGain
+STREAMK_MIN_GAIN = 0.05  # kStreamKMinGain
 
 
-def stream_k_plan(p, num_work, grid, bn):
+def stream_k_plan(p, num_work, grid, bn, min_gain=STREAMK_MIN_GAIN):
     """The kernel's stream_k_plan: (n_dp, n_sk, n_kt); n_sk = 0 when every tile runs whole."""
     uniform = (p["seqstart_q"] is None and p["seqlen_k"] is None and p["mask_kind"] == 0
                and p["wl"] < 0 and p["wr"] < 0)
     n_kt = (p["Mkv"] + bn - 1) // bn
-    if not uniform or grid <= 0 or num_work <= grid or num_work % grid == 0 or n_kt < 2:
+    if not uniform or min_gain < 0 or grid <= 0 or num_work <= grid or num_work % grid == 0 or n_kt < 2:
         return num_work, 0, 0
     rounds = -(-num_work // grid)
-    if rounds - num_work / grid < STREAMK_MIN_GAIN * rounds:
+    if rounds - num_work / grid < min_gain * rounds:
         return num_work, 0, 0
     n_sk = grid + num_work % grid if num_work >= 2 * grid else num_work
     return num_work - n_sk, n_sk, n_kt

@@ -88,7 +88,7 @@ cudaError_t fmha_fwd_sm90(const FmhaFwdParams& p, cudaStream_t stream) {
 
 int64_t fmha_fwd_sm90_workspace_bytes(const FmhaFwdParams& p) {
   const int d = fmha_fwd_sm90_head_dim(p);
-  if (d == 0 || !device_is_sm90() || !sm90::stream_k_env_on()) return 0;
+  if (d == 0 || !device_is_sm90()) return 0;
   const sm90::TileCfg& cfg = sm90::kTileCfgs[row_for(p, d)];
   int dev = 0, sms = 0;
   if (!cfg.persistent || cudaGetDevice(&dev) != cudaSuccess ||
@@ -100,7 +100,7 @@ int64_t fmha_fwd_sm90_workspace_bytes(const FmhaFwdParams& p) {
   const int64_t num_work = int64_t((p.max_seqlen_q + bm - 1) / bm) * p.H * p.num_seqs;
   if (num_work >= (int64_t(1) << 30)) return 0;
   const int grid = int(num_work < sms ? num_work : sms);
-  return sm90::stream_k_plan(p, int(num_work), grid, cfg.bn).n_sk > 0 ? sm90::stream_k_workspace_bytes(d, cfg.wgs, grid)
+  return sm90::stream_k_plan(p, int(num_work), grid, cfg.bn, sm90::stream_k_min_gain()).n_sk > 0 ? sm90::stream_k_workspace_bytes(d, cfg.wgs, grid)
                                                                       : 0;
 }
 }  // namespace mslk::attention

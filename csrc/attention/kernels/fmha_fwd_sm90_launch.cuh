@@ -107,9 +107,9 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
     if (e != cudaSuccess) return e;
     grid = int(num_work < sms ? num_work : sms);  // one CTA per SM (smem and registers allow one)
     // The stream-K tail, where the caller gave the workspace (fmha_fwd_sm90_workspace_bytes).
-    const StreamK sk = stream_k_plan(p, int(num_work), grid, Tr::kBN);
+    const StreamK sk = stream_k_plan(p, int(num_work), grid, Tr::kBN, stream_k_min_gain());
     const int64_t need = stream_k_workspace_bytes(D, Tr::kWGs, grid);
-    if (sk.n_sk > 0 && p.workspace != nullptr && p.workspace_bytes >= need && stream_k_env_on()) {
+    if (sk.n_sk > 0 && p.workspace != nullptr && p.workspace_bytes >= need) {
       a.sk = sk;
       a.sk_ws = static_cast<float4*>(p.workspace);
       a.sk_flags = reinterpret_cast<unsigned long long*>(static_cast<char*>(p.workspace) +

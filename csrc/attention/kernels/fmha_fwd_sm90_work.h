@@ -125,17 +125,24 @@ struct StreamK {
   int n_sk;  // tiles [n_dp, n_dp + n_sk) are split into key-tile units (0: no stream-K)
   int n_kt;  // key tiles of every work tile
 };
-// The least share of the run the tail must waste before splitting pays (a split tile costs a
-// partial's write and read, one extra Q load and pipeline fill).
-constexpr double kStreamKMinGain = 0.01;
-__host__ __device__ inline StreamK stream_k_plan(const FmhaFwdParams& p, int num_work, int grid, int bn) {
+// The least share of the run that the tail's idle SMs must waste (counted as if a part-filled
+// round cost a full one) before splitting. A part-filled last round costs less than it counts (the
+// busy SMs run faster), and a split costs a partial's write and read, an extra Q load and pipeline
+// fill. H200, 2026-12-01, medians of 7 interleaved reps, split vs whole, TFLOP/s: B1 H5 S4096 d128
+// (160 tiles, 39% counted waste) 543 vs 379; B1 H40 S1024 d64 (160 tiles) 268 vs 219; at 3%
+// counted waste (B2 H32 S4096 d128, B1 H8 S8192 d128, B2 H16 S4096 d256, B4 H16 S2048 d64)
+// 576 vs 576, 591 vs 589, 604 vs 607, 408 vs 415.
+constexpr double kStreamKMinGain = 0.05;
+// min_gain: kStreamKMinGain, 0 to split any tail, < 0 never (stream_k_min_gain).
+__host__ __device__ inline StreamK stream_k_plan(const FmhaFwdParams& p, int num_work, int grid, int bn,
+                                                 double min_gain) {
   StreamK s{num_work, 0, 0};
   const bool uniform = p.seqstart_q == nullptr && p.seqlen_k == nullptr && p.mask_kind == kMaskNone &&
                        p.window_left < 0 && p.window_right < 0;
   const int n_kt = (p.Mkv + bn - 1) / bn;
-  if (!uniform || grid <= 0 || num_work <= grid || num_work % grid == 0 || n_kt < 2) return s;
+  if (!uniform || min_gain < 0 || grid <= 0 || num_work <= grid || num_work % grid == 0 || n_kt < 2) return s;
   const int rounds = (num_work + grid - 1) / grid;
-  if (rounds - double(num_work) / grid < kStreamKMinGain * rounds) return s;
+  if (rounds - double(num_work) / grid < min_gain * rounds) return s;
   const int n_sk = num_work >= 2 * grid ? grid + num_work % grid : num_work;  // >= grid: <= 2 CTAs a tile
   if (int64_t(n_sk) * n_kt >= (int64_t(1) << 30)) return s;
   s.n_dp = num_work - n_sk;
@@ -165,10 +172,11 @@ __host__ __device__ inline bool stream_k_item(const StreamK& s, int b, int grid,
   *kb_hi = u1 - first < s.n_kt ? u1 - first : s.n_kt;
   return true;
 }
-// MSLK_FMHA_SM90_STREAMK=0 (read per call, for A/B timing) runs the tail as whole tiles.
-inline bool stream_k_env_on() {
+// MSLK_FMHA_SM90_STREAMK (read per call, for A/B timing): 0 runs every tail as whole tiles, 1 splits
+// any tail that has idle SMs; unset: where the waste passes kStreamKMinGain.
+inline double stream_k_min_gain() {
   const char* e = std::getenv("MSLK_FMHA_SM90_STREAMK");
-  return e == nullptr || *e != '0';
+  return e == nullptr || *e == '\0' ? kStreamKMinGain : *e == '0' ? -1.0 : *e == '1' ? 0.0 : kStreamKMinGain;
 }
 // Workspace of the stream-K partials: a slot per CTA, each consumer thread's O (D/2 floats), row
 // maxima and row sums (2 + 2) as float4 chunks, thread-minor (coalesced); then a flag a slot and

@@ -38,6 +38,10 @@
 // Measured and dropped: d64 with two ping-pong warpgroups (365-372 dense, 263-281 causal); d64 with
 // three warpgroups and BN 64 (359-363, 272-276); d64 / d128 with two warpgroups and no ping-pong
 // (H200, 2026-11-30: 354 vs 349 and 558 vs 562 TFLOP/s non-causal, within noise; causal slower).
+// d128 with three consumer warpgroups and BN 64 (BM 192: 2/3 of the K/V bytes a flop, to test
+// whether L2 bandwidth limits d128; H200, 2026-12-01, two reps): 555 / 555 vs 568 / 563 at B2 H32
+// S4096 (192 does not divide 4096: 3% of rows idle), 563 / 552 vs 610 / 554 at B1 H48 S3072:
+// no gain, dropped; L2 bandwidth is not what limits d128.
 #pragma once
 
 namespace mslk::attention::sm90 {
@@ -55,7 +59,6 @@ inline constexpr TileCfg kTileCfgs[] = {
     {256, 64, 2, 1, 1, 0, 2},   // 5: d256 causal
     {64, 128, 4, 1, 0, 1, 3},   // 6: candidate: d64 with three consumer warpgroups (BM 192, FA3's d64 tile; the default before)
     {64, 128, 4, 1, 0, 0, 3},   // 7: candidate: the same, one CTA per work tile (causal before)
-    {128, 64, 4, 1, 0, 1, 3},   // 8: candidate: d128 with three consumer warpgroups (BM 192, BN 64): 2/3 the K/V bytes a flop
 };
 inline constexpr int kNumTileCfgs = sizeof(kTileCfgs) / sizeof(kTileCfgs[0]);
 

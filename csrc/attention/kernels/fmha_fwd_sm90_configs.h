@@ -41,7 +41,11 @@
 // d128 with three consumer warpgroups and BN 64 (BM 192: 2/3 of the K/V bytes a flop, to test
 // whether L2 bandwidth limits d128; H200, 2026-12-01, two reps): 555 / 555 vs 568 / 563 at B2 H32
 // S4096 (192 does not divide 4096: 3% of rows idle), 563 / 552 vs 610 / 554 at B1 H48 S3072:
-// no gain, dropped; L2 bandwidth is not what limits d128.
+// no gain, dropped; L2 bandwidth is not what limits d128. cuDNN's kernels (ncu: 384 threads, 2
+// consumer warpgroups of 64 rows, BN 128, no cluster, 232 KB of smem at d128, 134 KB at d64) taken
+// as rows (H200, 2026-12-01, two runs of two reps): d128 with three K/V stages 577-584 vs 578-586;
+// d64 with two ping-pong warpgroups, BN 128, four stages 363-371 vs 413-432 (row 6 in the same
+// runs: 419-445): dropped.
 #pragma once
 
 namespace mslk::attention::sm90 {

@@ -63,6 +63,7 @@ inline constexpr TileCfg kTileCfgs[] = {
     {256, 64, 2, 1, 1, 0, 2},   // 5: d256 causal
     {64, 128, 4, 1, 0, 1, 3},   // 6: candidate: d64 with three consumer warpgroups (BM 192, FA3's d64 tile; the default before)
     {64, 128, 4, 1, 0, 0, 3},   // 7: candidate: the same, one CTA per work tile (causal before)
+    {256, 128, 1, 0, 0, 1, 2},  // 8: candidate: d256 with BN 128 as cuDNN's, one K and one V stage, S and P apart
 };
 inline constexpr int kNumTileCfgs = sizeof(kTileCfgs) / sizeof(kTileCfgs[0]);
 

@@ -45,7 +45,13 @@
 // consumer warpgroups of 64 rows, BN 128, no cluster, 232 KB of smem at d128, 134 KB at d64) taken
 // as rows (H200, 2026-12-01, two runs of two reps): d128 with three K/V stages 577-584 vs 578-586;
 // d64 with two ping-pong warpgroups, BN 128, four stages 363-371 vs 413-432 (row 6 in the same
-// runs: 419-445): dropped.
+// runs: 419-445): dropped. cuDNN's d256 kernel is 64x128x256 (BN 128); BN 128 at d256 holds O (128
+// registers a thread), S (64) and P (32): with the overlap it spills 316 bytes, BN 96 overlapped 124
+// bytes (ptxas, 2026-12-01); one tile at a time (overlap 0) with one K and one V stage (smem: Q 64 KB
+// + 128 KB) has no spills but ran 587-613 vs 628-650 TFLOP/s (two runs, B2 H16 S4096): dropped.
+// Under sustained load the H200 runs attention at its ~690 W cap (tools/attention/clocks.py): SM
+// clocks 1530-1650 MHz at d128 / d256, where cuDNN's d256 kernel ran at 1635 MHz against our 1530
+// (its BN 128 reads Q from shared memory half as often a key); at d128 both ran at 1635 MHz.
 #pragma once
 
 namespace mslk::attention::sm90 {
@@ -63,7 +69,6 @@ inline constexpr TileCfg kTileCfgs[] = {
     {256, 64, 2, 1, 1, 0, 2},   // 5: d256 causal
     {64, 128, 4, 1, 0, 1, 3},   // 6: candidate: d64 with three consumer warpgroups (BM 192, FA3's d64 tile; the default before)
     {64, 128, 4, 1, 0, 0, 3},   // 7: candidate: the same, one CTA per work tile (causal before)
-    {256, 128, 1, 0, 0, 1, 2},  // 8: candidate: d256 with BN 128 as cuDNN's, one K and one V stage, S and P apart
 };
 inline constexpr int kNumTileCfgs = sizeof(kTileCfgs) / sizeof(kTileCfgs[0]);
 

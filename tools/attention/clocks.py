@@ -11,31 +11,24 @@ import time
 from datetime import datetime
 
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-import mslk  # noqa: F401
-from bench.common import copies_to_exceed_l2, env_var
+from attn_shapes import cudnn, name, ours, parse, problem
+from bench.common import env_var
 
 SECONDS = 3.0
 smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw", "--format=csv,noheader,nounits",
                         "-lms", "100"], stdout=subprocess.PIPE, text=True)
 phases = []
 for arg in sys.argv[1:]:
-    B, H, S, D, c = (int(x) for x in arg.split(","))
-    sets = [tuple(torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-            for _ in range(copies_to_exceed_l2(3 * B * S * H * D * 2))]
-    flops = 4.0 * B * H * S * S * D * (0.5 if c else 1.0)
+    shape = parse(arg)
+    sets, flops = problem(*shape)
+    mine = ours(shape[3], shape[4])
 
-    def ours(q, k, v):
+    def sm90(q, k, v):
         with env_var("MSLK_FMHA_KERNEL", "sm90"):
-            return torch.ops.mslk.fmha_fused_fwd(q, k, v, mask_kind=c, scale=D ** -0.5)[0]
+            return mine(q, k, v)
 
-    def cudnn(q, k, v):
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            return sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=bool(c))
-
-    for name, f in (("sm90", ours), ("cuDNN", cudnn), ("sm90 again", ours)):
+    for kernel, f in (("sm90", sm90), ("cuDNN", cudnn(shape[4])), ("sm90 again", sm90)):
         f(*sets[0])
         torch.cuda.synchronize()
         t0, n = time.time(), 0
@@ -48,7 +41,7 @@ for arg in sys.argv[1:]:
             torch.cuda.synchronize()
         e1.record()
         torch.cuda.synchronize()
-        phases.append((f"B{B} H{H} S{S} d{D}{' causal' if c else ''} {name}", t0 + 0.5, time.time(),
+        phases.append((f"{name(*shape)} {kernel}", t0 + 0.5, time.time(),
                        flops * n / (e0.elapsed_time(e1) / 1e3) / 1e12))
 time.sleep(0.3)
 smi.terminate()
@@ -60,10 +53,10 @@ for r in csv.reader(io.StringIO(smi.communicate()[0])):
     except (ValueError, IndexError):
         continue
 # nvidia-smi prints local time; align on the first sample vs this process's clock
-for name, a, b, tf in phases:
+for label, a, b, tf in phases:
     sel = [(clk, pw) for ts, clk, pw in rows if a <= ts <= b]
     if sel:
-        print(f"{name}: {tf:.0f} TFLOP/s, SM clock {statistics.median(x[0] for x in sel):.0f} MHz "
+        print(f"{label}: {tf:.0f} TFLOP/s, SM clock {statistics.median(x[0] for x in sel):.0f} MHz "
               f"(min {min(x[0] for x in sel):.0f}), power {statistics.median(x[1] for x in sel):.0f} W, {len(sel)} samples")
     else:
-        print(f"{name}: {tf:.0f} TFLOP/s, no samples (clock skew?)")
+        print(f"{label}: {tf:.0f} TFLOP/s, no samples (clock skew?)")

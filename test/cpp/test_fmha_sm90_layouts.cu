@@ -8,13 +8,19 @@
 //   3. P: register offset i of the S accumulator is the A-operand value of the P V wgmma at the
 //      same (row, key) -- the reinterpretation `tOrP(i) = tSrS(i)` is exact.
 //   4. The Q operand of each thread's wgmma lies in its own warpgroup's 64 rows.
+//   5. The shared-memory operands partition alike for every thread of a warpgroup.
+//   6. The stream-K walk (check_stream_k).
 // A ctest (mslk_test_fmha_sm90_layouts, host-only: runs without a GPU). By hand, from the repo root:
 //   nvcc -std=c++17 --expt-relaxed-constexpr -DMSLK_HAS_CUTLASS=1 -Icsrc -I$CUTLASS/include \
 //     -gencode=arch=compute_90a,code=sm_90a -x cu test/cpp/test_fmha_sm90_layouts.cu \
 //     -o /tmp/check_sm90 && /tmp/check_sm90
+#include <algorithm>
+#include <array>
+#include <climits>
 #include <cstdio>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "attention/kernels/fmha_fwd_sm90_kernel.cuh"
 
@@ -172,8 +178,88 @@ void check_all(std::integer_sequence<int, Cs...>) {
   ((check<cutlass::half_t, Cs>(), check<cutlass::bfloat16_t, Cs>()), ...);
 }
 
+// 6. The stream-K walk of the persistent rows (stream_k_plan / stream_k_item, the C++ the kernel
+//    runs; tools/attention/emulate_fmha_sm90.py mirrors it): every (work tile, key tile) once;
+//    whole tiles first, tile t on CTA t % grid; a split tile has two parts, the later keys the
+//    first item of CTA b + 1's tail (its partial, slot b + 1), the first keys the last item of
+//    CTA b's (the merge); the tail's units shared within one unit.
+void check_stream_k() {
+  mslk::attention::FmhaFwdParams p{};
+  p.mask_kind = mslk::attention::kMaskNone;
+  p.window_left = p.window_right = -1;
+  const int bn = 64;
+  p.Mkv = 4096;
+  EXPECT(stream_k_plan(p, 160, 132, bn, kStreamKMinGain).n_sk == 160, "160 tiles split");
+  EXPECT(stream_k_plan(p, 2048, 132, bn, kStreamKMinGain).n_sk == 0, "2048 tiles: 3%% waste, whole");
+  EXPECT(stream_k_plan(p, 2112, 132, bn, 0.0).n_sk == 0, "2112 tiles: whole rounds");
+  EXPECT(stream_k_plan(p, 160, 132, bn, -1.0).n_sk == 0, "off");
+  p.mask_kind = mslk::attention::kMaskCausalTopLeft;
+  EXPECT(stream_k_plan(p, 160, 132, bn, 0.0).n_sk == 0, "causal: whole tiles");
+  p.mask_kind = mslk::attention::kMaskNone;
+  const int cases[][3] = {{4, 3, 2}, {7, 3, 11}, {140, 132, 16}, {300, 132, 7}, {2048, 132, 32}, {133, 132, 2}};
+  for (const auto& c : cases) {
+    const int num_work = c[0], grid = c[1], n_kt = c[2];
+    p.Mkv = n_kt * bn - 5;
+    const StreamK sk = stream_k_plan(p, num_work, grid, bn, 0.0);
+    EXPECT(sk.n_sk >= grid && sk.n_dp % grid == 0 && sk.n_dp + sk.n_sk == num_work && sk.n_kt == n_kt,
+           "plan %d %d %d", num_work, grid, n_kt);
+    std::vector<int> owner(size_t(num_work) * n_kt, -1);
+    std::vector<int> tail_units(grid, 0);
+    std::vector<std::pair<int, int>> split_lo(num_work, {-1, -1});  // tile -> (CTA, kb_lo) of its partial
+    int merges = 0;
+    for (int b = 0; b < grid; ++b) {
+      int t = 0, lo = 0, hi = 0, n = 0, whole = 0;
+      std::vector<std::array<int, 3>> tail;
+      for (int i = 0; stream_k_item(sk, b, grid, i, &t, &lo, &hi); ++i, ++n) {
+        if (hi == INT_MAX) {
+          EXPECT(lo == 0 && t == b + whole * grid && int(tail.size()) == 0 && t < sk.n_dp, "whole item b=%d i=%d", b, i);
+          ++whole;
+          for (int k = 0; k < n_kt; ++k) {
+            EXPECT(owner[size_t(t) * n_kt + k] < 0, "unit twice");
+            owner[size_t(t) * n_kt + k] = b;
+          }
+        } else {
+          tail.push_back({t, lo, hi});
+          EXPECT(t >= sk.n_dp && 0 <= lo && lo < hi && hi <= n_kt && !(lo > 0 && hi < n_kt), "part b=%d t=%d", b, t);
+          for (int k = lo; k < hi; ++k) {
+            EXPECT(owner[size_t(t) * n_kt + k] < 0, "unit twice");
+            owner[size_t(t) * n_kt + k] = b;
+          }
+          tail_units[b] += hi - lo;
+        }
+      }
+      EXPECT(whole == sk.n_dp / grid, "whole tiles of CTA %d", b);
+      for (size_t j = 0; j < tail.size(); ++j) {
+        const auto& [tt, l, h] = tail[j];
+        if (l > 0) {
+          EXPECT(j == 0, "a partial is the tail's first item (b=%d)", b);
+          split_lo[tt] = {b, l};
+        }
+        if (h < n_kt) EXPECT(j + 1 == tail.size(), "a merge is the tail's last item (b=%d)", b);
+      }
+      if (!tail.empty() && tail.back()[2] < n_kt) {  // the merge: CTA b + 1 left the rest of this tile
+        ++merges;
+        const int tt = tail.back()[0];
+        EXPECT(b + 1 < grid, "merge on the last CTA");
+        (void)tt;
+      }
+    }
+    for (size_t u = 0; u < owner.size(); ++u) EXPECT(owner[u] >= 0, "unit %d not run (%d %d %d)", int(u), num_work, grid, n_kt);
+    for (int t = 0; t < num_work; ++t) {
+      if (split_lo[t].first < 0) continue;
+      const int b = split_lo[t].first, lo = split_lo[t].second;
+      EXPECT(owner[size_t(t) * n_kt + lo - 1] == b - 1 && owner[size_t(t) * n_kt] == b - 1, "tile %d: head on CTA b-1", t);
+      --merges;
+    }
+    EXPECT(merges == 0, "partials and merges pair up (%d %d %d)", num_work, grid, n_kt);
+    const auto mm = std::minmax_element(tail_units.begin(), tail_units.end());
+    EXPECT(*mm.second - *mm.first <= 1, "tail units %d..%d", *mm.first, *mm.second);
+  }
+}
+
 int main() {
   check_all(std::make_integer_sequence<int, kNumTileCfgs>{});  // defaults and candidates
+  check_stream_k();
   std::printf(g_fail ? "%d FAILURES\n" : "all layout checks passed\n", g_fail);
   return g_fail ? 1 : 0;
 }

@@ -127,7 +127,7 @@ def test_stream_k_items_cover_every_key_tile_once(num_work, sms, n_kt):
     part the first item of its CTA's tail (a partial in that CTA's slot), at most two parts when
     there is a round of tiles or more; the tail's units shared within one unit across the CTAs."""
     p = dict(seqstart_q=None, seqlen_k=None, mask_kind=0, wl=-1, wr=-1, Mkv=n_kt * 64 - 5)
-    sk = emu.stream_k_plan(p, num_work, sms, 64, min_gain=0.0)  # split any tail (MSLK_FMHA_SM90_STREAMK=1)
+    sk = emu.stream_k_plan(p, num_work, sms, 64, min_gain=0.0, min_key_tiles=2)  # as MSLK_FMHA_SM90_STREAMK=1
     n_dp, n_sk, _, grid = sk
     assert n_sk > 0 and n_dp % grid == 0 and n_dp + n_sk == num_work and grid <= sms
     assert grid == (sms if num_work > sms else min(sms, num_work * n_kt))
@@ -171,7 +171,8 @@ def test_stream_k_items_cover_every_key_tile_once(num_work, sms, n_kt):
 def test_stream_k_plan_only_where_the_tail_wastes():
     """Split where the idle SMs of the last round waste more than kStreamKMinGain of the run (any
     idle SMs when forced), never when the tiles fill whole rounds, nor for masks, varlen or
-    per-batch key lengths; with fewer tiles than SMs, over as many SMs as there are key-tile units."""
+    per-batch key lengths, nor (unless forced) tiles of fewer than kStreamKMinKeyTiles key tiles; with
+    fewer tiles than SMs, over as many SMs as there are key-tile units."""
     dense = dict(seqstart_q=None, seqlen_k=None, mask_kind=0, wl=-1, wr=-1, Mkv=4096)
     assert emu.stream_k_plan(dense, 160, 132, 128) == (0, 160, 32, 132)  # 1.2 rounds: every tile split
     assert emu.stream_k_plan(dense, 300, 132, 128)[:2] == (132, 168)
@@ -181,7 +182,8 @@ def test_stream_k_plan_only_where_the_tail_wastes():
     assert emu.stream_k_plan(dense, 160, 132, 128, min_gain=-1.0)[1] == 0  # MSLK_FMHA_SM90_STREAMK=0
     assert emu.stream_k_plan(dense, 64, 132, 128) == (0, 64, 32, 132)  # half the SMs idle
     assert emu.stream_k_plan(dense, 128, 132, 128)[1] == 0  # 3% idle
-    assert emu.stream_k_plan(dense | dict(Mkv=200), 5, 132, 128) == (0, 5, 2, 10)  # 10 units: 10 CTAs
+    assert emu.stream_k_plan(dense | dict(Mkv=200), 5, 132, 128, min_key_tiles=2) == (0, 5, 2, 10)  # 10 units: 10 CTAs
+    assert emu.stream_k_plan(dense | dict(Mkv=1920), 64, 132, 128)[1] == 0  # 15 key tiles: whole
     for change in (dict(mask_kind=1), dict(wl=100), dict(seqlen_k=[1]), dict(seqstart_q=[0, 1]), dict(Mkv=128)):
         assert emu.stream_k_plan(dense | change, 160, 132, 128)[1] == 0, change
         assert emu.stream_k_plan(dense | change, 64, 132, 128)[1] == 0, change

@@ -331,11 +331,11 @@ def _peak_bytes(fn):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("d,B,H,mq,mkv", [
     (64, 1, 70, 512, 1000),   # BM 256: 140 work tiles on 132 SMs, every one split by keys (16 key tiles)
-    (128, 1, 150, 256, 777),  # 300 tiles: 132 whole, 168 split; 7 key tiles, the last one short
-    (256, 2, 40, 200, 300),   # 160 tiles, every one split; 5 key tiles of 64
-    (128, 1, 8, 1024, 1000),  # 64 tiles (fewer than SMs): 512 key-tile units over 132 CTAs, 2-3 parts a tile
+    (128, 1, 150, 256, 2100),  # 300 tiles: 132 whole, 168 split; 17 key tiles, the last one short
+    (256, 2, 40, 200, 1100),  # 160 tiles, every one split; 18 key tiles of 64
+    (128, 1, 8, 1024, 2050),  # 64 tiles (fewer than SMs): 1088 key-tile units over 132 CTAs, 2-3 parts a tile
     (64, 1, 4, 300, 2000),    # 8 tiles of 256 rows (the last one short), 32 key tiles each: ~16 parts a tile
-    (256, 1, 2, 128, 700),    # 2 tiles, 11 key tiles each: 22 CTAs, one key tile each
+    (256, 1, 2, 128, 1100),   # 2 tiles, 18 key tiles each: 36 CTAs, one key tile each
 ])
 def test_sm90_stream_k_tail(sm90, monkeypatch, streamk, dtype, d, B, H, mq, mkv):
     """Dense problems whose work tiles do not fill whole rounds of the SMs split the tail's tiles by
@@ -369,7 +369,8 @@ def test_sm90_stream_k_replays_in_a_cuda_graph(sm90):
     if torch.cuda.get_device_properties(0).multi_processor_count != 132:
         pytest.skip("the shape is sized for 132 SMs (H200)")
     g = torch.Generator().manual_seed(5)
-    q, k, v = (rand((1, 256, 150, 128), torch.bfloat16, "cuda", g) for _ in range(3))  # 300 tiles: 168 split
+    q = rand((1, 256, 150, 128), torch.bfloat16, "cuda", g)  # 300 tiles of 17 key tiles: 168 split
+    k, v = (rand((1, 2100, 150, 128), torch.bfloat16, "cuda", g) for _ in range(2))
 
     def f():
         return torch.ops.mslk.fmha_fused_fwd(q, k, v, scale=0.1)

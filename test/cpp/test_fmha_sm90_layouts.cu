@@ -190,21 +190,27 @@ void check_stream_k() {
   p.window_left = p.window_right = -1;
   const int bn = 64;
   p.Mkv = 4096;
-  EXPECT(stream_k_plan(p, 160, 132, bn, kStreamKMinGain).n_sk == 160, "160 tiles split");
-  EXPECT(stream_k_plan(p, 2048, 132, bn, kStreamKMinGain).n_sk == 0, "2048 tiles: 3%% waste, whole");
-  EXPECT(stream_k_plan(p, 2112, 132, bn, 0.0).n_sk == 0, "2112 tiles: whole rounds");
-  EXPECT(stream_k_plan(p, 160, 132, bn, -1.0).n_sk == 0, "off");
-  EXPECT(stream_k_plan(p, 64, 132, bn, kStreamKMinGain).grid == 132, "64 tiles over 132 SMs");
-  EXPECT(stream_k_plan(p, 128, 132, bn, kStreamKMinGain).n_sk == 0, "128 tiles: 3%% idle");
+  const double g = kStreamKMinGain;
+  const int mk = kStreamKMinKeyTiles;
+  EXPECT(stream_k_plan(p, 160, 132, bn, g, mk).n_sk == 160, "160 tiles split");
+  EXPECT(stream_k_plan(p, 2048, 132, bn, g, mk).n_sk == 0, "2048 tiles: 3%% waste, whole");
+  EXPECT(stream_k_plan(p, 2112, 132, bn, 0.0, 2).n_sk == 0, "2112 tiles: whole rounds");
+  EXPECT(stream_k_plan(p, 160, 132, bn, -1.0, 2).n_sk == 0, "off");
+  EXPECT(stream_k_plan(p, 64, 132, bn, g, mk).grid == 132, "64 tiles over 132 SMs");
+  EXPECT(stream_k_plan(p, 128, 132, bn, g, mk).n_sk == 0, "128 tiles: 3%% idle");
+  p.Mkv = (mk - 1) * bn;
+  EXPECT(stream_k_plan(p, 160, 132, bn, g, mk).n_sk == 0 && stream_k_plan(p, 160, 132, bn, 0.0, 2).n_sk == 160,
+         "short key lanes: whole unless forced");
+  p.Mkv = 4096;
   p.mask_kind = mslk::attention::kMaskCausalTopLeft;
-  EXPECT(stream_k_plan(p, 160, 132, bn, 0.0).n_sk == 0 && stream_k_plan(p, 64, 132, bn, 0.0).n_sk == 0, "causal");
+  EXPECT(stream_k_plan(p, 160, 132, bn, 0.0, 2).n_sk == 0 && stream_k_plan(p, 64, 132, bn, 0.0, 2).n_sk == 0, "causal");
   p.mask_kind = mslk::attention::kMaskNone;
   const int cases[][3] = {{4, 3, 2},   {7, 3, 11},  {140, 132, 16}, {300, 132, 7}, {2048, 132, 32},
                           {133, 132, 2}, {64, 132, 16}, {8, 132, 32},  {2, 132, 11}, {1, 3, 6}};
   for (const auto& c : cases) {
     const int num_work = c[0], sms = c[1], n_kt = c[2];
     p.Mkv = n_kt * bn - 5;
-    const StreamK sk = stream_k_plan(p, num_work, sms, bn, 0.0);
+    const StreamK sk = stream_k_plan(p, num_work, sms, bn, 0.0, 2);  // MSLK_FMHA_SM90_STREAMK=1
     const int grid = sk.grid;
     EXPECT(sk.n_sk > 0 && sk.n_dp % grid == 0 && sk.n_dp + sk.n_sk == num_work && sk.n_kt == n_kt &&
                grid == (num_work > sms ? sms : std::min(sms, num_work * n_kt)),

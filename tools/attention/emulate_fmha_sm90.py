@@ -263,15 +263,19 @@ def launch_grid(p, num_m, bm, persistent):
 
 
 STREAMK_MIN_GAIN = 0.05  # kStreamKMinGain
+STREAMK_MIN_KEY_TILES = 16  # kStreamKMinKeyTiles
+# The emulated launches split every tail they can (MSLK_FMHA_SM90_STREAMK=1): the small cases here
+# have short key lanes, which the default policy would run whole.
+EMU_STREAMK = dict(min_gain=0.0, min_key_tiles=2)
 
 
-def stream_k_plan(p, num_work, sms, bn, min_gain=STREAMK_MIN_GAIN):
+def stream_k_plan(p, num_work, sms, bn, min_gain=STREAMK_MIN_GAIN, min_key_tiles=STREAMK_MIN_KEY_TILES):
     """The kernel's stream_k_plan: (n_dp, n_sk, n_kt, grid); n_sk = 0 when every tile runs whole."""
     whole = (num_work, 0, 0, min(num_work, sms))
     uniform = (p["seqstart_q"] is None and p["seqlen_k"] is None and p["mask_kind"] == 0
                and p["wl"] < 0 and p["wr"] < 0)
     n_kt = (p["Mkv"] + bn - 1) // bn
-    if not uniform or min_gain < 0 or sms <= 0 or num_work <= 0 or n_kt < 2:
+    if not uniform or min_gain < 0 or sms <= 0 or num_work <= 0 or n_kt < max(2, min_key_tiles):
         return whole
     n_sk, grid = num_work, sms
     if num_work > sms:
@@ -655,7 +659,7 @@ def run_case(rng, B, Mq, Mkv, H, K, Kv, kind, wl, wr, varlen=None, seqlen_k=None
     num_m = (maxq + BM - 1) // BM
     grid = launch_grid(p, num_m, BM, PERSISTENT[D])
     num_work, _ = num_work_of(p, num_m, BM, PERSISTENT[D])
-    p["sk"] = stream_k_plan(p, num_work, SMS, BN) if PERSISTENT[D] else (num_work, 0, 0, grid)
+    p["sk"] = stream_k_plan(p, num_work, SMS, BN, **EMU_STREAMK) if PERSISTENT[D] else (num_work, 0, 0, grid)
     grid = p["sk"][3] if PERSISTENT[D] else grid
     p["sk_ws"] = {}
     stats["partials"] = 0

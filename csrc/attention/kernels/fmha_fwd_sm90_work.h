@@ -136,14 +136,20 @@ struct StreamK {
 // counted waste (B2 H32 S4096 d128, B1 H8 S8192 d128, B2 H16 S4096 d256, B4 H16 S2048 d64)
 // 576 vs 576, 591 vs 589, 604 vs 607, 408 vs 415.
 constexpr double kStreamKMinGain = 0.05;
-// min_gain: kStreamKMinGain, 0 to split any tail, < 0 never (stream_k_min_gain).
+// And the least key tiles a work tile must have: a split adds an item (Q load, pipeline fill,
+// epilogue) to a CTA's work, which short key lanes do not repay (H200, 2026-12-01, split vs whole,
+// TFLOP/s: B1 H8 S1024 d128, 64 tiles of 8 key tiles, 185 vs 200; 32-64 key tiles: B1 H4 S2048
+// d64 153 vs 81, B1 H2 S4096 d256 494 vs 333, B1 H40 S1024 d64 (16) 268 vs 219).
+constexpr int kStreamKMinKeyTiles = 16;
+// min_gain: kStreamKMinGain, 0 to split any tail, < 0 never; min_key_tiles (>= 2): as above
+// (stream_k_policy).
 __host__ __device__ inline StreamK stream_k_plan(const FmhaFwdParams& p, int num_work, int sms, int bn,
-                                                 double min_gain) {
+                                                 double min_gain, int min_key_tiles) {
   StreamK s{num_work, 0, 0, num_work < sms ? num_work : sms};
   const bool uniform = p.seqstart_q == nullptr && p.seqlen_k == nullptr && p.mask_kind == kMaskNone &&
                        p.window_left < 0 && p.window_right < 0;
   const int n_kt = (p.Mkv + bn - 1) / bn;
-  if (!uniform || min_gain < 0 || sms <= 0 || num_work <= 0 || n_kt < 2) return s;
+  if (!uniform || min_gain < 0 || sms <= 0 || num_work <= 0 || n_kt < 2 || n_kt < min_key_tiles) return s;
   int n_sk = num_work, grid = sms;
   if (num_work > sms) {  // the last round part-filled
     const int rounds = (num_work + sms - 1) / sms;
@@ -188,10 +194,17 @@ __host__ __device__ inline bool stream_k_item(const StreamK& s, int b, int grid,
   return true;
 }
 // MSLK_FMHA_SM90_STREAMK (read per call, for A/B timing): 0 runs every tail as whole tiles, 1 splits
-// any tail that has idle SMs; unset: where the waste passes kStreamKMinGain.
-inline double stream_k_min_gain() {
+// any tail that has idle SMs (work tiles of 2 key tiles or more); unset: where the waste passes
+// kStreamKMinGain and the tiles hold kStreamKMinKeyTiles.
+struct StreamKPolicy {
+  double min_gain;
+  int min_key_tiles;
+};
+inline StreamKPolicy stream_k_policy() {
   const char* e = std::getenv("MSLK_FMHA_SM90_STREAMK");
-  return e == nullptr || *e == '\0' ? kStreamKMinGain : *e == '0' ? -1.0 : *e == '1' ? 0.0 : kStreamKMinGain;
+  if (e != nullptr && *e == '0') return {-1.0, 2};
+  if (e != nullptr && *e == '1') return {0.0, 2};
+  return {kStreamKMinGain, kStreamKMinKeyTiles};
 }
 // Workspace of the stream-K partials: a slot per CTA, each consumer thread's O (D/2 floats), row
 // maxima and row sums (2 + 2) as float4 chunks, thread-minor (coalesced); then a flag a slot and

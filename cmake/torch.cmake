@@ -29,6 +29,18 @@ target_compile_definitions(mslk_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${TORCH_C
 target_link_libraries(mslk_torch INTERFACE
   "${TORCH_DIR}/lib/libtorch.so" "${TORCH_DIR}/lib/libtorch_cpu.so" "${TORCH_DIR}/lib/libc10.so")
 
+# Executables that link libtorch_cuda (the C++ tests): the linker checks that its dependencies
+# (NCCL, cuDNN, ...) define every symbol it needs, and must find them where torch's RUNPATH does, in
+# the pip packages beside it (site-packages/nvidia/*/lib), before an older copy in a -rpath
+# directory: torch 2.15's libtorch_cuda needs NCCL symbols that the libnccl in CUDA 13.0's lib lacks.
+file(GLOB _torch_dep_dirs LIST_DIRECTORIES true "${TORCH_DIR}/../nvidia/*/lib")
+set(MSLK_TORCH_EXE_LINK_OPTIONS "")
+foreach(_d IN LISTS _torch_dep_dirs)
+  if(IS_DIRECTORY "${_d}")
+    list(APPEND MSLK_TORCH_EXE_LINK_OPTIONS "LINKER:-rpath-link,${_d}")
+  endif()
+endforeach()
+
 set(TORCH_HAS_CUDA OFF)
 if(TORCH_CUDA_VERSION AND EXISTS "${TORCH_DIR}/lib/libtorch_cuda.so")
   set(TORCH_HAS_CUDA ON)

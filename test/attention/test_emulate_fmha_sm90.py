@@ -118,19 +118,16 @@ def test_emulated_sm90_kernel_varlen_rectangle(monkeypatch, persistent):
         assert err < 1e-9 and stats["tiles"] > 0
 
 
-@pytest.mark.parametrize("num_work,sms,n_kt", [(4, 3, 2), (7, 3, 11), (10, 3, 8), (140, 132, 16), (300, 132, 32),
-                                               (2048, 132, 32), (512, 132, 32), (1024, 132, 64), (133, 132, 2),
-                                               (64, 132, 16), (8, 132, 32), (2, 132, 11), (100, 132, 2), (1, 3, 6)])
-def test_stream_k_items_cover_every_key_tile_once(num_work, sms, n_kt):
-    """The stream-K walk: every (work tile, key tile) unit once; whole tiles first; a split tile's
-    parts on consecutive CTAs, the first keys the last item of the first CTA (the merge), each later
-    part the first item of its CTA's tail (a partial in that CTA's slot), at most two parts when
-    there is a round of tiles or more; the tail's units shared within one unit across the CTAs."""
+@pytest.mark.parametrize("num_work,grid,n_kt", [(4, 3, 2), (7, 3, 11), (10, 3, 8), (140, 132, 16), (300, 132, 32),
+                                                (2048, 132, 32), (512, 132, 32), (1024, 132, 64), (133, 132, 2)])
+def test_stream_k_items_cover_every_key_tile_once(num_work, grid, n_kt):
+    """The stream-K walk: every (work tile, key tile) unit once; a split tile has exactly two parts,
+    the later keys first in CTA b + 1's tail (the partial, slot b + 1) and the first keys last in
+    CTA b's (the merge); the tail's units shared within one unit across the CTAs."""
     p = dict(seqstart_q=None, seqlen_k=None, mask_kind=0, wl=-1, wr=-1, Mkv=n_kt * 64 - 5)
-    sk = emu.stream_k_plan(p, num_work, sms, 64, min_gain=0.0, min_key_tiles=2)  # as MSLK_FMHA_SM90_STREAMK=1
-    n_dp, n_sk, _, grid = sk
-    assert n_sk > 0 and n_dp % grid == 0 and n_dp + n_sk == num_work and grid <= sms
-    assert grid == (sms if num_work > sms else min(sms, num_work * n_kt))
+    sk = emu.stream_k_plan(p, num_work, grid, 64, min_gain=0.0, min_key_tiles=2)  # as MSLK_FMHA_SM90_STREAMK=1
+    n_dp, n_sk, _ = sk
+    assert n_sk > 0 and n_dp % grid == 0 and n_sk >= grid and n_dp + n_sk == num_work
     seen, parts, tail_units = {}, {}, []
     for b in range(grid):
         items, i = [], 0
@@ -140,16 +137,13 @@ def test_stream_k_items_cover_every_key_tile_once(num_work, sms, n_kt):
         whole = [it for it in items if it[2] == 2**31 - 1]
         assert [t for t, _, _ in whole] == list(range(b, n_dp, grid)) and items[:len(whole)] == whole
         tail = items[len(whole):]
-        assert tail, f"CTA {b} has no units"
         tail_units.append(sum(hi - lo for _, lo, hi in tail))
         for j, (t, lo, hi) in enumerate(tail):
-            assert 0 <= lo < hi <= n_kt
-            if num_work > sms:
-                assert not (lo > 0 and hi < n_kt), "a part inside a tile with a round of tiles or more"
+            assert 0 <= lo < hi <= n_kt and not (lo > 0 and hi < n_kt), "a part inside a tile"
             if lo > 0:
                 assert j == 0, "a partial is the first item of the tail"
             if hi < n_kt:
-                assert j == len(tail) - 1, "a merge (or a partial inside the tile) is the last item of the tail"
+                assert j == len(tail) - 1, "a merge is the last item of the tail"
             parts.setdefault(t, []).append((b, lo, hi))
         for t, lo, hi in items:
             for kt in range(lo, min(hi, n_kt)):
@@ -158,35 +152,28 @@ def test_stream_k_items_cover_every_key_tile_once(num_work, sms, n_kt):
     assert len(seen) == num_work * n_kt
     assert max(tail_units) - min(tail_units) <= 1
     for t, ps in parts.items():
-        ps = sorted(ps)
-        assert [b for b, _, _ in ps] == list(range(ps[0][0], ps[0][0] + len(ps))), "consecutive CTAs"
-        assert ps[0][1] == 0 and ps[-1][2] == n_kt and all(ps[j][2] == ps[j + 1][1] for j in range(len(ps) - 1))
-        # the merging CTA's loop (the kernel's): slots b + 1, ... while their ranges start inside the tile
-        b0, _, hi0 = ps[0]
-        tile_end = emu.stream_k_units(sk, b0 + 1, grid) + n_kt - hi0
-        merged = [c for c in range(b0 + 1, grid) if emu.stream_k_units(sk, c, grid) < tile_end]
-        assert merged == [b for b, _, _ in ps[1:]]
+        if len(ps) == 2:
+            (b0, lo0, hi0), (b1, lo1, hi1) = sorted(ps)
+            assert b1 == b0 + 1 and lo0 == 0 and hi0 == lo1 and hi1 == n_kt
+        else:
+            assert len(ps) == 1 and ps[0][1:] == (0, n_kt)
 
 
 def test_stream_k_plan_only_where_the_tail_wastes():
-    """Split where the idle SMs of the last round waste more than kStreamKMinGain of the run (any
-    idle SMs when forced), never when the tiles fill whole rounds, nor for masks, varlen or
-    per-batch key lengths, nor (unless forced) tiles of fewer than kStreamKMinKeyTiles key tiles; with
-    fewer tiles than SMs, over as many SMs as there are key-tile units."""
+    """Split where the idle SMs of the last round waste more than kStreamKMinGain of the run and
+    the tiles hold kStreamKMinKeyTiles (any idle SMs when forced), never when the tiles fill whole
+    rounds, nor for masks, varlen or per-batch key lengths."""
     dense = dict(seqstart_q=None, seqlen_k=None, mask_kind=0, wl=-1, wr=-1, Mkv=4096)
-    assert emu.stream_k_plan(dense, 160, 132, 128) == (0, 160, 32, 132)  # 1.2 rounds: every tile split
+    assert emu.stream_k_plan(dense, 160, 132, 128)[1] == 160  # 1.2 rounds: every tile split
     assert emu.stream_k_plan(dense, 300, 132, 128)[:2] == (132, 168)
     assert emu.stream_k_plan(dense, 2048, 132, 128)[1] == 0  # 15.5 rounds: 3% waste
     assert emu.stream_k_plan(dense, 2048, 132, 128, min_gain=0.0)[1] == 200
     assert emu.stream_k_plan(dense, 2112, 132, 128, min_gain=0.0)[1] == 0  # 16 whole rounds
     assert emu.stream_k_plan(dense, 160, 132, 128, min_gain=-1.0)[1] == 0  # MSLK_FMHA_SM90_STREAMK=0
-    assert emu.stream_k_plan(dense, 64, 132, 128) == (0, 64, 32, 132)  # half the SMs idle
-    assert emu.stream_k_plan(dense, 128, 132, 128)[1] == 0  # 3% idle
-    assert emu.stream_k_plan(dense | dict(Mkv=200), 5, 132, 128, min_key_tiles=2) == (0, 5, 2, 10)  # 10 units: 10 CTAs
-    assert emu.stream_k_plan(dense | dict(Mkv=1920), 64, 132, 128)[1] == 0  # 15 key tiles: whole
+    assert emu.stream_k_plan(dense | dict(Mkv=1920), 160, 132, 128)[1] == 0  # 15 key tiles: whole
+    assert emu.stream_k_plan(dense | dict(Mkv=1920), 160, 132, 128, min_gain=0.0, min_key_tiles=2)[1] == 160
     for change in (dict(mask_kind=1), dict(wl=100), dict(seqlen_k=[1]), dict(seqstart_q=[0, 1]), dict(Mkv=128)):
         assert emu.stream_k_plan(dense | change, 160, 132, 128)[1] == 0, change
-        assert emu.stream_k_plan(dense | change, 64, 132, 128)[1] == 0, change
 
 
 @pytest.mark.parametrize("order", ["tile", "overlap", "pingpong"])
@@ -194,8 +181,6 @@ def test_stream_k_plan_only_where_the_tail_wastes():
     dict(B=1, Mq=200, Mkv=700, H=7, K=64, Kv=64, kind=0, wl=-1, wr=-1),
     dict(B=1, Mq=130, Mkv=1000, H=5, K=128, Kv=128, kind=0, wl=-1, wr=-1),
     dict(B=2, Mq=250, Mkv=300, H=1, K=256, Kv=256, kind=0, wl=-1, wr=-1, kv_bcast_head=True),
-    dict(B=1, Mq=100, Mkv=1000, H=1, K=128, Kv=128, kind=0, wl=-1, wr=-1),  # one tile over the 3 SMs
-    dict(B=1, Mq=130, Mkv=150, H=1, K=64, Kv=64, kind=0, wl=-1, wr=-1),  # 2 tiles, 3 key tiles each: 3 CTAs
 ])
 def test_emulated_sm90_kernel_stream_k(monkeypatch, order, case):
     """Persistent CTAs that split the tail's tiles by keys: partial and merge against float64."""

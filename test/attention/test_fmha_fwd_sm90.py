@@ -331,30 +331,24 @@ def _peak_bytes(fn):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("d,B,H,mq,mkv", [
     (64, 1, 70, 512, 1000),   # BM 256: 140 work tiles on 132 SMs, every one split by keys (16 key tiles)
-    (128, 1, 150, 256, 2100),  # 300 tiles: 132 whole, 168 split; 17 key tiles, the last one short
-    (256, 2, 40, 200, 1100),  # 160 tiles, every one split; 18 key tiles of 64
-    (128, 1, 8, 1024, 2050),  # 64 tiles (fewer than SMs): 1088 key-tile units over 132 CTAs, 2-3 parts a tile
-    (64, 1, 4, 300, 2000),    # 8 tiles of 256 rows (the last one short), 32 key tiles each: ~16 parts a tile
-    (256, 1, 2, 128, 1100),   # 2 tiles, 18 key tiles each: 36 CTAs, one key tile each
+    (128, 1, 150, 256, 777),  # 300 tiles: 132 whole, 168 split; 7 key tiles, the last one short
+    (256, 2, 40, 200, 300),   # 160 tiles, every one split; 5 key tiles of 64
 ])
 def test_sm90_stream_k_tail(sm90, monkeypatch, streamk, dtype, d, B, H, mq, mkv):
     """Dense problems whose work tiles do not fill whole rounds of the SMs split the tail's tiles by
-    keys between consecutive CTAs (stream_k_plan; more than two parts a tile when there are fewer
-    tiles than SMs): float32 partials in a workspace the glue allocates, merged by the CTA that
-    runs the first keys. Against the oracle with MSLK_FMHA_SM90_STREAMK on
+    keys between two CTAs (stream_k_plan): float32 partials in a workspace the glue allocates,
+    merged by the CTA that runs the first keys. Against the oracle with MSLK_FMHA_SM90_STREAMK on
     and off; the workspace (a slot a CTA) is the difference of the op's peak memory."""
     if torch.cuda.get_device_properties(0).multi_processor_count != 132:
         pytest.skip("the shapes are sized for 132 SMs (H200)")
-    if streamk == "off":
-        monkeypatch.setenv("MSLK_FMHA_SM90_STREAMK", "0")
+    # "on": MSLK_FMHA_SM90_STREAMK=1, so that tiles of fewer than kStreamKMinKeyTiles key tiles split too
+    monkeypatch.setenv("MSLK_FMHA_SM90_STREAMK", "0" if streamk == "off" else "1")
     g = torch.Generator().manual_seed(d + mq)
     q, k, v = (rand((B, m, H, d), dtype, "cuda", g) for m in (mq, mkv, mkv))
     check_sm90(q, k, v, None)
     if streamk == "on":
-        wgs, bn = {64: (4, 64), 128: (2, 128), 256: (2, 64)}[d]
-        tiles, n_kt = -(-mq // (64 * wgs)) * B * H, -(-mkv // bn)
-        grid = 132 if tiles > 132 else min(132, tiles * n_kt)  # stream_k_plan's grid
-        ws = grid * ((d // 8 + 1) * 128 * wgs * 16 + wgs * 8)  # stream_k_workspace_bytes
+        wgs = {64: 4, 128: 2, 256: 2}[d]
+        ws = 132 * ((d // 8 + 1) * 128 * wgs * 16 + wgs * 8)  # stream_k_workspace_bytes
         on = _peak_bytes(lambda: run_op(q, k, v, None, 0.1))
         monkeypatch.setenv("MSLK_FMHA_SM90_STREAMK", "0")
         off = _peak_bytes(lambda: run_op(q, k, v, None, 0.1))
@@ -362,15 +356,15 @@ def test_sm90_stream_k_tail(sm90, monkeypatch, streamk, dtype, d, B, H, mq, mkv)
 
 
 @needs_sm90
-def test_sm90_stream_k_replays_in_a_cuda_graph(sm90):
+def test_sm90_stream_k_replays_in_a_cuda_graph(sm90, monkeypatch):
     """A captured stream-K launch replays with the token it was captured with: the merging CTAs
     clear the flags, so each replay waits for that replay's partials (new inputs every replay,
     bitwise equal to eager calls)."""
     if torch.cuda.get_device_properties(0).multi_processor_count != 132:
         pytest.skip("the shape is sized for 132 SMs (H200)")
+    monkeypatch.setenv("MSLK_FMHA_SM90_STREAMK", "1")  # 2 key tiles a tile: split only when forced
     g = torch.Generator().manual_seed(5)
-    q = rand((1, 256, 150, 128), torch.bfloat16, "cuda", g)  # 300 tiles of 17 key tiles: 168 split
-    k, v = (rand((1, 2100, 150, 128), torch.bfloat16, "cuda", g) for _ in range(2))
+    q, k, v = (rand((1, 256, 150, 128), torch.bfloat16, "cuda", g) for _ in range(3))  # 300 tiles: 168 split
 
     def f():
         return torch.ops.mslk.fmha_fused_fwd(q, k, v, scale=0.1)

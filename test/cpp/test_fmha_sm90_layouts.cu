@@ -178,12 +178,11 @@ void check_all(std::integer_sequence<int, Cs...>) {
   ((check<cutlass::half_t, Cs>(), check<cutlass::bfloat16_t, Cs>()), ...);
 }
 
-// 6. The stream-K walk of the persistent rows (stream_k_plan / stream_k_item / stream_k_units, the
-//    C++ the kernel runs; tools/attention/emulate_fmha_sm90.py mirrors it): every (work tile, key
-//    tile) once; whole tiles first, tile t on CTA t % grid; a split tile's parts on consecutive
-//    CTAs, the first keys the last item of the first CTA, which merges exactly the slots of the
-//    others (the kernel's loop), each of them the first item of its CTA's tail; at most two parts
-//    with a round of tiles or more; the tail's units shared within one unit.
+// 6. The stream-K walk of the persistent rows (stream_k_plan / stream_k_item, the C++ the kernel
+//    runs; tools/attention/emulate_fmha_sm90.py mirrors it): every (work tile, key tile) once;
+//    whole tiles first, tile t on CTA t % grid; a split tile has two parts, the later keys the
+//    first item of CTA b + 1's tail (its partial, slot b + 1), the first keys the last item of
+//    CTA b's (the merge); the tail's units shared within one unit.
 void check_stream_k() {
   mslk::attention::FmhaFwdParams p{};
   p.mask_kind = mslk::attention::kMaskNone;
@@ -196,72 +195,69 @@ void check_stream_k() {
   EXPECT(stream_k_plan(p, 2048, 132, bn, g, mk).n_sk == 0, "2048 tiles: 3%% waste, whole");
   EXPECT(stream_k_plan(p, 2112, 132, bn, 0.0, 2).n_sk == 0, "2112 tiles: whole rounds");
   EXPECT(stream_k_plan(p, 160, 132, bn, -1.0, 2).n_sk == 0, "off");
-  EXPECT(stream_k_plan(p, 64, 132, bn, g, mk).grid == 132, "64 tiles over 132 SMs");
-  EXPECT(stream_k_plan(p, 128, 132, bn, g, mk).n_sk == 0, "128 tiles: 3%% idle");
   p.Mkv = (mk - 1) * bn;
   EXPECT(stream_k_plan(p, 160, 132, bn, g, mk).n_sk == 0 && stream_k_plan(p, 160, 132, bn, 0.0, 2).n_sk == 160,
          "short key lanes: whole unless forced");
   p.Mkv = 4096;
   p.mask_kind = mslk::attention::kMaskCausalTopLeft;
-  EXPECT(stream_k_plan(p, 160, 132, bn, 0.0, 2).n_sk == 0 && stream_k_plan(p, 64, 132, bn, 0.0, 2).n_sk == 0, "causal");
+  EXPECT(stream_k_plan(p, 160, 132, bn, 0.0, 2).n_sk == 0, "causal: whole tiles");
   p.mask_kind = mslk::attention::kMaskNone;
-  const int cases[][3] = {{4, 3, 2},   {7, 3, 11},  {140, 132, 16}, {300, 132, 7}, {2048, 132, 32},
-                          {133, 132, 2}, {64, 132, 16}, {8, 132, 32},  {2, 132, 11}, {1, 3, 6}};
+  const int cases[][3] = {{4, 3, 2}, {7, 3, 11}, {140, 132, 16}, {300, 132, 7}, {2048, 132, 32}, {133, 132, 2}};
   for (const auto& c : cases) {
-    const int num_work = c[0], sms = c[1], n_kt = c[2];
+    const int num_work = c[0], grid = c[1], n_kt = c[2];
     p.Mkv = n_kt * bn - 5;
-    const StreamK sk = stream_k_plan(p, num_work, sms, bn, 0.0, 2);  // MSLK_FMHA_SM90_STREAMK=1
-    const int grid = sk.grid;
-    EXPECT(sk.n_sk > 0 && sk.n_dp % grid == 0 && sk.n_dp + sk.n_sk == num_work && sk.n_kt == n_kt &&
-               grid == (num_work > sms ? sms : std::min(sms, num_work * n_kt)),
-           "plan %d %d %d", num_work, sms, n_kt);
+    const StreamK sk = stream_k_plan(p, num_work, grid, bn, 0.0, 2);  // as MSLK_FMHA_SM90_STREAMK=1
+    EXPECT(sk.n_sk >= grid && sk.n_dp % grid == 0 && sk.n_dp + sk.n_sk == num_work && sk.n_kt == n_kt,
+           "plan %d %d %d", num_work, grid, n_kt);
     std::vector<int> owner(size_t(num_work) * n_kt, -1);
     std::vector<int> tail_units(grid, 0);
-    std::vector<std::vector<std::array<int, 3>>> parts(num_work);  // tile -> (CTA, kb_lo, kb_hi)
+    std::vector<std::pair<int, int>> split_lo(num_work, {-1, -1});  // tile -> (CTA, kb_lo) of its partial
+    int merges = 0;
     for (int b = 0; b < grid; ++b) {
-      int t = 0, lo = 0, hi = 0, whole = 0;
+      int t = 0, lo = 0, hi = 0, n = 0, whole = 0;
       std::vector<std::array<int, 3>> tail;
-      for (int i = 0; stream_k_item(sk, b, grid, i, &t, &lo, &hi); ++i) {
+      for (int i = 0; stream_k_item(sk, b, grid, i, &t, &lo, &hi); ++i, ++n) {
         if (hi == INT_MAX) {
-          EXPECT(lo == 0 && t == b + whole * grid && tail.empty() && t < sk.n_dp, "whole item b=%d i=%d", b, i);
+          EXPECT(lo == 0 && t == b + whole * grid && int(tail.size()) == 0 && t < sk.n_dp, "whole item b=%d i=%d", b, i);
           ++whole;
           for (int k = 0; k < n_kt; ++k) {
             EXPECT(owner[size_t(t) * n_kt + k] < 0, "unit twice");
             owner[size_t(t) * n_kt + k] = b;
           }
-          continue;
+        } else {
+          tail.push_back({t, lo, hi});
+          EXPECT(t >= sk.n_dp && 0 <= lo && lo < hi && hi <= n_kt && !(lo > 0 && hi < n_kt), "part b=%d t=%d", b, t);
+          for (int k = lo; k < hi; ++k) {
+            EXPECT(owner[size_t(t) * n_kt + k] < 0, "unit twice");
+            owner[size_t(t) * n_kt + k] = b;
+          }
+          tail_units[b] += hi - lo;
         }
-        EXPECT(t >= sk.n_dp && 0 <= lo && lo < hi && hi <= n_kt, "part b=%d t=%d", b, t);
-        EXPECT(num_work <= sms || !(lo > 0 && hi < n_kt), "a part inside a tile (b=%d)", b);
-        tail.push_back({t, lo, hi});
-        parts[t].push_back({b, lo, hi});
-        for (int k = lo; k < hi; ++k) {
-          EXPECT(owner[size_t(t) * n_kt + k] < 0, "unit twice");
-          owner[size_t(t) * n_kt + k] = b;
-        }
-        tail_units[b] += hi - lo;
       }
-      EXPECT(whole == sk.n_dp / grid && !tail.empty(), "items of CTA %d", b);
+      EXPECT(whole == sk.n_dp / grid, "whole tiles of CTA %d", b);
       for (size_t j = 0; j < tail.size(); ++j) {
-        if (tail[j][1] > 0) EXPECT(j == 0, "a partial is the tail's first item (b=%d)", b);
-        if (tail[j][2] < n_kt) EXPECT(j + 1 == tail.size(), "a merge is the tail's last item (b=%d)", b);
+        const auto& [tt, l, h] = tail[j];
+        if (l > 0) {
+          EXPECT(j == 0, "a partial is the tail's first item (b=%d)", b);
+          split_lo[tt] = {b, l};
+        }
+        if (h < n_kt) EXPECT(j + 1 == tail.size(), "a merge is the tail's last item (b=%d)", b);
+      }
+      if (!tail.empty() && tail.back()[2] < n_kt) {  // the merge: CTA b + 1 left the rest of this tile
+        ++merges;
+        const int tt = tail.back()[0];
+        EXPECT(b + 1 < grid, "merge on the last CTA");
+        (void)tt;
       }
     }
-    for (size_t u = 0; u < owner.size(); ++u) EXPECT(owner[u] >= 0, "unit %d not run (%d %d %d)", int(u), num_work, sms, n_kt);
+    for (size_t u = 0; u < owner.size(); ++u) EXPECT(owner[u] >= 0, "unit %d not run (%d %d %d)", int(u), num_work, grid, n_kt);
     for (int t = 0; t < num_work; ++t) {
-      const auto& ps = parts[t];  // in CTA order
-      if (ps.size() < 2) continue;
-      EXPECT(ps.front()[1] == 0 && ps.back()[2] == n_kt, "tile %d: parts span it", t);
-      for (size_t j = 1; j < ps.size(); ++j)
-        EXPECT(ps[j][0] == ps[j - 1][0] + 1 && ps[j][1] == ps[j - 1][2], "tile %d: consecutive parts", t);
-      // the kernel's merge loop on the first part's CTA
-      const int b0 = ps.front()[0];
-      const int64_t tile_end = stream_k_units(sk, b0 + 1, grid) + (n_kt - ps.front()[2]);
-      size_t merged = 0;
-      for (int slot = b0 + 1; slot < grid && stream_k_units(sk, slot, grid) < tile_end; ++slot, ++merged)
-        EXPECT(merged + 1 < ps.size() && ps[merged + 1][0] == slot, "tile %d merges slot %d", t, slot);
-      EXPECT(merged + 1 == ps.size(), "tile %d: %d partials merged of %d", t, int(merged), int(ps.size()) - 1);
+      if (split_lo[t].first < 0) continue;
+      const int b = split_lo[t].first, lo = split_lo[t].second;
+      EXPECT(owner[size_t(t) * n_kt + lo - 1] == b - 1 && owner[size_t(t) * n_kt] == b - 1, "tile %d: head on CTA b-1", t);
+      --merges;
     }
+    EXPECT(merges == 0, "partials and merges pair up (%d %d %d)", num_work, grid, n_kt);
     const auto mm = std::minmax_element(tail_units.begin(), tail_units.end());
     EXPECT(*mm.second - *mm.first <= 1, "tail units %d..%d", *mm.first, *mm.second);
   }

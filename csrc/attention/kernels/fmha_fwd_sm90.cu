@@ -99,8 +99,9 @@ int64_t fmha_fwd_sm90_workspace_bytes(const FmhaFwdParams& p) {
   const int bm = 64 * cfg.wgs;
   const int64_t num_work = int64_t((p.max_seqlen_q + bm - 1) / bm) * p.H * p.num_seqs;
   if (num_work >= (int64_t(1) << 30)) return 0;
+  const int grid = int(num_work < sms ? num_work : sms);
   const sm90::StreamKPolicy pol = sm90::stream_k_policy();
-  const sm90::StreamK sk = sm90::stream_k_plan(p, int(num_work), sms, cfg.bn, pol.min_gain, pol.min_key_tiles);
-  return sk.n_sk > 0 ? sm90::stream_k_workspace_bytes(d, cfg.wgs, sk.grid) : 0;
+  const sm90::StreamK sk = sm90::stream_k_plan(p, int(num_work), grid, cfg.bn, pol.min_gain, pol.min_key_tiles);
+  return sk.n_sk > 0 ? sm90::stream_k_workspace_bytes(d, cfg.wgs, grid) : 0;
 }
 }  // namespace mslk::attention

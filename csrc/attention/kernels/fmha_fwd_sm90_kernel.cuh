@@ -24,8 +24,8 @@
 // pipelining).
 // With pingpong = 1 the two consumer warpgroups also take turns issuing their GEMM batches.
 // Persistent rows on dense problems whose tiles do not fill whole rounds split the last round's
-// tiles by keys between consecutive CTAs (stream-K, stream_k_plan in fmha_fwd_sm90_work.h): the
-// later keys leave float32 partials in the caller's workspace, the CTA with the first keys merges.
+// tiles by keys between two CTAs (stream-K, stream_k_plan in fmha_fwd_sm90_work.h): the later keys
+// leave a float32 partial in the caller's workspace, the CTA with the first keys merges it.
 // TODO(perf): a TMA-store epilogue through shared memory; K/V multicast across a cluster of two.
 // (A dynamic tile scheduler and FA3's BN 176 were measured and dropped: fmha_fwd_sm90_configs.h.)
 #pragma once
@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
   // Item i of this CTA -> Work w (its key tiles clipped to the item's) and kb_lo / kb_hi; breaks
   // the loop past the last. Persistent rows: stream_k_item (whole tiles, then the stream-K tail);
   // else work tiles blockIdx.x, + gridDim.x, ... . A stream-K part that starts past key tile 0
-  // (kb_lo > 0) leaves a partial; one from key tile 0 that ends short of the last merges them.
+  // (kb_lo > 0) leaves a partial; one that ends short of the last (kb_hi < n_kt) merges one.
 #define MSLK_ITEM(i)                                                                          \
   int t = blockIdx.x + (i) * gridDim.x, kb_lo = 0, kb_hi = INT_MAX;                           \
   if constexpr (Tr::kPersistent) {                                                            \
@@ -544,36 +544,31 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
         if (ctid % 128 == 0) flag_release(args.sk_flags + blockIdx.x * Tr::kWGs + cwg, args.sk_token);
         continue;  // no output: the merging CTA writes the rows
       }
-      if (kb_hi < args.sk.n_kt) {
-        // Merge the partials of the CTAs after this one whose ranges start inside this tile (one
-        // with a round of tiles or more; written early in those CTAs' tails).
-        const int64_t tile_end = stream_k_units(args.sk, blockIdx.x + 1, gridDim.x) + (args.sk.n_kt - kb_hi);
-        for (int slot = blockIdx.x + 1; slot < int(gridDim.x) && stream_k_units(args.sk, slot, gridDim.x) < tile_end;
-             ++slot) {
-          if (ctid % 128 == 0) {
-            flag_wait(args.sk_flags + slot * Tr::kWGs + cwg, args.sk_token);
-            args.sk_flags[slot * Tr::kWGs + cwg] = 0;  // cleared for a graph replay (the next launch)
-          }
-          named_barrier_sync(kBarTail + cwg, 128);
-          const float4 ml = __ldcg(chunk(slot, 2 * kRowChunks));
-          const float mb[2] = {ml.x, ml.y}, lb[2] = {ml.z, ml.w};
+      if (kb_hi < args.sk.n_kt) {  // merge slot blockIdx.x + 1 (written early in that CTA's tail)
+        const int slot = blockIdx.x + 1;
+        if (ctid % 128 == 0) {
+          flag_wait(args.sk_flags + slot * Tr::kWGs + cwg, args.sk_token);
+          args.sk_flags[slot * Tr::kWGs + cwg] = 0;  // cleared for a graph replay (the next launch)
+        }
+        named_barrier_sync(kBarTail + cwg, 128);
+        const float4 ml = __ldcg(chunk(slot, 2 * kRowChunks));
+        const float mb[2] = {ml.x, ml.y}, lb[2] = {ml.z, ml.w};
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          // Both parts relative to their own reference max: rescale to the larger (a part whose
+          // rows saw no key has m = -inf, O = 0, l = 0 and weight 0).
+          const float mn = fmaxf(m_i[r], mb[r]);
+          const float fa = m_i[r] == -INFINITY ? 0.f : fast_exp2(m_i[r] - mn);
+          const float fb = mb[r] == -INFINITY ? 0.f : fast_exp2(mb[r] - mn);
+          l_i[r] = l_i[r] * fa + lb[r] * fb;
+          m_i[r] = mn;
           CUTE_UNROLL
-          for (int r = 0; r < 2; ++r) {
-            // Both parts relative to their own reference max: rescale to the larger (a part whose
-            // rows saw no key has m = -inf, O = 0, l = 0 and weight 0).
-            const float mn = fmaxf(m_i[r], mb[r]);
-            const float fa = m_i[r] == -INFINITY ? 0.f : fast_exp2(m_i[r] - mn);
-            const float fb = mb[r] == -INFINITY ? 0.f : fast_exp2(mb[r] - mn);
-            l_i[r] = l_i[r] * fa + lb[r] * fb;
-            m_i[r] = mn;
-            CUTE_UNROLL
-            for (int c = 0; c < kRowChunks; ++c) {
-              const float4 o = __ldcg(chunk(slot, r * kRowChunks + c));
-              O_rc(r, 4 * c) = O_rc(r, 4 * c) * fa + o.x * fb;
-              O_rc(r, 4 * c + 1) = O_rc(r, 4 * c + 1) * fa + o.y * fb;
-              O_rc(r, 4 * c + 2) = O_rc(r, 4 * c + 2) * fa + o.z * fb;
-              O_rc(r, 4 * c + 3) = O_rc(r, 4 * c + 3) * fa + o.w * fb;
-            }
+          for (int c = 0; c < kRowChunks; ++c) {
+            const float4 o = __ldcg(chunk(slot, r * kRowChunks + c));
+            O_rc(r, 4 * c) = O_rc(r, 4 * c) * fa + o.x * fb;
+            O_rc(r, 4 * c + 1) = O_rc(r, 4 * c + 1) * fa + o.y * fb;
+            O_rc(r, 4 * c + 2) = O_rc(r, 4 * c + 2) * fa + o.z * fb;
+            O_rc(r, 4 * c + 3) = O_rc(r, 4 * c + 3) * fa + o.w * fb;
           }
         }
       }

@@ -92,7 +92,7 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
   // int tile indices in the kernel; a packed list holds at most num_seqs * ceil(Mq / BM) per head
   const int64_t packed_max = int64_t((p.Mq + Tr::kBM - 1) / Tr::kBM) * p.H * p.num_seqs;
   if (num_work >= (int64_t(1) << 30)) return cudaErrorNotSupported;
-  a.sk = StreamK{int(num_work), 0, 0, 0};  // whole tiles (the persistent rows' walk; see below)
+  a.sk = StreamK{int(num_work), 0, 0};  // whole tiles (the persistent rows' walk; see below)
   a.packed = Tr::kPackedList && packed_tiles(p) && packed_max < (int64_t(1) << 30);
   // MSLK_FMHA_SM90_PACKED=0 (read per call, for A/B timing) walks the rectangle instead.
   if (const char* e = std::getenv("MSLK_FMHA_SM90_PACKED"); e != nullptr && *e == '0') a.packed = 0;
@@ -108,11 +108,10 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
     grid = int(num_work < sms ? num_work : sms);  // one CTA per SM (smem and registers allow one)
     // The stream-K tail, where the caller gave the workspace (fmha_fwd_sm90_workspace_bytes).
     const StreamKPolicy pol = stream_k_policy();
-    const StreamK sk = stream_k_plan(p, int(num_work), sms, Tr::kBN, pol.min_gain, pol.min_key_tiles);
-    const int64_t need = stream_k_workspace_bytes(D, Tr::kWGs, sk.grid);
+    const StreamK sk = stream_k_plan(p, int(num_work), grid, Tr::kBN, pol.min_gain, pol.min_key_tiles);
+    const int64_t need = stream_k_workspace_bytes(D, Tr::kWGs, grid);
     if (sk.n_sk > 0 && p.workspace != nullptr && p.workspace_bytes >= need) {
       a.sk = sk;
-      grid = sk.grid;
       a.sk_ws = static_cast<float4*>(p.workspace);
       a.sk_flags = reinterpret_cast<unsigned long long*>(static_cast<char*>(p.workspace) +
                                                          int64_t(grid) * stream_k_chunks(D) * Tr::kWGs * 128 * 16);

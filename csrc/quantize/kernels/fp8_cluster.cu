@@ -14,9 +14,24 @@ namespace cg = cooperative_groups;
 constexpr int kNV = 8;         // 16-byte vectors per thread
 constexpr int kThreads = 256;  // so a CTA holds <= 2048 vectors
 
-template <typename T, int C>
-__global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kThreads, 3) fp8_cluster_kernel(Fp8TileParams p, int n_bj,
-                                                                                         bool vec_store) {
+// L2 prefetch of the rows of the CTA `ahead` CTAs after this one, one thread a row.
+template <int C>
+__device__ __forceinline__ void prefetch_cta_rows(const void* base, int64_t M, int64_t K, int64_t stride_bytes,
+                                               int64_t tile_m, int64_t tile_k, int n_bj, int64_t elem, int ahead) {
+  const int64_t f = int64_t(blockIdx.x) + ahead, sub_m = tile_m / C;
+  if (f >= int64_t(gridDim.x) || threadIdx.x >= sub_m) return;
+  const int64_t ft = f / C, fbi = ft / n_bj, fbj = ft - fbi * n_bj;
+  const int64_t r = fbi * tile_m + (f - ft * C) * sub_m + threadIdx.x, c = fbj * tile_k;
+  if (r < M)
+    prefetch_l2(static_cast<const char*>(base) + r * stride_bytes + c * elem,
+                static_cast<uint32_t>((tile_k < K - c ? tile_k : K - c) * elem));
+}
+
+// PF: with the L2 prefetch (a separate instantiation: its index math costs the prefetch-free body
+// a 4-byte spill at the 64-register cap).
+template <typename T, int C, bool PF>
+__global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kThreads, 4) fp8_cluster_kernel(Fp8TileParams p, int n_bj,
+                                                                                         bool vec_store, int prefetch_ctas) {
   constexpr int W = kVec16<T>;
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
@@ -29,6 +44,9 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kThreads, 3) fp8_clu
   const int vpr = static_cast<int>(p.tile_k / W);
   const T* in = static_cast<const T*>(p.in.ptr) + r0 * p.in.stride + c0;
 
+  // Peers' shared memory may only be written once every CTA of the cluster runs: arrive now,
+  // wait after the loads, so the barrier's latency hides behind them.
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
   uint4 v[kNV];
   float m = 0.f;
 #pragma unroll
@@ -41,13 +59,17 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kThreads, 3) fp8_clu
 #pragma unroll
   for (int i = 0; i < kNV; ++i) m = fmaxf(m, absmax16<T>(v[i]));
 
-  __shared__ float part;
+  // Push, not pull: each CTA writes its partial into every peer's slot, so one release/acquire
+  // barrier suffices and nobody reads remote memory (a pull needs a second barrier so that a CTA
+  // does not exit while a peer still reads it).
+  __shared__ float parts[C];
   m = block_max(m);
-  if (threadIdx.x == 0) part = m;
-  cluster.sync();
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+  if (threadIdx.x < C) *cluster.map_shared_rank(&parts[rank], static_cast<int>(threadIdx.x)) = m;
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 #pragma unroll
-  for (int i = 0; i < C; ++i) m = fmaxf(m, *cluster.map_shared_rank(&part, i));
-  cluster.sync();  // `part` must outlive every peer's read
+  for (int i = 0; i < C; ++i) m = fmaxf(m, parts[i]);
   const TileScale s = tile_scale(p, m);
   if (rank == 0 && threadIdx.x == 0) p.scale[scale_index(p, bi, bj)] = s.scale;
 
@@ -58,16 +80,18 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kThreads, 3) fp8_clu
     tile_vec_pos<false>(i, vpr, r, c);
     if (r < rows && c < vcols) quant_store16<T>(v[i], s.inv, out + r * p.out_stride + c * W, vec_store);
   }
-  // Contract (fp8_params.h): columns [K, out_stride) are zero-filled, as fp8_tile_kernel does.
-  // Blockwise callers pass out_stride == K today, so this is a guard, not a live fix.
-  if (bj == n_bj - 1) zero_padding(p, r0, r0 + rows);
+  // After the stores, where no tile data is live (before the loads it made ptxas spill).
+  if (PF) prefetch_cta_rows<C>(p.in.ptr, p.in.M, p.in.K, p.in.stride * int64_t(sizeof(T)), p.tile_m, p.tile_k,
+                                            n_bj, int64_t(sizeof(T)), prefetch_ctas);
 }
 
 template <typename T, int C>
 bool try_cluster(const Fp8TileParams& p, int64_t vpr, int64_t n_tiles, int n_bj, cudaStream_t stream) {
   if (p.tile_m % C != 0 || (p.tile_m / C) * vpr > int64_t(kThreads) * kNV) return false;
   const int threads = static_cast<int>(((p.tile_m / C) * vpr + kNV - 1) / kNV + 31) / 32 * 32;
-  fp8_cluster_kernel<T, C><<<unsigned(n_tiles * C), threads, 0, stream>>>(p, n_bj, p.out_stride % kVec16<T> == 0);
+  const int ahead = fp8_prefetch_ctas();
+  auto kernel = ahead > 0 ? fp8_cluster_kernel<T, C, true> : fp8_cluster_kernel<T, C, false>;
+  kernel<<<unsigned(n_tiles * C), threads, 0, stream>>>(p, n_bj, p.out_stride % kVec16<T> == 0, ahead);
   return true;
 }
 
@@ -77,7 +101,9 @@ bool fp8_quantize_blocks_cluster(const Fp8TileParams& p, cudaStream_t stream) {
   bool launched = false;
   dispatch_dtype(p.in.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if (!rows_vectorizable<T>(p.in, p.tile_k)) return;
+    // Padded outputs (out_stride > K, whose padding fp8_params.h says is zero-filled) take the other
+    // kernels: zeroing it here made ptxas spill the 64-register body (4 CTAs an SM).
+    if (!rows_vectorizable<T>(p.in, p.tile_k) || p.out_stride != p.in.K) return;
     const int64_t vpr = p.tile_k / kVec16<T>;
     const int64_t n_bj = ceil_div(p.in.K, p.tile_k), n_tiles = int64_t(ceil_div(p.in.M, p.tile_m)) * n_bj;
     if (p.tile_m * vpr <= int64_t(kThreads) * kNV || n_tiles * 8 > 0x7fffffff) return;  // small tiles: one CTA

@@ -1,0 +1,77 @@
+"""Interleaved A/B of FP8 quantizer kernel switches on the GPU (MSLK_FP8_SCHEDULE,
+MSLK_FP8_PREFETCH): every variant of a case is timed in turn, `--rounds` times, inside one process,
+so the clock and power drift of a run hits all of them alike. Prints us and time / byte floor
+(3 B an element against the copy bandwidth measured in the same run); best and median of rounds.
+
+    python tools/quantize/ab_quantize.py --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+
+import mslk  # noqa: F401
+from bench.common import copies_to_exceed_l2, copy_bandwidth_tbs, env_var, time_ms
+from mslk.quantize.triton import fp8_quantize as q
+
+# case -> (call, variants: label -> {env var: value})
+CASES = {
+    "row": (lambda x: q.quantize_fp8_row(x), {
+        "default": {},
+        "pf132": {"MSLK_FP8_PREFETCH": "132"},
+        "pf400": {"MSLK_FP8_PREFETCH": "400"},
+        "pf800": {"MSLK_FP8_PREFETCH": "800"},
+    }),
+    "block 256x256": (lambda x: q.quantize_fp8_block(x, 256, 256), {
+        "default": {},
+        "cluster": {"MSLK_FP8_SCHEDULE": "cluster"},
+        "cluster+pf264": {"MSLK_FP8_SCHEDULE": "cluster", "MSLK_FP8_PREFETCH": "264"},
+        "cluster+pf528": {"MSLK_FP8_SCHEDULE": "cluster", "MSLK_FP8_PREFETCH": "528"},
+        "cluster+pf1056": {"MSLK_FP8_SCHEDULE": "cluster", "MSLK_FP8_PREFETCH": "1056"},
+    }),
+}
+SHAPES = [(8192, 8192), (16384, 16384), (4096, 7168)]
+KEYS = ("MSLK_FP8_SCHEDULE", "MSLK_FP8_PREFETCH")
+
+
+def timed(fn, xs, env):
+    with env_var(KEYS[0], env.get(KEYS[0])), env_var(KEYS[1], env.get(KEYS[1])):
+        return time_ms(fn, xs)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--cases", nargs="*", default=list(CASES))
+    args = ap.parse_args()
+    bw = copy_bandwidth_tbs()
+    print(f"copy bandwidth {bw:.2f} TB/s; cells: best / median us over {args.rounds} rounds, (time / floor)")
+    for M, K in SHAPES:
+        xs = [(torch.randn(M, K, device="cuda", dtype=torch.bfloat16),) for _ in range(copies_to_exceed_l2(M * K * 2))]
+        floor_us = M * K * 3 / (bw * 1e12) * 1e6
+        for case in args.cases:
+            fn, variants = CASES[case]
+            ref = fn(*xs[0])
+            got = {k: [] for k in variants}
+            for _ in range(args.rounds):
+                for label, env in variants.items():
+                    got[label].append(timed(fn, xs, env) * 1e3)
+            for label, env in variants.items():  # every variant must give the default's bits
+                with env_var(KEYS[0], env.get(KEYS[0])), env_var(KEYS[1], env.get(KEYS[1])):
+                    out = fn(*xs[0])
+                same = all(torch.equal(a.view(torch.uint8) if a.dtype == torch.float8_e4m3fn else a,
+                                       b.view(torch.uint8) if b.dtype == torch.float8_e4m3fn else b)
+                           for a, b in zip(out, ref))
+                t = got[label]
+                print(f"{M}x{K} {case:14s} {label:16s} {min(t):7.1f} / {statistics.median(t):7.1f} us "
+                      f"({min(t) / floor_us:.2f} / {statistics.median(t) / floor_us:.2f}){'' if same else '  OUTPUT DIFFERS'}",
+                      flush=True)
+        del xs
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

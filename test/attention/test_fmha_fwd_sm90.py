@@ -310,11 +310,30 @@ def test_sm90_causal_runs_the_non_persistent_row(sm90, d):
     default = next(i for i, r in enumerate(rows) if r[0] == d)
     banded = next((i for i, r in enumerate(rows) if r[0] == d and r[5] == 0), default)
     q = torch.randn(1, 300, 2, d, device="cuda", dtype=torch.bfloat16)
-    assert _sm90_rows_run(lambda: run_op(q, q, q, None, 0.1)) == [default]
+    dense = 6 if d == 64 else default  # kDenseAlts: one round either way, and d64's BM 192 row costs less
+    assert _sm90_rows_run(lambda: run_op(q, q, q, None, 0.1)) == [dense]
     assert _sm90_rows_run(lambda: run_op(q, q, q, ab.LowerTriangularMask(), 0.1)) == [banded]
     varlen = ab.BlockDiagonalMask.from_seqlens([100, 200]).to("cuda")
     assert _sm90_rows_run(lambda: run_op(q, q, q, varlen, 0.1)) == [banded]
     assert rows[banded][5] == 0, "every head dim has a non-persistent row for causal masks"
+
+
+@needs_sm90
+@pytest.mark.skipif(IS_SM90 and torch.cuda.get_device_properties(0).multi_processor_count != 132,
+                    reason="the expected rows are worked out for 132 SMs (H100 SXM / H200)")
+@pytest.mark.parametrize("B,H,S,streamk,row", [
+    (4, 16, 2048, None, 6),  # BM 256: 512 tiles, 4 whole rounds; BM 192: 704 tiles, 5.33 rounds (split tail)
+    (4, 16, 2048, "0", 0),   # no split: BM 192's sixth round counts whole
+    (8, 16, 1024, None, 0),  # 8 key tiles of 128: no split; 4 vs 6 rounds
+    (1, 40, 1024, None, 0),  # BM 256 splits its tail (16 key tiles of 64), BM 192 cannot
+    (1, 16, 8192, None, 6),  # 4 rounds vs 5.21 split
+])
+def test_sm90_d64_dense_row_choice(sm90, monkeypatch, B, H, S, streamk, row):
+    """Dense d64 problems take the kDenseAlts row of least modelled time (rounds x BM x cost)."""
+    if streamk is not None:
+        monkeypatch.setenv("MSLK_FMHA_SM90_STREAMK", streamk)
+    q = torch.randn(B, S, H, 64, device="cuda", dtype=torch.bfloat16)
+    assert _sm90_rows_run(lambda: run_op(q, q, q, None, 0.125)) == [row]
 
 
 def _peak_bytes(fn):
@@ -329,12 +348,13 @@ def _peak_bytes(fn):
 @needs_sm90
 @pytest.mark.parametrize("streamk", ["on", "off"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("d,B,H,mq,mkv", [
-    (64, 1, 70, 512, 1000),   # BM 256: 140 work tiles on 132 SMs, every one split by keys (16 key tiles)
-    (128, 1, 150, 256, 777),  # 300 tiles: 132 whole, 168 split; 7 key tiles, the last one short
-    (256, 2, 40, 200, 300),   # 160 tiles, every one split; 5 key tiles of 64
+@pytest.mark.parametrize("d,B,H,mq,mkv,wgs", [
+    (64, 1, 70, 512, 1000, 4),   # BM 256: 140 work tiles on 132 SMs, every one split by keys (16 key tiles)
+    (64, 1, 140, 192, 300, 3),   # BM 192 (the dense choice, kDenseAlts): 140 tiles split, 3 key tiles of 128
+    (128, 1, 150, 256, 777, 2),  # 300 tiles: 132 whole, 168 split; 7 key tiles, the last one short
+    (256, 2, 40, 200, 300, 2),   # 160 tiles, every one split; 5 key tiles of 64
 ])
-def test_sm90_stream_k_tail(sm90, monkeypatch, streamk, dtype, d, B, H, mq, mkv):
+def test_sm90_stream_k_tail(sm90, monkeypatch, streamk, dtype, d, B, H, mq, mkv, wgs):
     """Dense problems whose work tiles do not fill whole rounds of the SMs split the tail's tiles by
     keys between two CTAs (stream_k_plan): float32 partials in a workspace the glue allocates,
     merged by the CTA that runs the first keys. Against the oracle with MSLK_FMHA_SM90_STREAMK on
@@ -347,7 +367,6 @@ def test_sm90_stream_k_tail(sm90, monkeypatch, streamk, dtype, d, B, H, mq, mkv)
     q, k, v = (rand((B, m, H, d), dtype, "cuda", g) for m in (mq, mkv, mkv))
     check_sm90(q, k, v, None)
     if streamk == "on":
-        wgs = {64: 4, 128: 2, 256: 2}[d]
         ws = 132 * ((d // 8 + 1) * 128 * wgs * 16 + wgs * 8)  # stream_k_workspace_bytes
         on = _peak_bytes(lambda: run_op(q, k, v, None, 0.1))
         monkeypatch.setenv("MSLK_FMHA_SM90_STREAMK", "0")

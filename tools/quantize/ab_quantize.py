@@ -46,14 +46,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cases", nargs="*", default=list(CASES))
+    ap.add_argument("--shapes", default=",".join(f"{m}x{k}" for m, k in SHAPES), help="e.g. 2048x7168,8192x8192")
+    ap.add_argument("--variants", default="", help="comma-separated labels to keep (default: all)")
     args = ap.parse_args()
+    keep = set(args.variants.split(",")) if args.variants else None
     bw = copy_bandwidth_tbs()
     print(f"copy bandwidth {bw:.2f} TB/s; cells: best / median us over {args.rounds} rounds, (time / floor)")
-    for M, K in SHAPES:
+    for M, K in (tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")):
         xs = [(torch.randn(M, K, device="cuda", dtype=torch.bfloat16),) for _ in range(copies_to_exceed_l2(M * K * 2))]
         floor_us = M * K * 3 / (bw * 1e12) * 1e6
         for case in args.cases:
             fn, variants = CASES[case]
+            variants = {k: v for k, v in variants.items() if keep is None or k in keep}
             ref = fn(*xs[0])
             got = {k: [] for k in variants}
             for _ in range(args.rounds):

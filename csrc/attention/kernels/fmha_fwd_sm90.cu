@@ -65,12 +65,58 @@ int fmha_fwd_sm90_forced_cfg() {
 int fmha_fwd_sm90_num_cfgs() { return sm90::kNumTileCfgs; }
 
 namespace {
+int device_sms() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return sms;
+}
+
+// Persistent walk of row cfg over the SMs: work tiles, grid and stream-K plan (the one host
+// computation that the launch, the workspace size and dense_cfg share).
+struct Walk {
+  int64_t num_work;
+  int grid;
+  sm90::StreamK sk;
+};
+Walk walk_of(const FmhaFwdParams& p, const sm90::TileCfg& cfg, int sms) {
+  Walk w{0, 0, sm90::StreamK{0, 0, 0}};
+  const int bm = 64 * cfg.wgs;
+  w.num_work = int64_t((p.max_seqlen_q + bm - 1) / bm) * p.H * p.num_seqs;
+  if (w.num_work >= (int64_t(1) << 30) || sms <= 0) return w;
+  w.grid = int(w.num_work < sms ? w.num_work : sms);
+  const sm90::StreamKPolicy pol = sm90::stream_k_policy();
+  w.sk = sm90::stream_k_plan(p, int(w.num_work), w.grid, cfg.bn, pol.min_gain, pol.min_key_tiles);
+  return w;
+}
+
+// kDenseAlts: the head dim's dense row of least modelled time; c when d has no alternatives.
+int dense_cfg(const FmhaFwdParams& p, int d, int c) {
+  const int sms = device_sms();
+  double best = 0;
+  for (const sm90::DenseAlt& a : sm90::kDenseAlts) {
+    const sm90::TileCfg& cfg = sm90::kTileCfgs[a.cfg];
+    if (a.d != d || !cfg.persistent || sms <= 0) continue;
+    const Walk w = walk_of(p, cfg, sms);
+    if (w.grid <= 0) continue;
+    const double rounds = w.sk.n_sk > 0 ? double(w.num_work) / w.grid : double((w.num_work + w.grid - 1) / w.grid);
+    const double t = rounds * 64 * cfg.wgs * a.cost;
+    if (best == 0 || t < best) best = t, c = a.cfg;
+  }
+  return c;
+}
+
 // The kTileCfgs row for p (head dim d). Work tiles of unequal cost (causal masks; varlen blocks of
 // unequal lengths) balance better under the hardware's block scheduler than under the static
 // persistent walk.
 int row_for(const FmhaFwdParams& p, int d) {
   const bool causal = p.mask_kind == kMaskCausalTopLeft || p.mask_kind == kMaskCausalBottomRight;
+  const bool dense = p.mask_kind == kMaskNone && p.seqstart_q == nullptr && p.seqlen_k == nullptr &&
+                     p.window_left < 0 && p.window_right < 0;
   int c = causal || p.seqstart_q != nullptr ? sm90::banded_cfg(d) : sm90::default_cfg(d);
+  if (dense) c = dense_cfg(p, d, c);
   if (const int f = fmha_fwd_sm90_forced_cfg(); f >= 0 && sm90::kTileCfgs[f].d == d) c = f;
   return c;
 }
@@ -90,18 +136,8 @@ int64_t fmha_fwd_sm90_workspace_bytes(const FmhaFwdParams& p) {
   const int d = fmha_fwd_sm90_head_dim(p);
   if (d == 0 || !device_is_sm90()) return 0;
   const sm90::TileCfg& cfg = sm90::kTileCfgs[row_for(p, d)];
-  int dev = 0, sms = 0;
-  if (!cfg.persistent || cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  const int bm = 64 * cfg.wgs;
-  const int64_t num_work = int64_t((p.max_seqlen_q + bm - 1) / bm) * p.H * p.num_seqs;
-  if (num_work >= (int64_t(1) << 30)) return 0;
-  const int grid = int(num_work < sms ? num_work : sms);
-  const sm90::StreamKPolicy pol = sm90::stream_k_policy();
-  const sm90::StreamK sk = sm90::stream_k_plan(p, int(num_work), grid, cfg.bn, pol.min_gain, pol.min_key_tiles);
-  return sk.n_sk > 0 ? sm90::stream_k_workspace_bytes(d, cfg.wgs, grid) : 0;
+  if (!cfg.persistent) return 0;
+  const Walk w = walk_of(p, cfg, device_sms());
+  return w.sk.n_sk > 0 ? sm90::stream_k_workspace_bytes(d, cfg.wgs, w.grid) : 0;
 }
 }  // namespace mslk::attention

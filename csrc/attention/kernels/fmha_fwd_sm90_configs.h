@@ -78,6 +78,20 @@ constexpr int default_cfg(int d) {
   return -1;
 }
 
+// Rows that compete for dense problems (no mask, no varlen, no window) of a head dim: the one with
+// the least modelled time wins (dense_cfg in fmha_fwd_sm90.cu): rounds of the persistent walk over
+// the SMs (fractional where the stream-K tail splits the last one, else whole) x BM x cost, where
+// cost is the measured relative time of a query row. d64: BM 256 (row 0) tiles B4 H16 S2048 in 3.9
+// rounds and ties with BM 192 (row 6: 5.3 rounds, a stream-K tail); row 6 ran 423 (421-444) vs 414
+// (409-423) TFLOP/s (H200, 2026-12-01, medians of 5 interleaved reps), cost 0.98. Where no tail is
+// split (key tiles < kStreamKMinKeyTiles, e.g. S 1024), row 6's whole sixth round loses.
+struct DenseAlt {
+  int d, cfg;
+  double cost;
+};
+inline constexpr DenseAlt kDenseAlts[] = {{64, 0, 1.00}, {64, 6, 0.98}};
+inline constexpr int kNumDenseAlts = sizeof(kDenseAlts) / sizeof(kDenseAlts[0]);
+
 // The row for causal masks: the head dim's first non-persistent row, else its default.
 constexpr int banded_cfg(int d) {
   for (int i = 0; i < kNumTileCfgs; ++i)

@@ -325,8 +325,9 @@ def test_sm90_causal_runs_the_non_persistent_row(sm90, d):
     (4, 16, 2048, None, 6),  # BM 256: 512 tiles, 4 whole rounds; BM 192: 704 tiles, 5.33 rounds (split tail)
     (4, 16, 2048, "0", 0),   # no split: BM 192's sixth round counts whole
     (8, 16, 1024, None, 0),  # 8 key tiles of 128: no split; 4 vs 6 rounds
-    (1, 40, 1024, None, 0),  # BM 256 splits its tail (16 key tiles of 64), BM 192 cannot
+    (1, 40, 1024, None, 6),  # BM 256 splits its tail (1.21 rounds + 3/16), BM 192 cannot (2 rounds)
     (1, 16, 8192, None, 6),  # 4 rounds vs 5.21 split
+    (2, 32, 4096, None, 6),  # 8 vs 11 whole rounds (3% of each last round idle)
 ])
 def test_sm90_d64_dense_row_choice(sm90, monkeypatch, B, H, S, streamk, row):
     """Dense d64 problems take the kDenseAlts row of least modelled time (rounds x BM x cost)."""

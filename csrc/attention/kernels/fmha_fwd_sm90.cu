@@ -101,7 +101,8 @@ int dense_cfg(const FmhaFwdParams& p, int d, int c) {
     if (a.d != d || !cfg.persistent || sms <= 0) continue;
     const Walk w = walk_of(p, cfg, sms);
     if (w.grid <= 0) continue;
-    const double rounds = w.sk.n_sk > 0 ? double(w.num_work) / w.grid : double((w.num_work + w.grid - 1) / w.grid);
+    const double rounds = w.sk.n_sk > 0 ? double(w.num_work) / w.grid + sm90::kDenseSplitKeyTiles / w.sk.n_kt
+                                        : double((w.num_work + w.grid - 1) / w.grid);
     const double t = rounds * 64 * cfg.wgs * a.cost;
     if (best == 0 || t < best) best = t, c = a.cfg;
   }

@@ -67,7 +67,7 @@ inline constexpr TileCfg kTileCfgs[] = {
     {128, 128, 2, 1, 1, 0, 2},  // 3: d128 causal
     {64, 64, 8, 1, 0, 0, 4},    // 4: d64 causal, four consumer warpgroups
     {256, 64, 2, 1, 1, 0, 2},   // 5: d256 causal
-    {64, 128, 4, 1, 0, 1, 3},   // 6: candidate: d64 with three consumer warpgroups (BM 192, FA3's d64 tile; the default before)
+    {64, 128, 4, 1, 0, 1, 3},   // 6: d64 dense alternative (kDenseAlts): three consumer warpgroups (BM 192, FA3's d64 tile)
     {64, 128, 4, 1, 0, 0, 3},   // 7: candidate: the same, one CTA per work tile (causal before)
 };
 inline constexpr int kNumTileCfgs = sizeof(kTileCfgs) / sizeof(kTileCfgs[0]);
@@ -80,16 +80,20 @@ constexpr int default_cfg(int d) {
 
 // Rows that compete for dense problems (no mask, no varlen, no window) of a head dim: the one with
 // the least modelled time wins (dense_cfg in fmha_fwd_sm90.cu): rounds of the persistent walk over
-// the SMs (fractional where the stream-K tail splits the last one, else whole) x BM x cost, where
-// cost is the measured relative time of a query row. d64: BM 256 (row 0) tiles B4 H16 S2048 in 3.9
-// rounds and ties with BM 192 (row 6: 5.3 rounds, a stream-K tail); row 6 ran 423 (421-444) vs 414
-// (409-423) TFLOP/s (H200, 2026-12-01, medians of 5 interleaved reps), cost 0.98. Where no tail is
-// split (key tiles < kStreamKMinKeyTiles, e.g. S 1024), row 6's whole sixth round loses.
+// the SMs x BM x cost, where cost is the measured relative time of a query row; a stream-K tail
+// counts its fractional rounds plus kDenseSplitKeyTiles key tiles of a tile (a split's Q load,
+// pipeline fill, partial write and merge), else the last round counts whole. d64, BM 256 (row 0)
+// vs BM 192 (row 6), H200, 2026-12-01, medians of 5 interleaved reps, TFLOP/s: B4 H16 S2048 413 vs
+// 421 (4 rounds vs 5.33 split), B1 H16 S8192 451 vs 487, B2 H32 S4096 443 vs 458 (8 vs 11 whole
+// rounds), B1 H4 S2048 101 vs 127 (one round each), B1 H40 S1024 270 vs 280 (1.21 split vs 2),
+// B8 H16 S1024 363 vs 342 (4 vs 6 whole rounds: 8 key tiles, no split). Cost 0.93 and 3 key tiles
+// order all six as measured.
 struct DenseAlt {
   int d, cfg;
   double cost;
 };
-inline constexpr DenseAlt kDenseAlts[] = {{64, 0, 1.00}, {64, 6, 0.98}};
+inline constexpr DenseAlt kDenseAlts[] = {{64, 0, 1.00}, {64, 6, 0.93}};
+inline constexpr double kDenseSplitKeyTiles = 3.0;
 inline constexpr int kNumDenseAlts = sizeof(kDenseAlts) / sizeof(kDenseAlts[0]);
 
 // The row for causal masks: the head dim's first non-persistent row, else its default.

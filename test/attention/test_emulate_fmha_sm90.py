@@ -118,16 +118,22 @@ def test_emulated_sm90_kernel_varlen_rectangle(monkeypatch, persistent):
         assert err < 1e-9 and stats["tiles"] > 0
 
 
-@pytest.mark.parametrize("num_work,grid,n_kt", [(4, 3, 2), (7, 3, 11), (10, 3, 8), (140, 132, 16), (300, 132, 32),
-                                                (2048, 132, 32), (512, 132, 32), (1024, 132, 64), (133, 132, 2)])
-def test_stream_k_items_cover_every_key_tile_once(num_work, grid, n_kt):
-    """The stream-K walk: every (work tile, key tile) unit once; a split tile has exactly two parts,
-    the later keys first in CTA b + 1's tail (the partial, slot b + 1) and the first keys last in
-    CTA b's (the merge); the tail's units shared within one unit across the CTAs."""
+@pytest.mark.parametrize("num_work,sms,n_kt", [(4, 3, 2), (7, 3, 11), (10, 3, 8), (140, 132, 16), (300, 132, 32),
+                                               (2048, 132, 32), (512, 132, 32), (1024, 132, 64), (133, 132, 2),
+                                               # fewer tiles than SMs: a tile over several CTAs
+                                               (4, 132, 16), (2, 132, 40), (32, 132, 32), (1, 132, 200), (5, 132, 3),
+                                               (100, 132, 2)])
+def test_stream_k_items_cover_every_key_tile_once(num_work, sms, n_kt):
+    """The stream-K walk: every (work tile, key tile) unit once; a split tile's parts lie on
+    consecutive CTAs b0 < b1 < ...: the first keys as the last item of b0's tail (the merge), every
+    later part as the first item of its CTA's tail (a partial), the parts in between whole ranges;
+    the tail's units shared within one unit across the CTAs. With a round of tiles or more a split
+    tile has two parts."""
     p = dict(seqstart_q=None, seqlen_k=None, mask_kind=0, wl=-1, wr=-1, Mkv=n_kt * 64 - 5)
-    sk = emu.stream_k_plan(p, num_work, grid, 64, min_gain=0.0, min_key_tiles=2)  # as MSLK_FMHA_SM90_STREAMK=1
-    n_dp, n_sk, _ = sk
-    assert n_sk > 0 and n_dp % grid == 0 and n_sk >= grid and n_dp + n_sk == num_work
+    sk = emu.stream_k_plan(p, num_work, sms, 64, min_gain=0.0, min_key_tiles=2)  # as MSLK_FMHA_SM90_STREAMK=1
+    n_dp, n_sk, _, grid = sk
+    assert n_sk > 0 and n_dp % grid == 0 and n_dp + n_sk == num_work
+    assert grid == (min(sms, num_work * n_kt) if num_work < sms else sms)
     seen, parts, tail_units = {}, {}, []
     for b in range(grid):
         items, i = [], 0
@@ -137,13 +143,16 @@ def test_stream_k_items_cover_every_key_tile_once(num_work, grid, n_kt):
         whole = [it for it in items if it[2] == 2**31 - 1]
         assert [t for t, _, _ in whole] == list(range(b, n_dp, grid)) and items[:len(whole)] == whole
         tail = items[len(whole):]
+        assert tail, "every CTA has a tail item (grid <= units)"
         tail_units.append(sum(hi - lo for _, lo, hi in tail))
         for j, (t, lo, hi) in enumerate(tail):
-            assert 0 <= lo < hi <= n_kt and not (lo > 0 and hi < n_kt), "a part inside a tile"
+            assert 0 <= lo < hi <= n_kt
             if lo > 0:
                 assert j == 0, "a partial is the first item of the tail"
-            if hi < n_kt:
+            if lo == 0 and hi < n_kt:
                 assert j == len(tail) - 1, "a merge is the last item of the tail"
+            if lo > 0 and hi < n_kt:
+                assert len(tail) == 1, "a part inside a tile is its CTA's whole tail"
             parts.setdefault(t, []).append((b, lo, hi))
         for t, lo, hi in items:
             for kt in range(lo, min(hi, n_kt)):
@@ -152,11 +161,12 @@ def test_stream_k_items_cover_every_key_tile_once(num_work, grid, n_kt):
     assert len(seen) == num_work * n_kt
     assert max(tail_units) - min(tail_units) <= 1
     for t, ps in parts.items():
-        if len(ps) == 2:
-            (b0, lo0, hi0), (b1, lo1, hi1) = sorted(ps)
-            assert b1 == b0 + 1 and lo0 == 0 and hi0 == lo1 and hi1 == n_kt
-        else:
-            assert len(ps) == 1 and ps[0][1:] == (0, n_kt)
+        ps.sort()
+        assert [b for b, _, _ in ps] == list(range(ps[0][0], ps[0][0] + len(ps))), "consecutive CTAs"
+        assert ps[0][1] == 0 and ps[-1][2] == n_kt
+        assert all(ps[k][2] == ps[k + 1][1] for k in range(len(ps) - 1)), "contiguous key ranges"
+        if num_work >= sms:
+            assert len(ps) <= 2
 
 
 def test_stream_k_plan_only_where_the_tail_wastes():
@@ -172,6 +182,12 @@ def test_stream_k_plan_only_where_the_tail_wastes():
     assert emu.stream_k_plan(dense, 160, 132, 128, min_gain=-1.0)[1] == 0  # MSLK_FMHA_SM90_STREAMK=0
     assert emu.stream_k_plan(dense | dict(Mkv=1920), 160, 132, 128)[1] == 0  # 15 key tiles: whole
     assert emu.stream_k_plan(dense | dict(Mkv=1920), 160, 132, 128, min_gain=0.0, min_key_tiles=2)[1] == 160
+    # fewer tiles than SMs: split over min(units, SMs) CTAs where the idle SMs count for 5% or more
+    assert emu.stream_k_plan(dense, 32, 132, 128) == (0, 32, 32, 132)
+    assert emu.stream_k_plan(dense, 130, 132, 128)[1] == 0  # 2 of 132 SMs idle
+    assert emu.stream_k_plan(dense, 120, 132, 128) == (0, 120, 32, 132)
+    assert emu.stream_k_plan(dense | dict(Mkv=256), 4, 132, 128, min_gain=0.0, min_key_tiles=2) == (0, 4, 2, 8)
+    assert emu.stream_k_plan(dense, 32, 132, 128, min_gain=-1.0) == (32, 0, 0, 32)
     for change in (dict(mask_kind=1), dict(wl=100), dict(seqlen_k=[1]), dict(seqstart_q=[0, 1]), dict(Mkv=128)):
         assert emu.stream_k_plan(dense | change, 160, 132, 128)[1] == 0, change
 
@@ -181,13 +197,18 @@ def test_stream_k_plan_only_where_the_tail_wastes():
     dict(B=1, Mq=200, Mkv=700, H=7, K=64, Kv=64, kind=0, wl=-1, wr=-1),
     dict(B=1, Mq=130, Mkv=1000, H=5, K=128, Kv=128, kind=0, wl=-1, wr=-1),
     dict(B=2, Mq=250, Mkv=300, H=1, K=256, Kv=256, kind=0, wl=-1, wr=-1, kv_bcast_head=True),
+    # fewer work tiles than the 3 emulated SMs: one tile over three CTAs (two merges), two over three
+    dict(B=1, Mq=100, Mkv=1000, H=1, K=64, Kv=64, kind=0, wl=-1, wr=-1),
+    dict(B=1, Mq=130, Mkv=600, H=1, K=128, Kv=128, kind=0, wl=-1, wr=-1),
 ])
 def test_emulated_sm90_kernel_stream_k(monkeypatch, order, case):
-    """Persistent CTAs that split the tail's tiles by keys: partial and merge against float64."""
+    """Persistent CTAs that split the tail's tiles by keys: partials and merges against float64."""
     for d in emu.OVERLAP:
         monkeypatch.setitem(emu.OVERLAP, d, order != "tile")
         monkeypatch.setitem(emu.PINGPONG, d, order == "pingpong")
         monkeypatch.setitem(emu.PERSISTENT, d, True)
         monkeypatch.setitem(emu.WGS, d, 2)
     err, stats = emu.run_case(np.random.default_rng(3), **case)
-    assert err < 1e-9 and stats["partials"] > 0
+    assert err < 1e-9 and stats["partials"] > 0 and stats["merges"] == stats["partials"]
+    if case["Mq"] == 100:
+        assert stats["partials"] == 2 * 2  # two later parts, in each of the two consumer warpgroups

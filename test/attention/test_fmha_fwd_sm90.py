@@ -349,26 +349,34 @@ def _peak_bytes(fn):
 @needs_sm90
 @pytest.mark.parametrize("streamk", ["on", "off"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("d,B,H,mq,mkv,wgs", [
-    (64, 1, 70, 512, 1000, 4),   # BM 256: 140 work tiles on 132 SMs, every one split by keys (16 key tiles)
-    (64, 1, 140, 192, 300, 3),   # BM 192 (the dense choice, kDenseAlts): 140 tiles split, 3 key tiles of 128
-    (128, 1, 150, 256, 777, 2),  # 300 tiles: 132 whole, 168 split; 7 key tiles, the last one short
+@pytest.mark.parametrize("d,B,H,mq,mkv,cfg", [
+    (64, 1, 70, 512, 1000, 0),   # BM 256: 140 work tiles on 132 SMs, every one split by keys (16 key tiles)
+    (64, 1, 140, 192, 300, 6),   # BM 192: 140 tiles split, 3 key tiles of 128
+    (128, 1, 150, 256, 777, 1),  # 300 tiles: 132 whole, 168 split; 7 key tiles, the last one short
     (256, 2, 40, 200, 300, 2),   # 160 tiles, every one split; 5 key tiles of 64
+    # fewer tiles than SMs: each tile over several CTAs, merged along a chain of flags
+    (64, 1, 2, 256, 2048, 0),    # 2 tiles x 32 key tiles over 64 CTAs
+    (128, 1, 3, 128, 1500, 1),   # 3 tiles x 12 key tiles (the last short) over 36 CTAs
+    (256, 1, 1, 100, 3000, 2),   # one tile x 47 key tiles over 47 CTAs
 ])
-def test_sm90_stream_k_tail(sm90, monkeypatch, streamk, dtype, d, B, H, mq, mkv, wgs):
+def test_sm90_stream_k_tail(sm90, monkeypatch, streamk, dtype, d, B, H, mq, mkv, cfg):
     """Dense problems whose work tiles do not fill whole rounds of the SMs split the tail's tiles by
-    keys between two CTAs (stream_k_plan): float32 partials in a workspace the glue allocates,
-    merged by the CTA that runs the first keys. Against the oracle with MSLK_FMHA_SM90_STREAMK on
-    and off; the workspace (a slot a CTA) is the difference of the op's peak memory."""
+    keys (stream_k_plan): float32 partials in a workspace the glue allocates, merged by the CTA that
+    runs the first keys. Against the oracle with MSLK_FMHA_SM90_STREAMK on and off; the workspace
+    (a slot a CTA of the grid) is the difference of the op's peak memory."""
     if torch.cuda.get_device_properties(0).multi_processor_count != 132:
         pytest.skip("the shapes are sized for 132 SMs (H200)")
     # "on": MSLK_FMHA_SM90_STREAMK=1, so that tiles of fewer than kStreamKMinKeyTiles key tiles split too
     monkeypatch.setenv("MSLK_FMHA_SM90_STREAMK", "0" if streamk == "off" else "1")
+    monkeypatch.setenv("MSLK_FMHA_SM90_CFG", str(cfg))
     g = torch.Generator().manual_seed(d + mq)
     q, k, v = (rand((B, m, H, d), dtype, "cuda", g) for m in (mq, mkv, mkv))
     check_sm90(q, k, v, None)
     if streamk == "on":
-        ws = 132 * ((d // 8 + 1) * 128 * wgs * 16 + wgs * 8)  # stream_k_workspace_bytes
+        _, bn, _, _, _, _, wgs = tile_rows()[cfg]
+        num_work, n_kt = -(-mq // (64 * wgs)) * H * B, -(-mkv // bn)
+        grid = min(num_work * n_kt, 132) if num_work < 132 else 132
+        ws = grid * ((d // 8 + 1) * 128 * wgs * 16 + wgs * 8)  # stream_k_workspace_bytes
         on = _peak_bytes(lambda: run_op(q, k, v, None, 0.1))
         monkeypatch.setenv("MSLK_FMHA_SM90_STREAMK", "0")
         off = _peak_bytes(lambda: run_op(q, k, v, None, 0.1))
@@ -376,15 +384,16 @@ def test_sm90_stream_k_tail(sm90, monkeypatch, streamk, dtype, d, B, H, mq, mkv,
 
 
 @needs_sm90
-def test_sm90_stream_k_replays_in_a_cuda_graph(sm90, monkeypatch):
+@pytest.mark.parametrize("mq,mkv,H", [(256, 256, 150), (128, 1500, 3)])  # 300 tiles, 168 split; 3 tiles over 36 CTAs
+def test_sm90_stream_k_replays_in_a_cuda_graph(sm90, monkeypatch, mq, mkv, H):
     """A captured stream-K launch replays with the token it was captured with: the merging CTAs
     clear the flags, so each replay waits for that replay's partials (new inputs every replay,
     bitwise equal to eager calls)."""
     if torch.cuda.get_device_properties(0).multi_processor_count != 132:
         pytest.skip("the shape is sized for 132 SMs (H200)")
-    monkeypatch.setenv("MSLK_FMHA_SM90_STREAMK", "1")  # 2 key tiles a tile: split only when forced
+    monkeypatch.setenv("MSLK_FMHA_SM90_STREAMK", "1")  # short key lanes: split only when forced
     g = torch.Generator().manual_seed(5)
-    q, k, v = (rand((1, 256, 150, 128), torch.bfloat16, "cuda", g) for _ in range(3))  # 300 tiles: 168 split
+    q, k, v = (rand((1, m, H, 128), torch.bfloat16, "cuda", g) for m in (mq, mkv, mkv))
 
     def f():
         return torch.ops.mslk.fmha_fused_fwd(q, k, v, scale=0.1)

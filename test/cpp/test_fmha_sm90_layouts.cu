@@ -180,9 +180,11 @@ void check_all(std::integer_sequence<int, Cs...>) {
 
 // 6. The stream-K walk of the persistent rows (stream_k_plan / stream_k_item, the C++ the kernel
 //    runs; tools/attention/emulate_fmha_sm90.py mirrors it): every (work tile, key tile) once;
-//    whole tiles first, tile t on CTA t % grid; a split tile has two parts, the later keys the
-//    first item of CTA b + 1's tail (its partial, slot b + 1), the first keys the last item of
-//    CTA b's (the merge); the tail's units shared within one unit.
+//    whole tiles first, tile t on CTA t % grid; a split tile's parts on consecutive CTAs, the first
+//    keys the last item of the first CTA's tail (the merge), every later part the first item of
+//    its CTA's tail (a partial, flagged "more" when the tile goes on in the next slot); the merge
+//    that follows the flags from slot b + 1 consumes exactly the tile's partials; the tail's units
+//    shared within one unit; with fewer tiles than SMs the grid is min(units, SMs).
 void check_stream_k() {
   mslk::attention::FmhaFwdParams p{};
   p.mask_kind = mslk::attention::kMaskNone;
@@ -195,6 +197,10 @@ void check_stream_k() {
   EXPECT(stream_k_plan(p, 2048, 132, bn, g, mk).n_sk == 0, "2048 tiles: 3%% waste, whole");
   EXPECT(stream_k_plan(p, 2112, 132, bn, 0.0, 2).n_sk == 0, "2112 tiles: whole rounds");
   EXPECT(stream_k_plan(p, 160, 132, bn, -1.0, 2).n_sk == 0, "off");
+  EXPECT(stream_k_plan(p, 32, 132, bn, g, mk).n_sk == 32 && stream_k_plan(p, 32, 132, bn, g, mk).grid == 132,
+         "32 tiles over 132 CTAs");
+  EXPECT(stream_k_plan(p, 130, 132, bn, g, mk).n_sk == 0 && stream_k_plan(p, 130, 132, bn, g, mk).grid == 130,
+         "130 tiles: 2 idle SMs, whole");
   p.Mkv = (mk - 1) * bn;
   EXPECT(stream_k_plan(p, 160, 132, bn, g, mk).n_sk == 0 && stream_k_plan(p, 160, 132, bn, 0.0, 2).n_sk == 160,
          "short key lanes: whole unless forced");
@@ -202,21 +208,25 @@ void check_stream_k() {
   p.mask_kind = mslk::attention::kMaskCausalTopLeft;
   EXPECT(stream_k_plan(p, 160, 132, bn, 0.0, 2).n_sk == 0, "causal: whole tiles");
   p.mask_kind = mslk::attention::kMaskNone;
-  const int cases[][3] = {{4, 3, 2}, {7, 3, 11}, {140, 132, 16}, {300, 132, 7}, {2048, 132, 32}, {133, 132, 2}};
+  const int cases[][3] = {{4, 3, 2},    {7, 3, 11},  {140, 132, 16}, {300, 132, 7}, {2048, 132, 32}, {133, 132, 2},
+                          {4, 132, 16}, {2, 132, 40}, {1, 132, 200}, {5, 132, 3},   {100, 132, 2}};
   for (const auto& c : cases) {
-    const int num_work = c[0], grid = c[1], n_kt = c[2];
+    const int num_work = c[0], sms = c[1], n_kt = c[2];
     p.Mkv = n_kt * bn - 5;
-    const StreamK sk = stream_k_plan(p, num_work, grid, bn, 0.0, 2);  // as MSLK_FMHA_SM90_STREAMK=1
-    EXPECT(sk.n_sk >= grid && sk.n_dp % grid == 0 && sk.n_dp + sk.n_sk == num_work && sk.n_kt == n_kt,
-           "plan %d %d %d", num_work, grid, n_kt);
+    const StreamK sk = stream_k_plan(p, num_work, sms, bn, 0.0, 2);  // as MSLK_FMHA_SM90_STREAMK=1
+    const int grid = sk.grid;
+    const int64_t units = int64_t(num_work) * n_kt;
+    EXPECT(grid == (num_work < sms ? int(units < sms ? units : sms) : sms), "grid %d %d %d", num_work, sms, n_kt);
+    EXPECT(sk.n_sk > 0 && sk.n_dp % grid == 0 && sk.n_dp + sk.n_sk == num_work && sk.n_kt == n_kt,
+           "plan %d %d %d", num_work, sms, n_kt);
     std::vector<int> owner(size_t(num_work) * n_kt, -1);
     std::vector<int> tail_units(grid, 0);
-    std::vector<std::pair<int, int>> split_lo(num_work, {-1, -1});  // tile -> (CTA, kb_lo) of its partial
-    int merges = 0;
+    std::vector<std::array<int, 2>> partial(grid + 1, {-1, 0});  // slot -> (tile, more)
+    std::vector<std::array<int, 2>> merge;                       // (CTA, tile)
     for (int b = 0; b < grid; ++b) {
-      int t = 0, lo = 0, hi = 0, n = 0, whole = 0;
+      int t = 0, lo = 0, hi = 0, whole = 0;
       std::vector<std::array<int, 3>> tail;
-      for (int i = 0; stream_k_item(sk, b, grid, i, &t, &lo, &hi); ++i, ++n) {
+      for (int i = 0; stream_k_item(sk, b, grid, i, &t, &lo, &hi); ++i) {
         if (hi == INT_MAX) {
           EXPECT(lo == 0 && t == b + whole * grid && int(tail.size()) == 0 && t < sk.n_dp, "whole item b=%d i=%d", b, i);
           ++whole;
@@ -226,7 +236,7 @@ void check_stream_k() {
           }
         } else {
           tail.push_back({t, lo, hi});
-          EXPECT(t >= sk.n_dp && 0 <= lo && lo < hi && hi <= n_kt && !(lo > 0 && hi < n_kt), "part b=%d t=%d", b, t);
+          EXPECT(t >= sk.n_dp && 0 <= lo && lo < hi && hi <= n_kt, "part b=%d t=%d", b, t);
           for (int k = lo; k < hi; ++k) {
             EXPECT(owner[size_t(t) * n_kt + k] < 0, "unit twice");
             owner[size_t(t) * n_kt + k] = b;
@@ -234,30 +244,38 @@ void check_stream_k() {
           tail_units[b] += hi - lo;
         }
       }
-      EXPECT(whole == sk.n_dp / grid, "whole tiles of CTA %d", b);
+      EXPECT(whole == sk.n_dp / grid && !tail.empty(), "whole tiles and a tail on CTA %d", b);
       for (size_t j = 0; j < tail.size(); ++j) {
         const auto& [tt, l, h] = tail[j];
         if (l > 0) {
           EXPECT(j == 0, "a partial is the tail's first item (b=%d)", b);
-          split_lo[tt] = {b, l};
+          partial[b] = {tt, h < n_kt ? 1 : 0};
         }
-        if (h < n_kt) EXPECT(j + 1 == tail.size(), "a merge is the tail's last item (b=%d)", b);
-      }
-      if (!tail.empty() && tail.back()[2] < n_kt) {  // the merge: CTA b + 1 left the rest of this tile
-        ++merges;
-        const int tt = tail.back()[0];
-        EXPECT(b + 1 < grid, "merge on the last CTA");
-        (void)tt;
+        if (l == 0 && h < n_kt) {
+          EXPECT(j + 1 == tail.size(), "a merge is the tail's last item (b=%d)", b);
+          merge.push_back({b, tt});
+        }
+        if (l > 0 && h < n_kt) EXPECT(tail.size() == 1, "a part inside a tile is its CTA's whole tail (b=%d)", b);
       }
     }
-    for (size_t u = 0; u < owner.size(); ++u) EXPECT(owner[u] >= 0, "unit %d not run (%d %d %d)", int(u), num_work, grid, n_kt);
-    for (int t = 0; t < num_work; ++t) {
-      if (split_lo[t].first < 0) continue;
-      const int b = split_lo[t].first, lo = split_lo[t].second;
-      EXPECT(owner[size_t(t) * n_kt + lo - 1] == b - 1 && owner[size_t(t) * n_kt] == b - 1, "tile %d: head on CTA b-1", t);
-      --merges;
+    for (size_t u = 0; u < owner.size(); ++u) EXPECT(owner[u] >= 0, "unit %d not run (%d %d %d)", int(u), num_work, sms, n_kt);
+    // The kernel's merge loop: slots b + 1, ... while the flag says more.
+    std::vector<int> consumed(grid + 1, 0);
+    for (const auto& [b, t] : merge) {
+      int slot = b;
+      for (int more = 1; more;) {
+        ++slot;
+        EXPECT(slot < grid && partial[slot][0] == t, "CTA %d merging tile %d finds slot %d", b, t, slot);
+        if (slot >= grid || partial[slot][0] != t) break;
+        more = partial[slot][1];
+        ++consumed[slot];
+      }
     }
-    EXPECT(merges == 0, "partials and merges pair up (%d %d %d)", num_work, grid, n_kt);
+    for (int s2 = 0; s2 < grid; ++s2)
+      EXPECT(consumed[s2] == (partial[s2][0] >= 0 ? 1 : 0), "slot %d merged %d times (%d %d %d)", s2, consumed[s2],
+             num_work, sms, n_kt);
+    if (num_work >= sms) EXPECT(int(merge.size()) * 1 == int(std::count_if(partial.begin(), partial.end(), [](auto& x) { return x[0] >= 0; })),
+                                "a round or more: one partial a merge");
     const auto mm = std::minmax_element(tail_units.begin(), tail_units.end());
     EXPECT(*mm.second - *mm.first <= 1, "tail units %d..%d", *mm.first, *mm.second);
   }

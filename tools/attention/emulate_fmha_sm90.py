@@ -269,24 +269,30 @@ STREAMK_MIN_KEY_TILES = 16  # kStreamKMinKeyTiles
 EMU_STREAMK = dict(min_gain=0.0, min_key_tiles=2)
 
 
-def stream_k_plan(p, num_work, grid, bn, min_gain=STREAMK_MIN_GAIN, min_key_tiles=STREAMK_MIN_KEY_TILES):
-    """The kernel's stream_k_plan: (n_dp, n_sk, n_kt); n_sk = 0 when every tile runs whole."""
+def stream_k_plan(p, num_work, sms, bn, min_gain=STREAMK_MIN_GAIN, min_key_tiles=STREAMK_MIN_KEY_TILES):
+    """The kernel's stream_k_plan: (n_dp, n_sk, n_kt, grid); n_sk = 0 when every tile runs whole."""
+    whole = (num_work, 0, 0, min(num_work, sms))
     uniform = (p["seqstart_q"] is None and p["seqlen_k"] is None and p["mask_kind"] == 0
                and p["wl"] < 0 and p["wr"] < 0)
     n_kt = (p["Mkv"] + bn - 1) // bn
-    if (not uniform or min_gain < 0 or grid <= 0 or num_work <= grid or num_work % grid == 0
-            or n_kt < max(2, min_key_tiles)):
-        return num_work, 0, 0
-    rounds = -(-num_work // grid)
-    if rounds - num_work / grid < min_gain * rounds:
-        return num_work, 0, 0
-    n_sk = grid + num_work % grid if num_work >= 2 * grid else num_work
-    return num_work - n_sk, n_sk, n_kt
+    if not uniform or min_gain < 0 or sms <= 0 or num_work <= 0 or n_kt < max(2, min_key_tiles):
+        return whole
+    n_sk, grid = num_work, sms
+    if num_work > sms:  # the last round part-filled
+        rounds = -(-num_work // sms)
+        if num_work % sms == 0 or rounds - num_work / sms < min_gain * rounds:
+            return whole
+        n_sk = sms + num_work % sms if num_work >= 2 * sms else num_work
+    else:  # one round: every tile split over as many SMs as there are units
+        grid = min(num_work * n_kt, sms)
+        if grid <= num_work or 1.0 - num_work / grid < min_gain:
+            return whole
+    return num_work - n_sk, n_sk, n_kt, grid
 
 
 def stream_k_item(sk, b, grid, i):
     """The kernel's stream_k_item: (t, kb_lo, kb_hi) of CTA b's item i, or None past the last."""
-    n_dp, n_sk, n_kt = sk
+    n_dp, n_sk, n_kt = sk[:3]
     nd = (n_dp - b + grid - 1) // grid if n_dp > b else 0
     if i < nd:
         return b + i * grid, 0, 2**31 - 1
@@ -530,16 +536,20 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
             if n_tiles > 0:
                 ctr["g"] += n_tiles
                 ctr["qn"] += 1
-            # stream-K: the tile's last keys leave a partial in slot bx; its first keys merge slot bx + 1
+            # stream-K: a tile's later keys leave a partial in slot bx, flagged with whether the tile
+            # goes on in slot bx + 1; its first keys merge slots bx + 1, ... until a flag says it ends
             if w["kb_lo"] > 0:
                 assert (bx, wg) not in p["sk_ws"], "a slot written twice"
-                p["sk_ws"][(bx, wg)] = (t, o.copy(), c["m_i"].copy(), c["l_part"].copy())
+                more = w["kb_hi"] < p["sk"][2]
+                p["sk_ws"][(bx, wg)] = (t, o.copy(), c["m_i"].copy(), c["l_part"].copy(), more)
                 stats["partials"] += 1
                 continue
-            if w["kb_hi"] < p["sk"][2]:
-                assert (bx + 1, wg) in p["sk_ws"], "merge before the partial was written"
-                tb, ob, mb, lb = p["sk_ws"].pop((bx + 1, wg))
-                assert tb == t, f"slot {bx + 1} holds tile {tb}, merging tile {t}"
+            slot, more = bx, w["kb_hi"] < p["sk"][2]
+            while more:
+                slot += 1
+                assert (slot, wg) in p["sk_ws"], "merge before the partial was written"
+                tb, ob, mb, lb, more = p["sk_ws"].pop((slot, wg))
+                assert tb == t, f"slot {slot} holds tile {tb}, merging tile {t}"
                 ma = c["m_i"]
                 mn = np.maximum(ma, mb)
                 fa = np.where(ma == -np.inf, 0.0, fast_exp2(ma - np.where(mn == -np.inf, 0.0, mn)))
@@ -547,6 +557,7 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
                 c["l_part"] = c["l_part"] * fa[:, None] + lb * fb[:, None]
                 c["m_i"] = mn
                 o = o * fa[:, None] + ob * fb[:, None]
+                stats["merges"] = stats.get("merges", 0) + 1
             # epilogue
             m_i, l_part = c["m_i"], c["l_part"]
             l = l_part.sum(1)
@@ -645,7 +656,9 @@ def run_case(rng, B, Mq, Mkv, H, K, Kv, kind, wl, wr, varlen=None, seqlen_k=None
     num_m = (maxq + BM - 1) // BM
     grid = launch_grid(p, num_m, BM, PERSISTENT[D])
     num_work, _ = num_work_of(p, num_m, BM, PERSISTENT[D])
-    p["sk"] = stream_k_plan(p, num_work, grid, BN, **EMU_STREAMK) if PERSISTENT[D] else (num_work, 0, 0)
+    p["sk"] = stream_k_plan(p, num_work, SMS, BN, **EMU_STREAMK) if PERSISTENT[D] else (num_work, 0, 0, grid)
+    if PERSISTENT[D] and p["sk"][1] > 0:  # the launch takes the plan's grid (more CTAs than tiles)
+        grid = p["sk"][3]
     p["sk_ws"] = {}
     stats["partials"] = 0
     # CTAs one after another: each leaves its partial at the start of its tail and merges its right

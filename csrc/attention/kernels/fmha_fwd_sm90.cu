@@ -82,13 +82,13 @@ struct Walk {
   sm90::StreamK sk;
 };
 Walk walk_of(const FmhaFwdParams& p, const sm90::TileCfg& cfg, int sms) {
-  Walk w{0, 0, sm90::StreamK{0, 0, 0}};
+  Walk w{0, 0, sm90::StreamK{0, 0, 0, 0}};
   const int bm = 64 * cfg.wgs;
   w.num_work = int64_t((p.max_seqlen_q + bm - 1) / bm) * p.H * p.num_seqs;
   if (w.num_work >= (int64_t(1) << 30) || sms <= 0) return w;
-  w.grid = int(w.num_work < sms ? w.num_work : sms);
   const sm90::StreamKPolicy pol = sm90::stream_k_policy();
-  w.sk = sm90::stream_k_plan(p, int(w.num_work), w.grid, cfg.bn, pol.min_gain, pol.min_key_tiles);
+  w.sk = sm90::stream_k_plan(p, int(w.num_work), sms, cfg.bn, pol.min_gain, pol.min_key_tiles);
+  w.grid = w.sk.grid;
   return w;
 }
 

@@ -71,26 +71,32 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
 __device__ __forceinline__ void flag_release(unsigned long long* flag, unsigned long long v) {
   asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(flag), "l"(v) : "memory");
 }
-__device__ __forceinline__ void flag_wait(const unsigned long long* flag, unsigned long long v) {
+// Waits until *flag is v or v + 1 (v even) and returns the low bit (stream_k_item: more of the tile
+// in the next slot).
+__device__ __forceinline__ unsigned flag_wait(const unsigned long long* flag, unsigned long long v) {
+  unsigned long long f;
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
-      ".reg .u64 f, t0, t1;\n"
+      ".reg .u64 t0, t1, e;\n"
       "mov.u64 t0, %%globaltimer;\n"
       "FLAG_LOOP:\n"
-      "ld.acquire.gpu.global.u64 f, [%0];\n"
-      "setp.eq.u64 p, f, %1;\n"
+      "ld.acquire.gpu.global.u64 %0, [%1];\n"
+      "or.b64 e, %0, 1;\n"
+      "setp.eq.u64 p, e, %2;\n"
       "@p bra.uni FLAG_DONE;\n"
       "nanosleep.u32 32;\n"
       "mov.u64 t1, %%globaltimer;\n"
       "sub.u64 t1, t1, t0;\n"
-      "setp.gt.u64 p, t1, %2;\n"
+      "setp.gt.u64 p, t1, %3;\n"
       "@p trap;\n"
       "bra.uni FLAG_LOOP;\n"
       "FLAG_DONE:\n"
-      "}\n" ::"l"(flag),
-      "l"(v), "l"(kWatchdogNs)
+      "}\n"
+      : "=l"(f)
+      : "l"(flag), "l"(v | 1), "l"(kWatchdogNs)
       : "memory");
+  return unsigned(f & 1);
 }
 // Named barriers (0 is __syncthreads): per-warpgroup V-tail zeroing, and the ping-pong turns.
 constexpr int kBarTail = 1;  // + consumer warpgroup (128 threads): 1..4

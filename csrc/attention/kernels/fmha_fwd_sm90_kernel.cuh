@@ -24,8 +24,9 @@
 // pipelining).
 // With pingpong = 1 the two consumer warpgroups also take turns issuing their GEMM batches.
 // Persistent rows on dense problems whose tiles do not fill whole rounds split the last round's
-// tiles by keys between two CTAs (stream-K, stream_k_plan in fmha_fwd_sm90_work.h): the later keys
-// leave a float32 partial in the caller's workspace, the CTA with the first keys merges it.
+// tiles by keys between consecutive CTAs (stream-K, stream_k_plan in fmha_fwd_sm90_work.h; with
+// fewer tiles than SMs, every tile over min(units, SMs) CTAs): the later keys leave float32
+// partials in the caller's workspace, the CTA with the first keys merges them.
 // TODO(perf): a TMA-store epilogue through shared memory; K/V multicast across a cluster of two.
 // (A dynamic tile scheduler and FA3's BN 176 were measured and dropped: fmha_fwd_sm90_configs.h.)
 #pragma once
@@ -196,7 +197,7 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
   // Item i of this CTA -> Work w (its key tiles clipped to the item's) and kb_lo / kb_hi; breaks
   // the loop past the last. Persistent rows: stream_k_item (whole tiles, then the stream-K tail);
   // else work tiles blockIdx.x, + gridDim.x, ... . A stream-K part that starts past key tile 0
-  // (kb_lo > 0) leaves a partial; one that ends short of the last (kb_hi < n_kt) merges one.
+  // (kb_lo > 0) leaves a partial; one from key tile 0 that ends short of the last merges them.
 #define MSLK_ITEM(i)                                                                          \
   int t = blockIdx.x + (i) * gridDim.x, kb_lo = 0, kb_hi = INT_MAX;                           \
   if constexpr (Tr::kPersistent) {                                                            \
@@ -541,16 +542,20 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
         __stcg(chunk(blockIdx.x, 2 * kRowChunks), make_float4(m_i[0], m_i[1], l_i[0], l_i[1]));
         __threadfence();
         named_barrier_sync(kBarTail + cwg, 128);
-        if (ctid % 128 == 0) flag_release(args.sk_flags + blockIdx.x * Tr::kWGs + cwg, args.sk_token);
+        if (ctid % 128 == 0)  // + 1: the next slot holds more of this tile
+          flag_release(args.sk_flags + blockIdx.x * Tr::kWGs + cwg, args.sk_token + (kb_hi < args.sk.n_kt ? 1 : 0));
         continue;  // no output: the merging CTA writes the rows
       }
-      if (kb_hi < args.sk.n_kt) {  // merge slot blockIdx.x + 1 (written early in that CTA's tail)
-        const int slot = blockIdx.x + 1;
-        if (ctid % 128 == 0) {
-          flag_wait(args.sk_flags + slot * Tr::kWGs + cwg, args.sk_token);
-          args.sk_flags[slot * Tr::kWGs + cwg] = 0;  // cleared for a graph replay (the next launch)
-        }
+      // Merge slots blockIdx.x + 1, ... (written early in those CTAs' tails) until a flag says the
+      // tile ends there. The count comes from the flags, not from the plan: recomputing each CTA's
+      // range here (64-bit unit math) made ptxas spill in the key loops.
+      int slot = blockIdx.x;
+#pragma unroll 1
+      for (unsigned more = kb_hi < args.sk.n_kt ? 1u : 0u; more != 0;) {
+        ++slot;
+        more = flag_wait(args.sk_flags + slot * Tr::kWGs + cwg, args.sk_token);  // every thread acquires
         named_barrier_sync(kBarTail + cwg, 128);
+        if (ctid % 128 == 0) args.sk_flags[slot * Tr::kWGs + cwg] = 0;  // cleared for a graph replay (the next launch)
         const float4 ml = __ldcg(chunk(slot, 2 * kRowChunks));
         const float mb[2] = {ml.x, ml.y}, lb[2] = {ml.z, ml.w};
         CUTE_UNROLL

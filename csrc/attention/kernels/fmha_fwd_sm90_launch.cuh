@@ -92,7 +92,7 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
   // int tile indices in the kernel; a packed list holds at most num_seqs * ceil(Mq / BM) per head
   const int64_t packed_max = int64_t((p.Mq + Tr::kBM - 1) / Tr::kBM) * p.H * p.num_seqs;
   if (num_work >= (int64_t(1) << 30)) return cudaErrorNotSupported;
-  a.sk = StreamK{int(num_work), 0, 0};  // whole tiles (the persistent rows' walk; see below)
+  a.sk = StreamK{int(num_work), 0, 0, 0};  // whole tiles (the persistent rows' walk; see below)
   a.packed = Tr::kPackedList && packed_tiles(p) && packed_max < (int64_t(1) << 30);
   // MSLK_FMHA_SM90_PACKED=0 (read per call, for A/B timing) walks the rectangle instead.
   if (const char* e = std::getenv("MSLK_FMHA_SM90_PACKED"); e != nullptr && *e == '0') a.packed = 0;
@@ -108,10 +108,11 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
     grid = int(num_work < sms ? num_work : sms);  // one CTA per SM (smem and registers allow one)
     // The stream-K tail, where the caller gave the workspace (fmha_fwd_sm90_workspace_bytes).
     const StreamKPolicy pol = stream_k_policy();
-    const StreamK sk = stream_k_plan(p, int(num_work), grid, Tr::kBN, pol.min_gain, pol.min_key_tiles);
-    const int64_t need = stream_k_workspace_bytes(D, Tr::kWGs, grid);
+    const StreamK sk = stream_k_plan(p, int(num_work), sms, Tr::kBN, pol.min_gain, pol.min_key_tiles);
+    const int64_t need = stream_k_workspace_bytes(D, Tr::kWGs, sk.grid);
     if (sk.n_sk > 0 && p.workspace != nullptr && p.workspace_bytes >= need) {
       a.sk = sk;
+      grid = sk.grid;  // fewer tiles than SMs: as many CTAs as the tiles' units fill
       a.sk_ws = static_cast<float4*>(p.workspace);
       a.sk_flags = reinterpret_cast<unsigned long long*>(static_cast<char*>(p.workspace) +
                                                          int64_t(grid) * stream_k_chunks(D) * Tr::kWGs * 128 * 16);
@@ -120,7 +121,8 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
       // merging warpgroup clears its flag, so a CUDA graph replaying the launch with the same token
       // starts from cleared flags.
       static std::atomic<uint32_t> launches{0};
-      a.sk_token = (0x6d736b31ull << 32) | (launches.fetch_add(1) + 1u);
+      // Even: a partial's flag adds 1 when the tile goes on in the next slot (stream_k_item).
+      a.sk_token = (0x6d736b31ull << 32) | (uint32_t(launches.fetch_add(1) + 1u) << 1);
     }
   }
   const size_t smem = sizeof(SharedStorage<Element, D, C>) + 1024;

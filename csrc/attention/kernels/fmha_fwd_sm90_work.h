@@ -113,17 +113,21 @@ __host__ __device__ inline void packed_index(int t, const int* cum, int num_seqs
 }
 
 // Stream-K tail of the persistent rows. B2 H32 S4096 d128 makes 2048 work tiles: 15.5 rounds of
-// 132 SMs, so the last round leaves half the SMs idle (3% of the run). For problems whose work
-// tiles all cost the same (no mask, no varlen, no per-batch key lengths), the last n_sk tiles
-// (one round plus the remainder) are cut into key-tile units shared evenly by the grid's CTAs: CTA
-// b takes units [b * U / grid, (b + 1) * U / grid) of U = n_sk * n_kt, after its whole tiles. Each
-// CTA gets at least n_kt units, so a tile is split between at most two CTAs: CTA b + 1 runs the
-// tile's last keys first (its range's first item) and leaves a float32 partial (O, row max, row
-// sums) in workspace slot b + 1; CTA b runs the first keys last and merges it (stream_k_item).
+// 132 SMs, so the last round leaves half the SMs idle; B1 H4 S2048 d64 makes 32 tiles, one round
+// on a quarter of the SMs. For problems whose work tiles all cost the same (no mask, no varlen, no
+// per-batch key lengths), the last n_sk tiles (one round plus the remainder, or every tile when
+// there are fewer than SMs) are cut into key-tile units shared evenly by the grid's CTAs: CTA b
+// takes units [b * U / grid, (b + 1) * U / grid) of U = n_sk * n_kt, after its whole tiles. A tile
+// is split between consecutive CTAs: those that run its later keys do so first (their range's
+// first item) and leave a float32 partial (O, row max, row sums) in their workspace slot, flagged
+// with whether the tile goes on past their range; the CTA that runs its first keys does so last
+// and merges slots b + 1, b + 2, ... until a flag says the tile ends there (stream_k_item). With a
+// round of tiles or more each CTA gets n_kt units or more, so a tile has at most two parts.
 struct StreamK {
   int n_dp;  // tiles [0, n_dp) run whole, tile t on CTA t % grid (without stream-K: every tile)
   int n_sk;  // tiles [n_dp, n_dp + n_sk) are split into key-tile units (0: no stream-K)
   int n_kt;  // key tiles of every work tile
+  int grid;  // CTAs to launch: min(tiles, SMs), or with fewer tiles than SMs split: min(units, SMs)
 };
 // The least share of the run that the tail's idle SMs must waste (counted as if a part-filled
 // round cost a full one) before splitting. A part-filled last round costs less than it counts (the
@@ -137,28 +141,35 @@ constexpr double kStreamKMinGain = 0.05;
 // fill and an epilogue; measured gains had 16-32 key tiles, B1 H40 S1024 d64 (16) 268 vs 219).
 constexpr int kStreamKMinKeyTiles = 16;
 // min_gain: kStreamKMinGain, 0 to split any tail, < 0 never; min_key_tiles (>= 2): as above
-// (stream_k_policy).
-__host__ __device__ inline StreamK stream_k_plan(const FmhaFwdParams& p, int num_work, int grid, int bn,
+// (stream_k_policy). With fewer tiles than SMs the idle share is 1 - tiles / grid.
+__host__ __device__ inline StreamK stream_k_plan(const FmhaFwdParams& p, int num_work, int sms, int bn,
                                                  double min_gain, int min_key_tiles) {
-  StreamK s{num_work, 0, 0};
+  StreamK s{num_work, 0, 0, num_work < sms ? num_work : sms};
   const bool uniform = p.seqstart_q == nullptr && p.seqlen_k == nullptr && p.mask_kind == kMaskNone &&
                        p.window_left < 0 && p.window_right < 0;
   const int n_kt = (p.Mkv + bn - 1) / bn;
-  if (!uniform || min_gain < 0 || grid <= 0 || num_work <= grid || num_work % grid == 0 || n_kt < 2 ||
-      n_kt < min_key_tiles)
-    return s;
-  const int rounds = (num_work + grid - 1) / grid;
-  if (rounds - double(num_work) / grid < min_gain * rounds) return s;
-  const int n_sk = num_work >= 2 * grid ? grid + num_work % grid : num_work;  // >= grid: <= 2 CTAs a tile
+  if (!uniform || min_gain < 0 || sms <= 0 || num_work <= 0 || n_kt < 2 || n_kt < min_key_tiles) return s;
+  int n_sk = num_work, grid = sms;
+  if (num_work > sms) {  // the last round part-filled
+    const int rounds = (num_work + sms - 1) / sms;
+    if (num_work % sms == 0 || rounds - double(num_work) / sms < min_gain * rounds) return s;
+    n_sk = num_work >= 2 * sms ? sms + num_work % sms : num_work;  // >= sms: <= 2 CTAs a tile
+  } else {  // one round on num_work SMs: every tile split, over as many SMs as there are units
+    const int64_t units = int64_t(num_work) * n_kt;
+    grid = int(units < sms ? units : sms);
+    if (grid <= num_work || 1.0 - double(num_work) / grid < min_gain) return s;
+  }
   if (int64_t(n_sk) * n_kt >= (int64_t(1) << 30)) return s;
   s.n_dp = num_work - n_sk;
   s.n_sk = n_sk;
   s.n_kt = n_kt;
+  s.grid = grid;
   return s;
 }
 // Item i of CTA b: work tile *t and its key tiles [*kb_lo, *kb_hi) (whole tiles: [0, INT_MAX));
-// false past the CTA's last item. A part with kb_lo > 0 leaves a partial in slot b; one with
-// kb_hi < n_kt merges slot b + 1's.
+// false past the CTA's last item. A part with kb_lo > 0 leaves a partial in slot b (and, when
+// kb_hi < n_kt, a flag that says slot b + 1 holds more of the tile); one from key tile 0 with
+// kb_hi < n_kt merges slots b + 1, ... (every CTA's range is non-empty: grid <= units).
 __host__ __device__ inline bool stream_k_item(const StreamK& s, int b, int grid, int i, int* t, int* kb_lo,
                                               int* kb_hi) {
   const int nd = s.n_dp > b ? (s.n_dp - b + grid - 1) / grid : 0;

@@ -136,6 +136,10 @@ struct StreamK {
 // (160 tiles, 39% counted waste) 543 vs 379; B1 H40 S1024 d64 (160 tiles) 268 vs 219; at 3%
 // counted waste (B2 H32 S4096 d128, B1 H8 S8192 d128, B2 H16 S4096 d256, B4 H16 S2048 d64)
 // 576 vs 576, 591 vs 589, 604 vs 607, 408 vs 415.
+// Fewer tiles than SMs (H200, 2026-12-01, medians of 5 interleaved reps, split vs whole): B1 H2
+// S4096 d256 520 vs 351, B1 H1 S8192 d128 522 vs 329, B1 H3 S4096 d128 490 vs 445, B1 H4 S2048 d64
+// 132 vs 123; forced onto 8 key tiles a tile (B1 H8 S1024 d128) 131 vs 148, which the key-tile
+// floor below keeps whole.
 constexpr double kStreamKMinGain = 0.05;
 // And the least key tiles a work tile must have (a split adds an item to a CTA: a Q load, a pipeline
 // fill and an epilogue; measured gains had 16-32 key tiles, B1 H40 S1024 d64 (16) 268 vs 219).

@@ -74,8 +74,9 @@ int device_sms() {
   return sms;
 }
 
-// Persistent walk of row cfg over the SMs: work tiles, grid and stream-K plan (the one host
-// computation that the launch, the workspace size and dense_cfg share).
+// Persistent walk of row cfg over the SMs: work tiles, grid and stream-K plan, for the workspace
+// size and dense_cfg. launch() (fmha_fwd_sm90_launch.cuh) computes the same from its traits; if
+// the two ever differ, its guard (workspace_bytes >= need) runs whole tiles instead.
 struct Walk {
   int64_t num_work;
   int grid;

@@ -130,7 +130,7 @@ def test_stream_k_items_cover_every_key_tile_once(num_work, sms, n_kt):
     the tail's units shared within one unit across the CTAs. With a round of tiles or more a split
     tile has two parts."""
     p = dict(seqstart_q=None, seqlen_k=None, mask_kind=0, wl=-1, wr=-1, Mkv=n_kt * 64 - 5)
-    sk = emu.stream_k_plan(p, num_work, sms, 64, min_gain=0.0, min_key_tiles=2)  # as MSLK_FMHA_SM90_STREAMK=1
+    sk = emu.stream_k_plan(p, num_work, sms, 64, **emu.EMU_STREAMK)  # as MSLK_FMHA_SM90_STREAMK=1
     n_dp, n_sk, _, grid = sk
     assert n_sk > 0 and n_dp % grid == 0 and n_dp + n_sk == num_work
     assert grid == (min(sms, num_work * n_kt) if num_work < sms else sms)
@@ -186,7 +186,12 @@ def test_stream_k_plan_only_where_the_tail_wastes():
     assert emu.stream_k_plan(dense, 32, 132, 128) == (0, 32, 32, 132)
     assert emu.stream_k_plan(dense, 130, 132, 128)[1] == 0  # 2 of 132 SMs idle
     assert emu.stream_k_plan(dense, 120, 132, 128) == (0, 120, 32, 132)
-    assert emu.stream_k_plan(dense | dict(Mkv=256), 4, 132, 128, min_gain=0.0, min_key_tiles=2) == (0, 4, 2, 8)
+    assert emu.stream_k_plan(dense | dict(Mkv=256), 4, 132, 128, **emu.EMU_STREAMK) == (0, 4, 2, 8)
+    # by default a tile takes at most about sqrt(2 n_kt) parts (a chain merge reads one partial a part)
+    assert [emu.stream_k_max_parts(n) for n in (2, 8, 16, 32, 64, 128)] == [2, 4, 5, 8, 11, 16]
+    assert emu.stream_k_plan(dense | dict(Mkv=128 * 128), 1, 132, 128) == (0, 1, 128, 16)
+    assert emu.stream_k_plan(dense | dict(Mkv=128 * 128), 1, 132, 128, **emu.EMU_STREAMK) == (0, 1, 128, 128)
+    assert emu.stream_k_plan(dense | dict(Mkv=128 * 128), 20, 132, 128) == (0, 20, 128, 132)
     assert emu.stream_k_plan(dense, 32, 132, 128, min_gain=-1.0) == (32, 0, 0, 32)
     for change in (dict(mask_kind=1), dict(wl=100), dict(seqlen_k=[1]), dict(seqstart_q=[0, 1]), dict(Mkv=128)):
         assert emu.stream_k_plan(dense | change, 160, 132, 128)[1] == 0, change

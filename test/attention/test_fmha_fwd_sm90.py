@@ -384,6 +384,25 @@ def test_sm90_stream_k_tail(sm90, monkeypatch, streamk, dtype, d, B, H, mq, mkv,
 
 
 @needs_sm90
+@pytest.mark.parametrize("H,mkv,parts", [(1, 8192, 11), (2, 16384, 16)])
+def test_sm90_stream_k_default_parts(sm90, monkeypatch, H, mkv, parts):
+    """By default a tile splits into at most about sqrt(2 * key tiles) parts (stream_k_max_parts):
+    one 128-row tile a head, 64 / 128 key tiles -> 11 / 16 parts; against the oracle, and the
+    workspace holds a slot for each of those CTAs only."""
+    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("the shapes are sized for 132 SMs (H200)")
+    monkeypatch.delenv("MSLK_FMHA_SM90_STREAMK", raising=False)
+    g = torch.Generator().manual_seed(mkv)
+    q, k, v = (rand((1, m, H, 128), torch.bfloat16, "cuda", g) for m in (128, mkv, mkv))
+    check_sm90(q, k, v, None)
+    ws = H * parts * ((128 // 8 + 1) * 128 * 2 * 16 + 2 * 8)  # stream_k_workspace_bytes, grid = tiles x parts
+    on = _peak_bytes(lambda: run_op(q, k, v, None, 0.1))
+    monkeypatch.setenv("MSLK_FMHA_SM90_STREAMK", "0")
+    off = _peak_bytes(lambda: run_op(q, k, v, None, 0.1))
+    assert ws <= on - off < ws + (1 << 21), (on, off, ws)
+
+
+@needs_sm90
 @pytest.mark.parametrize("mq,mkv,H", [(256, 256, 150), (128, 1500, 3)])  # 300 tiles, 168 split; 3 tiles over 36 CTAs
 def test_sm90_stream_k_replays_in_a_cuda_graph(sm90, monkeypatch, mq, mkv, H):
     """A captured stream-K launch replays with the token it was captured with: the merging CTAs

@@ -193,27 +193,31 @@ void check_stream_k() {
   p.Mkv = 4096;
   const double g = kStreamKMinGain;
   const int mk = kStreamKMinKeyTiles;
-  EXPECT(stream_k_plan(p, 160, 132, bn, g, mk).n_sk == 160, "160 tiles split");
-  EXPECT(stream_k_plan(p, 2048, 132, bn, g, mk).n_sk == 0, "2048 tiles: 3%% waste, whole");
-  EXPECT(stream_k_plan(p, 2112, 132, bn, 0.0, 2).n_sk == 0, "2112 tiles: whole rounds");
-  EXPECT(stream_k_plan(p, 160, 132, bn, -1.0, 2).n_sk == 0, "off");
-  EXPECT(stream_k_plan(p, 32, 132, bn, g, mk).n_sk == 32 && stream_k_plan(p, 32, 132, bn, g, mk).grid == 132,
+  EXPECT(stream_k_plan(p, 160, 132, bn, g, mk, true).n_sk == 160, "160 tiles split");
+  EXPECT(stream_k_plan(p, 2048, 132, bn, g, mk, true).n_sk == 0, "2048 tiles: 3%% waste, whole");
+  EXPECT(stream_k_plan(p, 2112, 132, bn, 0.0, 2, false).n_sk == 0, "2112 tiles: whole rounds");
+  EXPECT(stream_k_plan(p, 160, 132, bn, -1.0, 2, true).n_sk == 0, "off");
+  EXPECT(stream_k_plan(p, 32, 132, bn, g, mk, true).n_sk == 32 && stream_k_plan(p, 32, 132, bn, g, mk, true).grid == 132,
          "32 tiles over 132 CTAs");
-  EXPECT(stream_k_plan(p, 130, 132, bn, g, mk).n_sk == 0 && stream_k_plan(p, 130, 132, bn, g, mk).grid == 130,
+  EXPECT(stream_k_plan(p, 130, 132, bn, g, mk, true).n_sk == 0 && stream_k_plan(p, 130, 132, bn, g, mk, true).grid == 130,
          "130 tiles: 2 idle SMs, whole");
+  for (const int n : {2, 8, 16, 32, 64, 128}) EXPECT(stream_k_max_parts(n) * stream_k_max_parts(n) <= 2 * n || n == 2, "parts of %d", n);
+  p.Mkv = 128 * bn;  // one tile of 128 key tiles: 16 parts by default, every SM when forced
+  EXPECT(stream_k_plan(p, 1, 132, bn, g, mk, true).grid == 16 && stream_k_plan(p, 1, 132, bn, 0.0, 2, false).grid == 128,
+         "parts of one long tile");
   p.Mkv = (mk - 1) * bn;
-  EXPECT(stream_k_plan(p, 160, 132, bn, g, mk).n_sk == 0 && stream_k_plan(p, 160, 132, bn, 0.0, 2).n_sk == 160,
+  EXPECT(stream_k_plan(p, 160, 132, bn, g, mk, true).n_sk == 0 && stream_k_plan(p, 160, 132, bn, 0.0, 2, false).n_sk == 160,
          "short key lanes: whole unless forced");
   p.Mkv = 4096;
   p.mask_kind = mslk::attention::kMaskCausalTopLeft;
-  EXPECT(stream_k_plan(p, 160, 132, bn, 0.0, 2).n_sk == 0, "causal: whole tiles");
+  EXPECT(stream_k_plan(p, 160, 132, bn, 0.0, 2, false).n_sk == 0, "causal: whole tiles");
   p.mask_kind = mslk::attention::kMaskNone;
   const int cases[][3] = {{4, 3, 2},    {7, 3, 11},  {140, 132, 16}, {300, 132, 7}, {2048, 132, 32}, {133, 132, 2},
                           {4, 132, 16}, {2, 132, 40}, {1, 132, 200}, {5, 132, 3},   {100, 132, 2}};
   for (const auto& c : cases) {
     const int num_work = c[0], sms = c[1], n_kt = c[2];
     p.Mkv = n_kt * bn - 5;
-    const StreamK sk = stream_k_plan(p, num_work, sms, bn, 0.0, 2);  // as MSLK_FMHA_SM90_STREAMK=1
+    const StreamK sk = stream_k_plan(p, num_work, sms, bn, 0.0, 2, false);  // as MSLK_FMHA_SM90_STREAMK=1
     const int grid = sk.grid;
     const int64_t units = int64_t(num_work) * n_kt;
     EXPECT(grid == (num_work < sms ? int(units < sms ? units : sms) : sms), "grid %d %d %d", num_work, sms, n_kt);

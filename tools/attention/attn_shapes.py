@@ -9,16 +9,18 @@ from bench.common import copies_to_exceed_l2
 
 
 def parse(arg):
-    """ "B,H,S,D,causal" -> (B, H, S, D, causal: bool)"""
-    B, H, S, D, c = (int(x) for x in arg.split(","))
-    return B, H, S, D, bool(c)
+    """ "B,H,S,D,causal" -> (B, H, S, D, causal: bool); S may be "Sq:Skv" (queries, keys)"""
+    B, H, S, D, c = arg.split(",")
+    S = tuple(int(x) for x in S.split(":")) if ":" in S else int(S)
+    return int(B), int(H), S, int(D), bool(int(c))
 
 
 def problem(B, H, S, D, causal):
     """(input sets [B, S, H, D] to rotate through, flops of one call; causal counts half)"""
-    sets = [tuple(torch.randn(B, S, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-            for _ in range(copies_to_exceed_l2(3 * B * S * H * D * 2))]
-    return sets, 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
+    Sq, Skv = S if isinstance(S, tuple) else (S, S)
+    sets = [tuple(torch.randn(B, m, H, D, device="cuda", dtype=torch.bfloat16) for m in (Sq, Skv, Skv))
+            for _ in range(copies_to_exceed_l2(B * (Sq + 2 * Skv) * H * D * 2))]
+    return sets, 4.0 * B * H * Sq * Skv * D * (0.5 if causal else 1.0)
 
 
 def ours(D, causal):
@@ -33,4 +35,5 @@ def cudnn(causal):
 
 
 def name(B, H, S, D, causal):
+    S = f"{S[0]}:{S[1]}" if isinstance(S, tuple) else S
     return f"B{B} H{H} S{S} d{D}{' causal' if causal else ''}"

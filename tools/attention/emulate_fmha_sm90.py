@@ -266,10 +266,19 @@ STREAMK_MIN_GAIN = 0.05  # kStreamKMinGain
 STREAMK_MIN_KEY_TILES = 16  # kStreamKMinKeyTiles
 # The emulated launches split every tail they can (MSLK_FMHA_SM90_STREAMK=1): the small cases here
 # have short key lanes, which the default policy would run whole.
-EMU_STREAMK = dict(min_gain=0.0, min_key_tiles=2)
+EMU_STREAMK = dict(min_gain=0.0, min_key_tiles=2, cap_parts=False)
 
 
-def stream_k_plan(p, num_work, sms, bn, min_gain=STREAMK_MIN_GAIN, min_key_tiles=STREAMK_MIN_KEY_TILES):
+def stream_k_max_parts(n_kt):
+    """The kernel's stream_k_max_parts: about sqrt(2 n_kt), at least 2."""
+    k = 2
+    while (k + 1) ** 2 <= 2 * n_kt:
+        k += 1
+    return k
+
+
+def stream_k_plan(p, num_work, sms, bn, min_gain=STREAMK_MIN_GAIN, min_key_tiles=STREAMK_MIN_KEY_TILES,
+                  cap_parts=True):
     """The kernel's stream_k_plan: (n_dp, n_sk, n_kt, grid); n_sk = 0 when every tile runs whole."""
     whole = (num_work, 0, 0, min(num_work, sms))
     uniform = (p["seqstart_q"] is None and p["seqlen_k"] is None and p["mask_kind"] == 0
@@ -284,7 +293,8 @@ def stream_k_plan(p, num_work, sms, bn, min_gain=STREAMK_MIN_GAIN, min_key_tiles
             return whole
         n_sk = sms + num_work % sms if num_work >= 2 * sms else num_work
     else:  # one round: every tile split over as many SMs as there are units
-        grid = min(num_work * n_kt, sms)
+        units = num_work * min(n_kt, stream_k_max_parts(n_kt)) if cap_parts else num_work * n_kt
+        grid = min(units, sms)
         if grid <= num_work or 1.0 - num_work / grid < min_gain:
             return whole
     return num_work - n_sk, n_sk, n_kt, grid

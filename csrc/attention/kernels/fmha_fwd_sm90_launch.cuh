@@ -108,7 +108,7 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
     grid = int(num_work < sms ? num_work : sms);  // one CTA per SM (smem and registers allow one)
     // The stream-K tail, where the caller gave the workspace (fmha_fwd_sm90_workspace_bytes).
     const StreamKPolicy pol = stream_k_policy();
-    const StreamK sk = stream_k_plan(p, int(num_work), sms, Tr::kBN, pol.min_gain, pol.min_key_tiles);
+    const StreamK sk = stream_k_plan(p, int(num_work), sms, Tr::kBN, pol.min_gain, pol.min_key_tiles, pol.cap_parts);
     const int64_t need = stream_k_workspace_bytes(D, Tr::kWGs, sk.grid);
     if (sk.n_sk > 0 && p.workspace != nullptr && p.workspace_bytes >= need) {
       a.sk = sk;

@@ -144,10 +144,19 @@ constexpr double kStreamKMinGain = 0.05;
 // And the least key tiles a work tile must have (a split adds an item to a CTA: a Q load, a pipeline
 // fill and an epilogue; measured gains had 16-32 key tiles, B1 H40 S1024 d64 (16) 268 vs 219).
 constexpr int kStreamKMinKeyTiles = 16;
+// With fewer tiles than SMs a tile's first CTA merges its other parts' partials one after another,
+// each a read of its O from L2 (estimated at half a key tile's time), so the time of a tile over k
+// parts is about n_kt / k + k / 2 key tiles: least near k = sqrt(2 n_kt). cap_parts limits k to that
+// (at least 2); without it, k is SMs / tiles.
+__host__ __device__ inline int stream_k_max_parts(int n_kt) {
+  int k = 2;
+  while ((k + 1) * (k + 1) <= 2 * n_kt) ++k;
+  return k;
+}
 // min_gain: kStreamKMinGain, 0 to split any tail, < 0 never; min_key_tiles (>= 2): as above
 // (stream_k_policy). With fewer tiles than SMs the idle share is 1 - tiles / grid.
 __host__ __device__ inline StreamK stream_k_plan(const FmhaFwdParams& p, int num_work, int sms, int bn,
-                                                 double min_gain, int min_key_tiles) {
+                                                 double min_gain, int min_key_tiles, bool cap_parts) {
   StreamK s{num_work, 0, 0, num_work < sms ? num_work : sms};
   const bool uniform = p.seqstart_q == nullptr && p.seqlen_k == nullptr && p.mask_kind == kMaskNone &&
                        p.window_left < 0 && p.window_right < 0;
@@ -159,7 +168,8 @@ __host__ __device__ inline StreamK stream_k_plan(const FmhaFwdParams& p, int num
     if (num_work % sms == 0 || rounds - double(num_work) / sms < min_gain * rounds) return s;
     n_sk = num_work >= 2 * sms ? sms + num_work % sms : num_work;  // >= sms: <= 2 CTAs a tile
   } else {  // one round on num_work SMs: every tile split, over as many SMs as there are units
-    const int64_t units = int64_t(num_work) * n_kt;
+    int64_t units = int64_t(num_work) * n_kt;
+    if (cap_parts && units > int64_t(num_work) * stream_k_max_parts(n_kt)) units = int64_t(num_work) * stream_k_max_parts(n_kt);
     grid = int(units < sms ? units : sms);
     if (grid <= num_work || 1.0 - double(num_work) / grid < min_gain) return s;
   }
@@ -194,17 +204,19 @@ __host__ __device__ inline bool stream_k_item(const StreamK& s, int b, int grid,
   return true;
 }
 // MSLK_FMHA_SM90_STREAMK (read per call, for A/B timing): 0 runs every tail as whole tiles, 1 splits
-// any tail that has idle SMs (work tiles of 2 key tiles or more); unset: where the waste passes
-// kStreamKMinGain and the tiles hold kStreamKMinKeyTiles.
+// any tail that has idle SMs (work tiles of 2 key tiles or more), every idle SM taking a part;
+// unset: where the waste passes kStreamKMinGain and the tiles hold kStreamKMinKeyTiles, a tile in at
+// most stream_k_max_parts parts.
 struct StreamKPolicy {
   double min_gain;
   int min_key_tiles;
+  bool cap_parts;  // stream_k_max_parts (forced: every idle SM takes a part)
 };
 inline StreamKPolicy stream_k_policy() {
   const char* e = std::getenv("MSLK_FMHA_SM90_STREAMK");
-  if (e != nullptr && *e == '0') return {-1.0, 2};
-  if (e != nullptr && *e == '1') return {0.0, 2};
-  return {kStreamKMinGain, kStreamKMinKeyTiles};
+  if (e != nullptr && *e == '0') return {-1.0, 2, true};
+  if (e != nullptr && *e == '1') return {0.0, 2, false};
+  return {kStreamKMinGain, kStreamKMinKeyTiles, true};
 }
 // Workspace of the stream-K partials: a slot per CTA, each consumer thread's O (D/2 floats), row
 // maxima and row sums (2 + 2) as float4 chunks, thread-minor (coalesced); then a flag a slot and

@@ -40,15 +40,4 @@ inline Fp8Schedule fp8_schedule() {
   return s;
 }
 
-// MSLK_FP8_PREFETCH (read on every call; a tuning switch): how many CTAs ahead the warp-per-row and
-// cluster kernels ask L2 to prefetch (cp.async.bulk.prefetch.L2), so that DRAM keeps streaming while
-// resident CTAs reduce and store. Unset, unparsable or <= 0: no prefetch.
-inline int fp8_prefetch_ctas() {
-  const char* s = std::getenv("MSLK_FP8_PREFETCH");
-  if (!s || !*s) return 0;
-  char* end = nullptr;
-  const long v = std::strtol(s, &end, 10);
-  return (*end || v <= 0) ? 0 : static_cast<int>(v < (1 << 20) ? v : (1 << 20));
-}
-
 }  // namespace mslk::quantize

@@ -1,5 +1,4 @@
-"""Interleaved A/B of FP8 quantizer kernel switches on the GPU (MSLK_FP8_SCHEDULE,
-MSLK_FP8_PREFETCH): every variant of a case is timed in turn, `--rounds` times, inside one process,
+"""Interleaved A/B of FP8 quantizer kernel schedules on the GPU (MSLK_FP8_SCHEDULE): every variant of a case is timed in turn, `--rounds` times, inside one process,
 so the clock and power drift of a run hits all of them alike. Prints us and time / byte floor
 (3 B an element against the copy bandwidth measured in the same run); best and median of rounds.
 
@@ -21,24 +20,19 @@ from mslk.quantize.triton import fp8_quantize as q
 CASES = {
     "row": (lambda x: q.quantize_fp8_row(x), {
         "default": {},
-        "pf132": {"MSLK_FP8_PREFETCH": "132"},
-        "pf400": {"MSLK_FP8_PREFETCH": "400"},
-        "pf800": {"MSLK_FP8_PREFETCH": "800"},
+        "staged": {"MSLK_FP8_SCHEDULE": "staged"},
     }),
     "block 256x256": (lambda x: q.quantize_fp8_block(x, 256, 256), {
         "default": {},
         "cluster": {"MSLK_FP8_SCHEDULE": "cluster"},
-        "cluster+pf264": {"MSLK_FP8_SCHEDULE": "cluster", "MSLK_FP8_PREFETCH": "264"},
-        "cluster+pf528": {"MSLK_FP8_SCHEDULE": "cluster", "MSLK_FP8_PREFETCH": "528"},
-        "cluster+pf1056": {"MSLK_FP8_SCHEDULE": "cluster", "MSLK_FP8_PREFETCH": "1056"},
     }),
 }
 SHAPES = [(8192, 8192), (16384, 16384), (4096, 7168)]
-KEYS = ("MSLK_FP8_SCHEDULE", "MSLK_FP8_PREFETCH")
+KEY = "MSLK_FP8_SCHEDULE"
 
 
 def timed(fn, xs, env):
-    with env_var(KEYS[0], env.get(KEYS[0])), env_var(KEYS[1], env.get(KEYS[1])):
+    with env_var(KEY, env.get(KEY)):
         return time_ms(fn, xs)
 
 
@@ -64,7 +58,7 @@ def main():
                 for label, env in variants.items():
                     got[label].append(timed(fn, xs, env) * 1e3)
             for label, env in variants.items():  # every variant must give the default's bits
-                with env_var(KEYS[0], env.get(KEYS[0])), env_var(KEYS[1], env.get(KEYS[1])):
+                with env_var(KEY, env.get(KEY)):
                     out = fn(*xs[0])
                 same = all(torch.equal(a.view(torch.uint8) if a.dtype == torch.float8_e4m3fn else a,
                                        b.view(torch.uint8) if b.dtype == torch.float8_e4m3fn else b)

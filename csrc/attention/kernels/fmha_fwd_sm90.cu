@@ -6,6 +6,7 @@
 #include "attention/kernels/fmha_fwd_sm90.h"
 #include "attention/kernels/fmha_fwd_sm90_configs.h"
 #include "attention/kernels/fmha_fwd_sm90_work.h"
+#include "common/device_attrs.h"
 
 namespace mslk::attention {
 namespace {
@@ -67,11 +68,7 @@ int fmha_fwd_sm90_num_cfgs() { return sm90::kNumTileCfgs; }
 namespace {
 int device_sms() {
   int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return sms;
+  return mslk::cuda::current_device_sms(&dev, &sms) == cudaSuccess ? sms : ((void)cudaGetLastError(), 0);
 }
 
 // Persistent walk of row cfg over the SMs: work tiles, grid and stream-K plan, for the workspace

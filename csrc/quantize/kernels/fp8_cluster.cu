@@ -14,24 +14,9 @@ namespace cg = cooperative_groups;
 constexpr int kNV = 8;         // 16-byte vectors per thread
 constexpr int kThreads = 256;  // so a CTA holds <= 2048 vectors
 
-// L2 prefetch of the rows of the CTA `ahead` CTAs after this one, one thread a row.
-template <int C>
-__device__ __forceinline__ void prefetch_cta_rows(const void* base, int64_t M, int64_t K, int64_t stride_bytes,
-                                               int64_t tile_m, int64_t tile_k, int n_bj, int64_t elem, int ahead) {
-  const int64_t f = int64_t(blockIdx.x) + ahead, sub_m = tile_m / C;
-  if (f >= int64_t(gridDim.x) || threadIdx.x >= sub_m) return;
-  const int64_t ft = f / C, fbi = ft / n_bj, fbj = ft - fbi * n_bj;
-  const int64_t r = fbi * tile_m + (f - ft * C) * sub_m + threadIdx.x, c = fbj * tile_k;
-  if (r < M)
-    prefetch_l2(static_cast<const char*>(base) + r * stride_bytes + c * elem,
-                static_cast<uint32_t>((tile_k < K - c ? tile_k : K - c) * elem));
-}
-
-// PF: with the L2 prefetch (a separate instantiation: its index math costs the prefetch-free body
-// a 4-byte spill at the 64-register cap).
-template <typename T, int C, bool PF>
+template <typename T, int C>
 __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kThreads, 4) fp8_cluster_kernel(Fp8TileParams p, int n_bj,
-                                                                                         bool vec_store, int prefetch_ctas) {
+                                                                                         bool vec_store) {
   constexpr int W = kVec16<T>;
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
@@ -80,18 +65,13 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(kThreads, 4) fp8_clu
     tile_vec_pos<false>(i, vpr, r, c);
     if (r < rows && c < vcols) quant_store16<T>(v[i], s.inv, out + r * p.out_stride + c * W, vec_store);
   }
-  // After the stores, where no tile data is live (before the loads it made ptxas spill).
-  if (PF) prefetch_cta_rows<C>(p.in.ptr, p.in.M, p.in.K, p.in.stride * int64_t(sizeof(T)), p.tile_m, p.tile_k,
-                                            n_bj, int64_t(sizeof(T)), prefetch_ctas);
 }
 
 template <typename T, int C>
 bool try_cluster(const Fp8TileParams& p, int64_t vpr, int64_t n_tiles, int n_bj, cudaStream_t stream) {
   if (p.tile_m % C != 0 || (p.tile_m / C) * vpr > int64_t(kThreads) * kNV) return false;
   const int threads = static_cast<int>(((p.tile_m / C) * vpr + kNV - 1) / kNV + 31) / 32 * 32;
-  const int ahead = fp8_prefetch_ctas();
-  auto kernel = ahead > 0 ? fp8_cluster_kernel<T, C, true> : fp8_cluster_kernel<T, C, false>;
-  kernel<<<unsigned(n_tiles * C), threads, 0, stream>>>(p, n_bj, p.out_stride % kVec16<T> == 0, ahead);
+  fp8_cluster_kernel<T, C><<<unsigned(n_tiles * C), threads, 0, stream>>>(p, n_bj, p.out_stride % kVec16<T> == 0);
   return true;
 }
 

@@ -34,11 +34,6 @@ __device__ __forceinline__ uint4 ld_stream(const void* p, bool pred) {
   return v;
 }
 
-// Ask L2 to fetch [p, p + bytes) (16-byte aligned, bytes a multiple of 16); no register holds it.
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-}
-
 // Position of this thread's vector i inside the CTA tile. Single-row tiles need no division; when
 // the CTA is a whole number of tile rows wide (blockDim % vpr == 0: every block tiling of 16-byte
 // vectors here) the thread keeps one column and steps blockDim / vpr rows a vector, so the only

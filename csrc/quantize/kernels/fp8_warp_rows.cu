@@ -24,15 +24,10 @@ constexpr int64_t kMaxRowBytes = 16 * 1024;  // NV = 32 vectors a lane: 128 data
 // At least 3 CTAs (12 rows) an SM: caps registers at 168, enough for NV = 32 (128 data registers);
 // without the bound, ptxas 13.0 spilled 4 bytes in some fp16/fp32 L > 0 instantiations.
 template <typename T, int NV, int L>
-__global__ void __launch_bounds__(kWarps * 32, 3) fp8_warp_rows_kernel(Fp8TileParams p, bool vec_store, int prefetch_ctas) {
+__global__ void __launch_bounds__(kWarps * 32, 3) fp8_warp_rows_kernel(Fp8TileParams p, bool vec_store) {
   constexpr int W = kVec16<T>;
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (prefetch_ctas > 0 && lane == 0) {  // this warp's row in the CTA prefetch_ctas ahead
-    const int64_t ahead = row + int64_t(prefetch_ctas) * kWarps;
-    if (ahead < p.in.M)
-      prefetch_l2(static_cast<const T*>(p.in.ptr) + ahead * p.in.stride, static_cast<uint32_t>(p.in.K * sizeof(T)));
-  }
   if (row >= p.in.M) return;  // a whole warp: the shuffles below always see 32 lanes
   const int nv = static_cast<int>(p.in.K / W);
   const bool valid = row_is_valid(p, row);  // rows past zero_start_index_M quantize zeros
@@ -81,7 +76,7 @@ bool launch_nv(const Fp8TileParams& p, cudaStream_t st) {
   const unsigned grid = ceil_div(p.in.M, kWarps);
   const bool vec_store = p.out_stride % kVec16<T> == 0;
   auto go = [&](auto kernel) {
-    kernel<<<grid, kWarps * 32, 0, st>>>(p, vec_store, fp8_prefetch_ctas());
+    kernel<<<grid, kWarps * 32, 0, st>>>(p, vec_store);
     return true;
   };
   if (nv <= 32) return go(fp8_warp_rows_kernel<T, 1, L>);

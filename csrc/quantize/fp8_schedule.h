@@ -15,9 +15,10 @@ enum class Fp8Schedule {
   kBulk,              // rows and K-groups on a bulk-copy ring (fp8_bulk.cu)
   kWarp,              // rows and K-groups of <= 16 KB, one warp a row (fp8_warp_rows.cu)
   kHybridPersistent,  // 256x256 blocks: the register + shared-memory kernel, persistent (fp8_reg.cu)
+  kRing,              // large blocks: persistent CTAs on a bulk-copy ring of 32 KB chunks (fp8_block_ring.cu)
 };
 
-inline constexpr const char* kFp8ScheduleNames = "auto, oneshot, staged, cluster, bulk, warp or hybrid-persistent";
+inline constexpr const char* kFp8ScheduleNames = "auto, oneshot, staged, cluster, bulk, warp, hybrid-persistent or ring";
 
 // false for an unknown name (*out untouched).
 inline bool parse_fp8_schedule(const char* s, Fp8Schedule* out) {
@@ -27,7 +28,8 @@ inline bool parse_fp8_schedule(const char* s, Fp8Schedule* out) {
     Fp8Schedule value;
   } kNames[] = {{"oneshot", Fp8Schedule::kOneshot}, {"staged", Fp8Schedule::kStaged},
                 {"cluster", Fp8Schedule::kCluster}, {"bulk", Fp8Schedule::kBulk},
-                {"warp", Fp8Schedule::kWarp},       {"hybrid-persistent", Fp8Schedule::kHybridPersistent}};
+                {"warp", Fp8Schedule::kWarp},       {"hybrid-persistent", Fp8Schedule::kHybridPersistent},
+                {"ring", Fp8Schedule::kRing}};
   for (const auto& n : kNames)
     if (!std::strcmp(s, n.name)) return *out = n.value, true;
   return false;

@@ -101,12 +101,14 @@ def test_group_block_empty(device):
 
 
 @requires_cuda
-@pytest.mark.parametrize("schedule", ["auto", "oneshot", "hybrid-persistent", "staged", "cluster", "bulk", "warp"])
+@pytest.mark.parametrize("schedule", ["auto", "oneshot", "hybrid-persistent", "staged", "cluster", "bulk", "warp",
+                                      "ring"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_block_group_cuda_equals_cpu(dtype, schedule, monkeypatch):
     """Every kernel schedule (MSLK_FP8_SCHEDULE, read per call) computes the same bits (auto: 256x256
     and 512x128 bf16 / fp16 blocks take the register + shared-memory kernel, one CTA a tile;
-    hybrid-persistent the same kernel walking tiles two CTAs an SM; oneshot the 1024-thread one)."""
+    hybrid-persistent the same kernel walking tiles two CTAs an SM; oneshot the 1024-thread one; ring
+    the bulk-copy ring for 64-192 KB tiles: 256x256, 512x128 and 384x256 bf16 / fp16, 128x128 fp32)."""
     monkeypatch.setenv("MSLK_FP8_SCHEDULE", schedule)
     x = rand((4100, 7176), dtype, "cuda")  # edge tiles in both dimensions
     y = rand((257, 8200), dtype, "cuda")  # rows of 16 KB (bf16) as the view [:, :8192]

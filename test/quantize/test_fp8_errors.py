@@ -87,10 +87,10 @@ def test_unknown_schedule(monkeypatch, fn):
     every listed name runs."""
     x = bf16(256, 512, device="cuda")
     monkeypatch.setenv("MSLK_FP8_SCHEDULE", "warps")
-    with pytest.raises(RuntimeError, match="MSLK_FP8_SCHEDULE must be auto, oneshot, staged, cluster, bulk, warp or "
-                                           "hybrid-persistent \\(or unset\\), got 'warps'"):
+    with pytest.raises(RuntimeError, match="MSLK_FP8_SCHEDULE must be auto, oneshot, staged, cluster, bulk, warp, "
+                                           "hybrid-persistent or ring \\(or unset\\), got 'warps'"):
         fn(x)
-    for name in ("", "auto", "oneshot", "staged", "cluster", "bulk", "warp", "hybrid-persistent"):
+    for name in ("", "auto", "oneshot", "staged", "cluster", "bulk", "warp", "hybrid-persistent", "ring"):
         monkeypatch.setenv("MSLK_FP8_SCHEDULE", name)
         xq, _ = fn(x)
         assert xq.shape == (256, 512)

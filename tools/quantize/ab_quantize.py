@@ -25,6 +25,7 @@ CASES = {
     "block 256x256": (lambda x: q.quantize_fp8_block(x, 256, 256), {
         "default": {},
         "cluster": {"MSLK_FP8_SCHEDULE": "cluster"},
+        "ring": {"MSLK_FP8_SCHEDULE": "ring"},
     }),
 }
 SHAPES = [(8192, 8192), (16384, 16384), (4096, 7168)]

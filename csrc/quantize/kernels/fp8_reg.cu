@@ -346,8 +346,10 @@ cudaError_t fp8_quantize_rows(const Fp8TileParams& p, cudaStream_t s) {
   return launch<Mode::kRows>(p, s);
 }
 cudaError_t fp8_quantize_blocks(const Fp8TileParams& p, cudaStream_t s) {
-  if (fp8_schedule() == Fp8Schedule::kCluster && p.in.M > 0 && p.in.K > 0 && fp8_quantize_blocks_cluster(p, s))
+  const Fp8Schedule sched = fp8_schedule();
+  if (sched == Fp8Schedule::kCluster && p.in.M > 0 && p.in.K > 0 && fp8_quantize_blocks_cluster(p, s))
     return cudaGetLastError();
+  if (sched == Fp8Schedule::kRing && fp8_quantize_blocks_ring(p, s)) return cudaGetLastError();
   return launch<Mode::kBlocks>(p, s);
 }
 cudaError_t fp8_quantize_groups(const Fp8TileParams& p, cudaStream_t s) {

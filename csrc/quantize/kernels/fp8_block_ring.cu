@@ -8,10 +8,16 @@
 // (A first version kept the tile in the ring until its stores were done: the next tile's last
 // chunk then waited for a whole DRAM round trip each tile, 88 vs 63 us at 8192^2.)
 // Same arithmetic as the register kernels (absmax16, tile_scale, quant_store16): the same bits.
+#include "common/tensor_map.h"
 #include "quantize/kernels/fp8_device.cuh"
+
+#include <type_traits>
 
 namespace mslk::quantize {
 namespace {
+
+using mslk::cuda::EncodeTiledFn;
+using mslk::cuda::encode_tiled_fn;
 
 constexpr int kConsumerWarps = 8;
 constexpr int kConsumers = kConsumerWarps * 32;
@@ -49,16 +55,19 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+// One box of the 2-D tensor map (columns c, rows r) into shared memory; out-of-bounds elements
+// land as zeros and count toward the transaction bytes.
+__device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* bar, void* dst, int c, int r) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
           smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar))
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c), "r"(r), "r"(smem_u32(bar))
       : "memory");
 }
 
 template <typename T, int NCH>
-__global__ void __launch_bounds__(kConsumers, 1) fp8_ring_kernel(Fp8TileParams p, RingTiling t, bool vec_store) {
+__global__ void __launch_bounds__(kConsumers, 1) fp8_ring_kernel(const __grid_constant__ CUtensorMap map, Fp8TileParams p, RingTiling t,
+                                                                bool vec_store) {
   extern __shared__ __align__(128) unsigned char ring[];
   __shared__ __align__(8) uint64_t full[kMaxSlots], empty[kMaxSlots];
   __shared__ float parts[2][kConsumerWarps];
@@ -69,26 +78,20 @@ __global__ void __launch_bounds__(kConsumers, 1) fp8_ring_kernel(Fp8TileParams p
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the async proxy
   }
   __syncthreads();
-  const T* in = static_cast<const T*>(p.in.ptr);
 
   // Chunk j of this CTA is part j % NCH of its tile j / NCH and lives in slot j % slots. Warp 0
   // fills the ring: the first slots at the start, then each slot again once all eight warps have
   // moved its chunk into registers (a separate producer warp would cap the consumers at 168
   // registers: three warps would share a sub-partition's register file). One bulk copy a tile row.
-  auto issue = [&](int j) {  // warp 0, uniform
+  auto issue = [&](int j) {  // one lane
     const int tile = blockIdx.x + (j / NCH) * gridDim.x;
     if (tile >= t.n_tiles) return;
-    const int bi = tile / t.n_bj, bj = tile - bi * t.n_bj, c = j % NCH, s = j % t.slots;
-    const int64_t r0 = int64_t(bi) * p.tile_m + int64_t(c) * t.chunk_rows, c0 = int64_t(bj) * p.tile_k;
-    const int64_t rows_left = p.in.M - r0, cols_left = p.in.K - c0;
-    const int n = rows_left <= 0 ? 0 : static_cast<int>(rows_left < t.chunk_rows ? rows_left : t.chunk_rows);
-    const uint32_t bytes = static_cast<uint32_t>((cols_left < p.tile_k ? cols_left : p.tile_k) * int64_t(sizeof(T)));
-    if (lane == 0) mbar_arm(&full[s], uint32_t(n) * bytes);  // 0 bytes past M: an empty chunk
-    __syncwarp();
-    unsigned char* dst = ring + int64_t(s) * kChunkBytes;
-    for (int r = lane; r < n; r += 32) bulk_load(dst + r * t.row_bytes, in + (r0 + r) * p.in.stride + c0, bytes, &full[s]);
+    const int bi = tile / t.n_bj, bj = tile - bi * t.n_bj, s = j % t.slots;
+    mbar_arm(&full[s], kChunkBytes);
+    tma_load_2d(&map, &full[s], ring + int64_t(s) * kChunkBytes, bj * int(p.tile_k),
+                bi * int(p.tile_m) + (j % NCH) * t.chunk_rows);
   };
-  if (warp == 0)
+  if (threadIdx.x == 0)
     for (int j = 0; j < t.slots; ++j) issue(j);
 
   // consumers: thread ct holds vectors ct + i * kConsumers of each chunk (all in one column) in
@@ -114,14 +117,12 @@ __global__ void __launch_bounds__(kConsumers, 1) fp8_ring_kernel(Fp8TileParams p
       for (int i = 0; i < kNV; ++i) v[c][i] = chunk[ct + i * kConsumers];
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);  // this warp is done with the chunk
-      if (warp == 0) {  // refill the slot once every warp has read it
+      if (threadIdx.x == 0) {  // refill the slot once every warp has read it
         mbar_wait(&empty[s], ((k + c) / t.slots) & 1);
         issue(k + c + t.slots);
       }
-      const int rc = c * t.chunk_rows + row0;
 #pragma unroll
-      for (int i = 0; i < kNV; ++i)  // rows past M and columns past K hold stale ring bytes
-        if (col_ok && rc + i * rstep < rows) m = fmaxf(m, absmax16<T>(v[c][i]));
+      for (int i = 0; i < kNV; ++i) m = fmaxf(m, absmax16<T>(v[c][i]));  // zeros past M and K
     }
     m = warp_max(m);
     if (lane == 0) parts[n_done & 1][warp] = m;  // two sets: the next tile's writes cannot race these reads
@@ -140,20 +141,38 @@ __global__ void __launch_bounds__(kConsumers, 1) fp8_ring_kernel(Fp8TileParams p
   }
 }
 
-// The tiling, or false when the ring does not suit the tile (too small, too large, rows not a
-// power-of-two number of 16-byte vectors up to the consumer count).
+// The tiling, or false when the ring does not suit the tile (too small or too large; rows not a
+// power-of-two number of 16-byte vectors up to the thread count; a box side over 256).
 template <typename T>
 bool ring_tiling(const Fp8TileParams& p, RingTiling* t) {
   const int64_t row_bytes = p.tile_k * int64_t(sizeof(T));
-  if (row_bytes < 16 || row_bytes > kConsumers * 16 || (row_bytes & (row_bytes - 1)) != 0) return false;
+  if (row_bytes < 16 || row_bytes > kConsumers * 16 || (row_bytes & (row_bytes - 1)) != 0 || p.tile_k > 256) return false;
   const int64_t chunk_rows = kChunkBytes / row_bytes;
-  if (p.tile_m % chunk_rows != 0) return false;
+  if (chunk_rows > 256 || p.tile_m % chunk_rows != 0) return false;
   const int64_t chunks = p.tile_m / chunk_rows;
   if (chunks != 2 && chunks != 4) return false;  // <= 32 KB: the register kernels; the tile is in registers
   const int64_t n_bj = ceil_div(p.in.K, p.tile_k), n_tiles = int64_t(ceil_div(p.in.M, p.tile_m)) * n_bj;
-  if (n_tiles > 0x7fffffff) return false;
+  if (n_tiles > 0x7fffffff || p.in.M + p.tile_m > 0x7fffffff || p.in.K + p.tile_k > 0x7fffffff) return false;
   *t = {int(n_bj), int(n_tiles), int(row_bytes), int(chunk_rows), int(chunks), kMaxSlots};
   return true;
+}
+
+// [M, K] with row stride `stride` elements, boxes of chunk_rows x tile_k, no swizzle (a thread's
+// 16-byte vectors sit side by side, so the reads are conflict-free without it).
+template <typename T>
+bool encode_rows_map(CUtensorMap* map, const Fp8TileParams& p, const RingTiling& t) {
+  const EncodeTiledFn fn = encode_tiled_fn();
+  if (fn == nullptr) return false;
+  const CUtensorMapDataType dt = sizeof(T) == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                 : std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const cuuint64_t dim[2] = {cuuint64_t(p.in.K), cuuint64_t(p.in.M)};
+  const cuuint64_t stride[1] = {cuuint64_t(p.in.stride) * sizeof(T)};
+  const cuuint32_t box[2] = {cuuint32_t(p.tile_k), cuuint32_t(t.chunk_rows)};
+  const cuuint32_t elem_stride[2] = {1, 1};
+  return fn(map, dt, 2, const_cast<void*>(p.in.ptr), dim, stride, box, elem_stride, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;  // out-of-bounds elements read as zero
 }
 
 }  // namespace
@@ -164,8 +183,11 @@ bool fp8_quantize_blocks_ring(const Fp8TileParams& p, cudaStream_t stream) {
   dispatch_dtype(p.in.dtype, [&](auto tag) {
     using T = decltype(tag);
     RingTiling t{};
+    CUtensorMap map;
     // Padded outputs (out_stride > K) take the other kernels, which zero the padding.
-    if (!rows_vectorizable<T>(p.in, p.tile_k) || p.out_stride != p.in.K || !ring_tiling<T>(p, &t)) return;
+    if (!rows_vectorizable<T>(p.in, p.tile_k) || p.out_stride != p.in.K || !ring_tiling<T>(p, &t) ||
+        !encode_rows_map<T>(&map, p, t))
+      return;
     auto kernel = t.chunks == 2 ? fp8_ring_kernel<T, 2> : fp8_ring_kernel<T, 4>;
     const int smem = t.slots * kChunkBytes;
     int dev = 0, sms = 0, per_sm = 0;
@@ -176,7 +198,7 @@ bool fp8_quantize_blocks_ring(const Fp8TileParams& p, cudaStream_t stream) {
       return;
     }
     const int grid = std::max(1, std::min(t.n_tiles, sms * per_sm));
-    kernel<<<unsigned(grid), kConsumers, smem, stream>>>(p, t, p.out_stride % kVec16<T> == 0);
+    kernel<<<unsigned(grid), kConsumers, smem, stream>>>(map, p, t, p.out_stride % kVec16<T> == 0);
     launched = true;
   });
   return launched;

@@ -110,7 +110,7 @@ def test_row_inf_nan(device):
 
 
 # (shape, layout) of test_row_cuda_equals_cpu: every schedule's kernels, and the edges of the
-# warp-per-row kernel (rows of <= 16 KB, 4 rows a CTA).
+# warp-per-row kernel (rows of <= 16 KB, 4 rows a CTA) and of the ring (fp8_row_ring.cu).
 ROW_CASES = [
     ((8192, 8192), "dense"),  # bf16 rows of exactly 16 KB; fp32 rows past 16 KB (fallback)
     ((3, 131072), "dense"),
@@ -123,6 +123,9 @@ ROW_CASES = [
     ((3, 50, 1000), "zero_start"),  # matrices with none, half and all rows valid
     ((33, 1000), "align3"),  # out_stride 1002: padding and byte stores
     ((33, 4104), "align128"),  # out_stride 4224: padding, vector stores
+    # the ring kernel (rows of 4-32 KB, K % 256 == 0): G rows a chunk, the last chunk part past M
+    ((3, 37, 2048), "zero_start"),  # bf16 8 rows a chunk, zeroed rows inside chunks
+    ((13, 4096), "strided"),  # bf16 4 rows a chunk, row stride > K
 ]
 
 
@@ -142,7 +145,7 @@ def row_case(shape, layout, dtype):
 
 
 @requires_cuda
-@pytest.mark.parametrize("schedule", ["auto", "oneshot", "staged", "bulk", "warp"])
+@pytest.mark.parametrize("schedule", ["auto", "oneshot", "staged", "bulk", "warp", "ring"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,layout", ROW_CASES)
 def test_row_cuda_equals_cpu(dtype, shape, layout, schedule, monkeypatch):

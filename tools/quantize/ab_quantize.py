@@ -21,6 +21,7 @@ CASES = {
     "row": (lambda x: q.quantize_fp8_row(x), {
         "default": {},
         "staged": {"MSLK_FP8_SCHEDULE": "staged"},
+        "ring": {"MSLK_FP8_SCHEDULE": "ring"},
     }),
     "block 256x256": (lambda x: q.quantize_fp8_block(x, 256, 256), {
         "default": {},

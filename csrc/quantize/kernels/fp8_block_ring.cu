@@ -2,28 +2,18 @@
 // persistent shared-memory ring. A tile's scale needs its whole amax before any byte of it is
 // written; the one-CTA-a-tile kernels therefore load, reduce and store in step, and the DRAM queue
 // idles while they reduce (NOTES.md). Here persistent CTAs stream tiles into a ring of seven 32 KB
-// chunks with 1-D bulk copies (one per tile row) completing on per-chunk mbarriers; eight warps
+// chunks with 2-D TMA boxes completing on per-chunk mbarriers; eight warps
 // move each chunk into registers (128 a thread for 128 KB), free it, and reduce and store the
 // tile from registers, so up to 1.75 tiles of loads stay in flight under the reduce and stores.
 // (A first version kept the tile in the ring until its stores were done: the next tile's last
 // chunk then waited for a whole DRAM round trip each tile, 88 vs 63 us at 8192^2.)
 // Same arithmetic as the register kernels (absmax16, tile_scale, quant_store16): the same bits.
-#include "common/tensor_map.h"
-#include "quantize/kernels/fp8_device.cuh"
-
-#include <type_traits>
+#include "quantize/kernels/fp8_ring.cuh"
 
 namespace mslk::quantize {
 namespace {
 
-using mslk::cuda::EncodeTiledFn;
-using mslk::cuda::encode_tiled_fn;
-
-constexpr int kConsumerWarps = 8;
-constexpr int kConsumers = kConsumerWarps * 32;
-constexpr int kNV = 8;                     // 16-byte vectors a consumer thread holds of a chunk
-constexpr int kChunkBytes = kConsumers * kNV * 16;
-constexpr int kMaxSlots = 7;               // 224 KB: one CTA an SM
+using namespace ring;
 
 struct RingTiling {
   int n_bj, n_tiles;
@@ -32,38 +22,6 @@ struct RingTiling {
   int chunks;      // chunks a tile
   int slots;       // chunks the ring holds
 };
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arm(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred done;\n"
-      "WAIT_%=:\n"
-      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      " @!done bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
-      "r"(parity)
-      : "memory");
-}
-// One box of the 2-D tensor map (columns c, rows r) into shared memory; out-of-bounds elements
-// land as zeros and count toward the transaction bytes.
-__device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* bar, void* dst, int c, int r) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c), "r"(r), "r"(smem_u32(bar))
-      : "memory");
-}
 
 template <typename T, int NCH>
 __global__ void __launch_bounds__(kConsumers, 1) fp8_ring_kernel(const __grid_constant__ CUtensorMap map, Fp8TileParams p, RingTiling t,
@@ -163,9 +121,7 @@ template <typename T>
 bool encode_rows_map(CUtensorMap* map, const Fp8TileParams& p, const RingTiling& t) {
   const EncodeTiledFn fn = encode_tiled_fn();
   if (fn == nullptr) return false;
-  const CUtensorMapDataType dt = sizeof(T) == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
-                                 : std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUtensorMapDataType dt = tensor_map_dtype<T>();
   const cuuint64_t dim[2] = {cuuint64_t(p.in.K), cuuint64_t(p.in.M)};
   const cuuint64_t stride[1] = {cuuint64_t(p.in.stride) * sizeof(T)};
   const cuuint32_t box[2] = {cuuint32_t(p.tile_k), cuuint32_t(t.chunk_rows)};
@@ -188,17 +144,11 @@ bool fp8_quantize_blocks_ring(const Fp8TileParams& p, cudaStream_t stream) {
     if (!rows_vectorizable<T>(p.in, p.tile_k) || p.out_stride != p.in.K || !ring_tiling<T>(p, &t) ||
         !encode_rows_map<T>(&map, p, t))
       return;
-    auto kernel = t.chunks == 2 ? fp8_ring_kernel<T, 2> : fp8_ring_kernel<T, 4>;
-    const int smem = t.slots * kChunkBytes;
-    int dev = 0, sms = 0, per_sm = 0;
-    static KernelOccupancy occupancy;
-    if (current_device_sms(&dev, &sms) != cudaSuccess ||
-        occupancy.blocks_per_sm(kernel, dev, kConsumers, smem, &per_sm) != cudaSuccess || per_sm < 1) {
-      (void)cudaGetLastError();  // the caller takes another path
-      return;
-    }
-    const int grid = std::max(1, std::min(t.n_tiles, sms * per_sm));
-    kernel<<<unsigned(grid), kConsumers, smem, stream>>>(map, p, t, p.out_stride % kVec16<T> == 0);
+    constexpr auto k2 = fp8_ring_kernel<T, 2>, k4 = fp8_ring_kernel<T, 4>;
+    const int grid = t.chunks == 2 ? ring_grid<k2>(t.n_tiles) : ring_grid<k4>(t.n_tiles);
+    if (grid == 0) return;
+    (t.chunks == 2 ? k2 : k4)<<<unsigned(grid), kConsumers, kMaxSlots * kChunkBytes, stream>>>(
+        map, p, t, p.out_stride % kVec16<T> == 0);
     launched = true;
   });
   return launched;

@@ -123,9 +123,9 @@ ROW_CASES = [
     ((3, 50, 1000), "zero_start"),  # matrices with none, half and all rows valid
     ((33, 1000), "align3"),  # out_stride 1002: padding and byte stores
     ((33, 4104), "align128"),  # out_stride 4224: padding, vector stores
-    # the ring kernel (rows of 4-32 KB, K % 256 == 0): G rows a chunk, the last chunk part past M
-    ((3, 37, 2048), "zero_start"),  # bf16 8 rows a chunk, zeroed rows inside chunks
-    ((13, 4096), "strided"),  # bf16 4 rows a chunk, row stride > K
+    # the ring kernel (rows of 4-16 KB, K % 256 == 0; 8 warps a CTA, each with its own slots)
+    ((3, 37, 2048), "zero_start"),  # bf16 4 KB rows (4 slots a warp), zeroed rows
+    ((13, 4096), "strided"),  # bf16 8 KB rows (3 slots a warp), row stride > K, fp32 16 KB
 ]
 
 

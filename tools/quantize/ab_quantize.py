@@ -27,6 +27,11 @@ CASES = {
         "default": {},
         "cluster": {"MSLK_FP8_SCHEDULE": "cluster"},
         "ring": {"MSLK_FP8_SCHEDULE": "ring"},
+        "oneshot": {"MSLK_FP8_SCHEDULE": "oneshot"},
+    }),
+    "block 128x256": (lambda x: q.quantize_fp8_block(x, 128, 256), {  # 64 KB tiles: 2 ring chunks
+        "default": {},
+        "ring": {"MSLK_FP8_SCHEDULE": "ring"},
     }),
 }
 SHAPES = [(8192, 8192), (16384, 16384), (4096, 7168)]

@@ -222,6 +222,12 @@ __global__ void __launch_bounds__(kHybridThreads, 2) fp8_hybrid_kernel(Fp8TilePa
 // (oneshot: the 1024-thread kernel) does not take it. H200, 2026-11-30 (seventh session), bf16
 // 256x256 blocks at 8192^2 / 16384^2, us: one CTA a tile 63.9 / 219.2 (two runs: 63.3 / 232.4),
 // persistent 71.7 / 256.3, the 1024-thread kernel 68.4 / 235.4.
+// 256x256 blocks of 16-bit input (quantize_fp8_block's default) go to the ring (fp8_block_ring.cu)
+// by default: the one tiling measured there so far.
+bool ring_default_tile(const Fp8TileParams& p) {
+  return p.in.dtype != Dtype::kFloat32 && p.tile_m == 256 && p.tile_k == 256;
+}
+
 bool use_hybrid(int vecs, bool* persistent) {
   // tiles of <= 4096 vectors already fit the one-shot kernel twice an SM (512 threads x 8 vectors)
   if (vecs <= 4096 || vecs > kHybridThreads * (kHybridNR + kHybridNS)) return false;
@@ -350,7 +356,12 @@ cudaError_t fp8_quantize_blocks(const Fp8TileParams& p, cudaStream_t s) {
   const Fp8Schedule sched = fp8_schedule();
   if (sched == Fp8Schedule::kCluster && p.in.M > 0 && p.in.K > 0 && fp8_quantize_blocks_cluster(p, s))
     return cudaGetLastError();
-  if (sched == Fp8Schedule::kRing && fp8_quantize_blocks_ring(p, s)) return cudaGetLastError();
+  // 256x256 bf16 blocks on the ring: 57.2 vs 63.1 us at 8192^2, 203 vs 215 at 16384^2, 30.7 vs
+  // 35.7 at 4096x7168 (H200, interleaved A/B, NOTES.md); its other tilings only when asked, until
+  // measured.
+  if ((sched == Fp8Schedule::kRing || (sched == Fp8Schedule::kAuto && ring_default_tile(p))) &&
+      fp8_quantize_blocks_ring(p, s))
+    return cudaGetLastError();
   return launch<Mode::kBlocks>(p, s);
 }
 cudaError_t fp8_quantize_groups(const Fp8TileParams& p, cudaStream_t s) {

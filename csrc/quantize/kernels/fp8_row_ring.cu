@@ -1,8 +1,10 @@
-// Rowwise FP8 for rows of 4-32 KB on the ring of fp8_ring.cuh: a 32 KB chunk holds G = 1..8 whole
-// rows (one 3-D TMA box: [G rows][K / 256][256]); eight warps move it into registers (8 vectors a
-// thread), free it, reduce each row's amax across the CTA and store. Thread 0 keeps seven chunks in
-// flight, so the DRAM queue never waits for a reduce (the warp-per-row kernel holds one row a warp
-// and has nothing in flight while it reduces). Same arithmetic as the other row kernels.
+// Rowwise FP8 for rows of 4-16 KB (K % 256 == 0) with TMA prefetch: persistent CTAs of eight
+// warps; each warp owns S shared-memory slots and streams its own rows through them (one 3-D TMA
+// box a row: [K / 256][256]). A warp moves a row into registers, re-arms the slot for its row S
+// ahead at once, then reduces and stores from registers: no CTA barrier anywhere, and while a warp
+// works, its next rows are in flight. Same arithmetic as the other row kernels.
+// (A first version cut 32 KB chunks of whole rows and reduced each row across the CTA: one
+// __syncthreads a chunk, 101 vs 56 us at 8192^2.)
 #include "quantize/kernels/fp8_ring.cuh"
 
 namespace mslk::quantize {
@@ -10,94 +12,66 @@ namespace {
 
 using namespace ring;
 
-constexpr int kMaxRowsPerChunk = 8;
+constexpr int kWarps = kConsumerWarps;
+constexpr int kMaxSlotsPerWarp = 4;
+constexpr int kSlotRegion = kMaxSlots * kChunkBytes / kWarps;  // 28 KB a warp
 
 struct RowRing {
-  int64_t n_chunks;
-  int rows_per_chunk;  // G
-  int vpr;             // 16-byte vectors a row
-  uint32_t box_bytes;
+  int slots;        // S, per warp
+  int slot_bytes;   // row bytes rounded up to 128
+  uint32_t row_bytes;
+  int nv;           // 16-byte vectors a row
 };
 
-template <typename T>
+template <typename T, int NVW>
 __global__ void __launch_bounds__(kConsumers, 1) fp8_row_ring_kernel(const __grid_constant__ CUtensorMap map,
                                                                     Fp8TileParams p, RowRing t) {
   extern __shared__ __align__(128) unsigned char ring[];
-  __shared__ __align__(8) uint64_t full[kMaxSlots], empty[kMaxSlots];
-  __shared__ float parts[2][kMaxRowsPerChunk][kConsumerWarps];
+  __shared__ __align__(8) uint64_t full[kWarps * kMaxSlotsPerWarp];
   constexpr int W = kVec16<T>;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, ct = threadIdx.x;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kMaxSlots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], kConsumerWarps);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  uint64_t* bar = full + warp * kMaxSlotsPerWarp;
+  unsigned char* slots = ring + warp * kSlotRegion;
+  if (lane == 0) {
+    for (int s = 0; s < t.slots; ++s) mbar_init(&bar[s], 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the async proxy
   }
-  __syncthreads();
-  const int G = t.rows_per_chunk;
-  // chunk j of this CTA: rows [q * G, q * G + G) with q = blockIdx.x + j * gridDim.x, in slot j % slots
-  auto issue = [&](int64_t j) {  // thread 0
-    const int64_t q = blockIdx.x + j * gridDim.x;
-    if (q >= t.n_chunks) return;
-    const int s = static_cast<int>(j % kMaxSlots);
-    mbar_arm(&full[s], t.box_bytes);  // rows past M land as zeros and still count
-    tma_load_3d(&map, &full[s], ring + int64_t(s) * kChunkBytes, 0, 0, static_cast<int>(q * G));
+  __syncwarp();
+  const int64_t first = int64_t(blockIdx.x) * kWarps + warp, step = int64_t(gridDim.x) * kWarps;
+  auto issue = [&](int64_t n) {  // lane 0: this warp's row n
+    const int64_t r = first + n * step;
+    if (r >= p.in.M) return;
+    const int s = static_cast<int>(n % t.slots);
+    mbar_arm(&bar[s], t.row_bytes);
+    tma_load_3d(&map, &bar[s], slots + s * t.slot_bytes, 0, 0, static_cast<int>(r));
   };
-  if (threadIdx.x == 0)
-    for (int j = 0; j < kMaxSlots; ++j) issue(j);
-
-  // Vector ct + i * kConsumers of a chunk belongs to row g[i] (the same in every chunk).
-  const int nv = G * t.vpr;
-  int g[kNV];
+  if (lane == 0)
+    for (int n = 0; n < t.slots; ++n) issue(n);
+  uint4 v[NVW];
+  int64_t n = 0;
+  for (int64_t r = first; r < p.in.M; r += step, ++n) {
+    const int s = static_cast<int>(n % t.slots);
+    mbar_wait(&bar[s], static_cast<uint32_t>(n / t.slots) & 1);
+    const uint4* row = reinterpret_cast<const uint4*>(slots + s * t.slot_bytes);
 #pragma unroll
-  for (int i = 0; i < kNV; ++i) g[i] = (ct + i * kConsumers) / t.vpr;
-  uint4 v[kNV];
-  int64_t j = 0;
-  for (int64_t q = blockIdx.x; q < t.n_chunks; q += gridDim.x, ++j) {
-    const int s = static_cast<int>(j % kMaxSlots);
-    mbar_wait(&full[s], static_cast<uint32_t>(j / kMaxSlots) & 1);
-    const uint4* chunk = reinterpret_cast<const uint4*>(ring + int64_t(s) * kChunkBytes);
-#pragma unroll
-    for (int i = 0; i < kNV; ++i) v[i] = ct + i * kConsumers < nv ? chunk[ct + i * kConsumers] : make_uint4(0, 0, 0, 0);
+    for (int i = 0; i < NVW; ++i) v[i] = lane + i * 32 < t.nv ? row[lane + i * 32] : make_uint4(0, 0, 0, 0);
     __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[s]);
-    if (threadIdx.x == 0) {  // refill the slot once every warp has read it
-      mbar_wait(&empty[s], static_cast<uint32_t>(j / kMaxSlots) & 1);
-      issue(j + kMaxSlots);
+    if (lane == 0) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the warp's reads before the TMA write
+      issue(n + t.slots);
     }
-    // Zeroed rows (zero_start_index_M) and rows past M quantize zeros; their amax is 0.
-    const int64_t r0 = q * G;
-    bool valid[kNV];
+    const bool valid = row_is_valid(p, r);  // rows past zero_start_index_M quantize zeros
+    float m = 0.f;
 #pragma unroll
-    for (int i = 0; i < kNV; ++i) {
-      const int64_t r = r0 + g[i];
-      valid[i] = r < p.in.M && row_is_valid(p, r);
-      if (!valid[i]) v[i] = make_uint4(0, 0, 0, 0);
-    }
-    float a[kNV];
+    for (int i = 0; i < NVW; ++i) m = fmaxf(m, absmax16<T>(v[i]));
+    const TileScale sc = tile_scale(p, valid ? warp_max(m) : 0.f);
+    if (lane == 0) p.scale[scale_index(p, r, 0)] = sc.scale;
+    uint8_t* out = p.out + r * p.out_stride + lane * W;
 #pragma unroll
-    for (int i = 0; i < kNV; ++i) a[i] = absmax16<T>(v[i]);
-    for (int row = 0; row < G; ++row) {  // one CTA reduce a row (G <= 8)
-      float m = 0.f;
-#pragma unroll
-      for (int i = 0; i < kNV; ++i)
-        if (g[i] == row) m = fmaxf(m, a[i]);
-      m = warp_max(m);
-      if (lane == 0) parts[j & 1][row][warp] = m;  // two sets: the next chunk's writes cannot race these reads
-    }
-    __syncthreads();
-    if (ct < G && r0 + ct < p.in.M) {
-      float m = 0.f;
-#pragma unroll
-      for (int w = 0; w < kConsumerWarps; ++w) m = fmaxf(m, parts[j & 1][ct][w]);
-      p.scale[scale_index(p, r0 + ct, 0)] = tile_scale(p, m).scale;
-    }
-#pragma unroll
-    for (int i = 0; i < kNV; ++i) {
-      if (ct + i * kConsumers >= nv || r0 + g[i] >= p.in.M) continue;
-      float m = 0.f;
-#pragma unroll
-      for (int w = 0; w < kConsumerWarps; ++w) m = fmaxf(m, parts[j & 1][g[i]][w]);
-      const int c = ct + i * kConsumers - g[i] * t.vpr;
-      quant_store16<T>(v[i], tile_scale(p, m).inv, p.out + (r0 + g[i]) * p.out_stride + c * W, true);
+    for (int i = 0; i < NVW; ++i) {
+      uint4 x = v[i];
+      if (!valid) x = make_uint4(0, 0, 0, 0);
+      if (lane + i * 32 < t.nv) quant_store16<T>(x, sc.inv, out + i * 32 * W, true);
     }
   }
 }
@@ -111,27 +85,35 @@ bool fp8_quantize_rows_ring(const Fp8TileParams& p, cudaStream_t stream) {
     using T = decltype(tag);
     const int64_t row_bytes = p.in.K * int64_t(sizeof(T));
     // Whole rows of 256-element pieces (the box's inner side); padded outputs take the other kernels.
-    if (!rows_vectorizable<T>(p.in, p.tile_k) || p.out_stride != p.in.K || p.in.K % 256 != 0 ||
-        row_bytes * kMaxRowsPerChunk < kChunkBytes || row_bytes > kChunkBytes)
+    if (!rows_vectorizable<T>(p.in, p.tile_k) || p.out_stride != p.in.K || p.in.K % 256 != 0 || row_bytes < 4096 ||
+        row_bytes > 16384)
       return;
-    const int G = static_cast<int>(kChunkBytes / row_bytes);
+    const int slot_bytes = static_cast<int>((row_bytes + 127) / 128 * 128);
+    const RowRing t{std::min(kMaxSlotsPerWarp, kSlotRegion / slot_bytes), slot_bytes, uint32_t(row_bytes),
+                    static_cast<int>(row_bytes / 16)};
     const EncodeTiledFn fn = encode_tiled_fn();
     if (fn == nullptr) return;
     CUtensorMap map;
     const cuuint64_t dim[3] = {256, cuuint64_t(p.in.K / 256), cuuint64_t(p.in.M)};
     const cuuint64_t stride[2] = {256 * sizeof(T), cuuint64_t(p.in.stride) * sizeof(T)};
-    const cuuint32_t box[3] = {256, cuuint32_t(p.in.K / 256), cuuint32_t(G)};
+    const cuuint32_t box[3] = {256, cuuint32_t(p.in.K / 256), 1};
     const cuuint32_t elem_stride[3] = {1, 1, 1};
     if (fn(&map, tensor_map_dtype<T>(), 3, const_cast<void*>(p.in.ptr), dim, stride, box, elem_stride,
            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
       return;
-    const RowRing t{(p.in.M + G - 1) / G, G, static_cast<int>(p.in.K / kVec16<T>), uint32_t(G * row_bytes)};
-    constexpr auto kernel = fp8_row_ring_kernel<T>;
-    const int grid = ring_grid<kernel>(t.n_chunks);
-    if (grid == 0) return;
-    kernel<<<unsigned(grid), kConsumers, kMaxSlots * kChunkBytes, stream>>>(map, p, t);
-    launched = true;
+    const int64_t warps = (p.in.M + kWarps - 1) / kWarps;
+    auto run = [&](auto kernel_tag) {
+      constexpr auto kernel = decltype(kernel_tag)::value;
+      const int grid = ring_grid<kernel>(warps);
+      if (grid == 0) return;
+      kernel<<<unsigned(grid), kConsumers, kMaxSlots * kChunkBytes, stream>>>(map, p, t);
+      launched = true;
+    };
+    const int nvw = (t.nv + 31) / 32;  // vectors a lane: <= 8 / 16 / 32 for rows of 4 / 8 / 16 KB
+    if (nvw <= 8) run(std::integral_constant<decltype(&fp8_row_ring_kernel<T, 8>), &fp8_row_ring_kernel<T, 8>>{});
+    else if (nvw <= 16) run(std::integral_constant<decltype(&fp8_row_ring_kernel<T, 16>), &fp8_row_ring_kernel<T, 16>>{});
+    else run(std::integral_constant<decltype(&fp8_row_ring_kernel<T, 32>), &fp8_row_ring_kernel<T, 32>>{});
   });
   return launched;
 }

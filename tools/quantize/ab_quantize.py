@@ -29,6 +29,10 @@ CASES = {
         "ring": {"MSLK_FP8_SCHEDULE": "ring"},
         "oneshot": {"MSLK_FP8_SCHEDULE": "oneshot"},
     }),
+    "group 128": (lambda x: q.quantize_fp8_group(x, 128), {
+        "default": {},
+        "ring": {"MSLK_FP8_SCHEDULE": "ring"},
+    }),
     "block 128x256": (lambda x: q.quantize_fp8_block(x, 128, 256), {  # 64 KB tiles: 2 ring chunks
         "default": {},
         "ring": {"MSLK_FP8_SCHEDULE": "ring"},

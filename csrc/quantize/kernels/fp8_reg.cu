@@ -368,6 +368,7 @@ cudaError_t fp8_quantize_groups(const Fp8TileParams& p, cudaStream_t s) {
   const Fp8Schedule sched = fp8_schedule();
   if (sched == Fp8Schedule::kBulk && fp8_quantize_rows_bulk(p, s, true)) return cudaGetLastError();
   if (sched == Fp8Schedule::kWarp && fp8_quantize_rows_warp(p, s, true)) return cudaGetLastError();
+  if (sched == Fp8Schedule::kRing && fp8_quantize_groups_ring(p, s)) return cudaGetLastError();
   return launch<Mode::kGroups>(p, s);
 }
 

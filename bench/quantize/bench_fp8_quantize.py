@@ -89,7 +89,7 @@ def main():
             for label, env in VARIANTS:
                 if name == "tensor" or (label == "warp" and name.startswith("block")) or (
                         label in ("oneshot", "hybrid-persistent") and not name.startswith("block")) or (
-                        label == "cluster" and name != "block 256x256") or (label == "ring" and name == "block 128x128"):  # no such variant
+                        label in ("cluster", "ring") and name != "block 256x256"):  # no such variant
                     alt += ["-", "-"]
                     continue
                 os.environ.update(env)

@@ -15,7 +15,7 @@ enum class Fp8Schedule {
   kBulk,              // rows and K-groups on a bulk-copy ring (fp8_bulk.cu)
   kWarp,              // rows and K-groups of <= 16 KB, one warp a row (fp8_warp_rows.cu)
   kHybridPersistent,  // 256x256 blocks: the register + shared-memory kernel, persistent (fp8_reg.cu)
-  kRing,              // large blocks: persistent CTAs on a bulk-copy ring of 32 KB chunks (fp8_block_ring.cu)
+  kRing,              // 64 / 128 KB blocks: persistent CTAs on a TMA ring of 32 KB chunks (fp8_block_ring.cu)
 };
 
 inline constexpr const char* kFp8ScheduleNames = "auto, oneshot, staged, cluster, bulk, warp, hybrid-persistent or ring";

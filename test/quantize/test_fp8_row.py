@@ -110,7 +110,7 @@ def test_row_inf_nan(device):
 
 
 # (shape, layout) of test_row_cuda_equals_cpu: every schedule's kernels, and the edges of the
-# warp-per-row kernel (rows of <= 16 KB, 4 rows a CTA) and of the ring (fp8_row_ring.cu).
+# warp-per-row kernel (rows of <= 16 KB, 4 rows a CTA).
 ROW_CASES = [
     ((8192, 8192), "dense"),  # bf16 rows of exactly 16 KB; fp32 rows past 16 KB (fallback)
     ((3, 131072), "dense"),
@@ -123,9 +123,8 @@ ROW_CASES = [
     ((3, 50, 1000), "zero_start"),  # matrices with none, half and all rows valid
     ((33, 1000), "align3"),  # out_stride 1002: padding and byte stores
     ((33, 4104), "align128"),  # out_stride 4224: padding, vector stores
-    # the ring kernel (rows of 4-16 KB, K % 256 == 0; 8 warps a CTA, each with its own slots)
-    ((3, 37, 2048), "zero_start"),  # bf16 4 KB rows (4 slots a warp), zeroed rows
-    ((13, 4096), "strided"),  # bf16 8 KB rows (3 slots a warp), row stride > K, fp32 16 KB
+    ((3, 37, 2048), "zero_start"),  # whole-vector rows with zeroed rows; 37 rows: a part-filled CTA
+    ((13, 4096), "strided"),  # row stride > K; fp32 rows of exactly 16 KB
 ]
 
 
@@ -145,7 +144,7 @@ def row_case(shape, layout, dtype):
 
 
 @requires_cuda
-@pytest.mark.parametrize("schedule", ["auto", "oneshot", "staged", "bulk", "warp", "ring"])
+@pytest.mark.parametrize("schedule", ["auto", "oneshot", "staged", "bulk", "warp"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,layout", ROW_CASES)
 def test_row_cuda_equals_cpu(dtype, shape, layout, schedule, monkeypatch):

@@ -21,7 +21,6 @@ CASES = {
     "row": (lambda x: q.quantize_fp8_row(x), {
         "default": {},
         "staged": {"MSLK_FP8_SCHEDULE": "staged"},
-        "ring": {"MSLK_FP8_SCHEDULE": "ring"},
     }),
     "block 256x256": (lambda x: q.quantize_fp8_block(x, 256, 256), {
         "default": {},
@@ -31,7 +30,7 @@ CASES = {
     }),
     "group 128": (lambda x: q.quantize_fp8_group(x, 128), {
         "default": {},
-        "ring": {"MSLK_FP8_SCHEDULE": "ring"},
+        "warp": {"MSLK_FP8_SCHEDULE": "warp"},
     }),
     "block 128x256": (lambda x: q.quantize_fp8_block(x, 128, 256), {  # 64 KB tiles: 2 ring chunks
         "default": {},

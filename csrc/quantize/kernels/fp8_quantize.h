@@ -15,15 +15,9 @@ cudaError_t fp8_quantize_blocks(const Fp8TileParams& p, cudaStream_t stream); //
 // Blocks larger than one CTA's registers, split over a thread-block cluster; false when the
 // tiling does not suit it (the caller then takes another path).
 bool fp8_quantize_blocks_cluster(const Fp8TileParams& p, cudaStream_t stream);
-// Blocks of 64-192 KB of input on a persistent bulk-copy ring (fp8_block_ring.cu); false, having
+// Blocks of 64 or 128 KB of input on a persistent TMA ring (fp8_block_ring.cu); false, having
 // launched nothing, when the tiling does not suit it.
 bool fp8_quantize_blocks_ring(const Fp8TileParams& p, cudaStream_t stream);
-// Rows of 4-32 KB (K % 256 == 0, unpadded output) on the same ring (fp8_row_ring.cu); false, having
-// launched nothing, when the shape does not suit it.
-bool fp8_quantize_rows_ring(const Fp8TileParams& p, cudaStream_t stream);
-// K-groups of 16-bit input on the same ring, 64 x 256 boxes (fp8_group_ring.cu); false, having
-// launched nothing, when the shape does not suit it.
-bool fp8_quantize_groups_ring(const Fp8TileParams& p, cudaStream_t stream);
 // Rows (groups = false) or K-groups of one row on the bulk-copy ring of fp8_bulk.cu
 // (MSLK_FP8_SCHEDULE=bulk); false, having launched nothing, when the shape does not suit it.
 bool fp8_quantize_rows_bulk(const Fp8TileParams& p, cudaStream_t stream, bool groups);

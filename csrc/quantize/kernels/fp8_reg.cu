@@ -347,7 +347,6 @@ cudaError_t launch(const Fp8TileParams& p, cudaStream_t s) {
 cudaError_t fp8_quantize_rows(const Fp8TileParams& p, cudaStream_t s) {
   const Fp8Schedule sched = fp8_schedule();
   if (sched == Fp8Schedule::kBulk && fp8_quantize_rows_bulk(p, s, false)) return cudaGetLastError();
-  if (sched == Fp8Schedule::kRing && fp8_quantize_rows_ring(p, s)) return cudaGetLastError();
   if ((sched == Fp8Schedule::kWarp || sched == Fp8Schedule::kAuto) && fp8_quantize_rows_warp(p, s, false))
     return cudaGetLastError();
   return launch<Mode::kRows>(p, s);
@@ -368,7 +367,6 @@ cudaError_t fp8_quantize_groups(const Fp8TileParams& p, cudaStream_t s) {
   const Fp8Schedule sched = fp8_schedule();
   if (sched == Fp8Schedule::kBulk && fp8_quantize_rows_bulk(p, s, true)) return cudaGetLastError();
   if (sched == Fp8Schedule::kWarp && fp8_quantize_rows_warp(p, s, true)) return cudaGetLastError();
-  if (sched == Fp8Schedule::kRing && fp8_quantize_groups_ring(p, s)) return cudaGetLastError();
   return launch<Mode::kGroups>(p, s);
 }
 

@@ -4,27 +4,16 @@
 #include "attention/kernels/fmha_fwd_sm90_kernel.cuh"
 
 #if MSLK_HAS_CUTLASS
+#include "common/tensor_map.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 
 namespace mslk::attention::sm90 {
 
-using EncodeTiledFn = PFN_cuTensorMapEncodeTiled_v12000;
-// The driver entry point through the runtime (no -lcuda); process-wide, device-independent.
-inline EncodeTiledFn encode_tiled_fn() {
-  static const EncodeTiledFn fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return EncodeTiledFn(nullptr);
-    }
-    return reinterpret_cast<EncodeTiledFn>(f);
-  }();
-  return fn;
-}
+using mslk::cuda::EncodeTiledFn;
+using mslk::cuda::encode_tiled_fn;
 
 // Tensor map over [batches][heads][rows][cols] with element strides; boxes of [box_rows][64].
 // A stride-0 mode gets extent 1 (and a packed stride the driver accepts); *_mul = 0 marks it.

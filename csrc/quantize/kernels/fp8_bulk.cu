@@ -4,7 +4,7 @@
 // and writes row i, its next rows are already in flight. The register kernel (fp8_reg.cu) leaves
 // the DRAM queue idle during its reduce-then-write step (NOTES.md); this one should not.
 // Same arithmetic as the register kernel (tile_scale, quant_store16): results are bit-identical.
-#include "quantize/kernels/fp8_device.cuh"
+#include "quantize/kernels/fp8_ring.cuh"
 
 namespace mslk::quantize {
 namespace {
@@ -14,26 +14,9 @@ constexpr int kMaxStages = 8;
 constexpr int64_t kMaxRowBytes = 48 * 1024;   // a stage holds one row
 constexpr int64_t kRingBytes = 96 * 1024;     // bytes in flight per CTA we aim for
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(uint64_t* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(bar)) : "memory");
-}
-// The thread that issues a stage's copy arms its barrier with the bytes that will land.
-__device__ __forceinline__ void mbar_arm(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred done;\n"
-      "WAIT_%=:\n"
-      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      " @!done bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
-      "r"(parity)
-      : "memory");
-}
+using ring::mbar_arm;
+using ring::mbar_wait;
+using ring::smem_u32;
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
@@ -56,7 +39,7 @@ __global__ void __launch_bounds__(kThreads) fp8_bulk_kernel(Fp8TileParams p, int
   const T* in = static_cast<const T*>(p.in.ptr);
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < stages; ++s) mbar_init(&full[s]);
+    for (int s = 0; s < stages; ++s) ring::mbar_init(&full[s], 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the async proxy
   }
   __syncthreads();

@@ -1,5 +1,5 @@
 // Pieces of the FP8 ring kernel (fp8_block_ring.cu; row and K-group versions were measured and
-// dropped, bench/quantize/NOTES.md): persistent CTAs of
+// dropped, bench/quantize/NOTES.md; fp8_bulk.cu shares the mbarrier helpers): persistent CTAs of
 // eight warps that stream their input through a ring of seven 32 KB shared-memory chunks filled by
 // TMA boxes, each chunk on a "full" mbarrier (the TMA bytes) and an "empty" one (all eight warps
 // have moved it into registers; thread 0 then refills it).

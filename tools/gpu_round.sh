@@ -5,7 +5,7 @@
 # a call cut short by the device's time limit still returns what was done. Args: optional pytest
 # selection (default: each test/<domain> folder in its own pytest process, so a hang or crash in
 # one domain costs only that domain). Env: BENCHES (see below), SKIP_TESTS=1 (build + benchmarks
-# only), TUNE=1 (also the FP8 rowwise and sm90 attention tile sweeps; TUNE=attention / TUNE=fp8: one), MICROBENCH=1 (tools/microbench ceilings), PROFILE=1 (ncu on attention and FP8 GEMM vs peers), PREBUILT=1 (use the carried mslk/lib and build/test/cpp of tools/prebuild.sh), TEST_TIMEOUT (seconds per pytest process, default 300), MSLK_TEST_TIMEOUT (seconds per
+# only), TUNE=1 (also the FP8 rowwise and sm90 attention tile sweeps; TUNE=attention / TUNE=fp8: one), MICROBENCH=1 (tools/microbench ceilings; MICROBENCH=tiles: the quantizer stream's tile sweep only), PROFILE=1 (ncu on attention and FP8 GEMM vs peers), PREBUILT=1 (use the carried mslk/lib and build/test/cpp of tools/prebuild.sh), TEST_TIMEOUT (seconds per pytest process, default 300), MSLK_TEST_TIMEOUT (seconds per
 # test, default 120: a hung test dumps its traceback and ends its process; see test/conftest.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -102,13 +102,17 @@ if tune attention && [ "$(left)" -gt 20 ]; then
   pack
 fi
 # MICROBENCH=1: the no-math ceilings (tools/microbench: DRAM stream patterns, eager host overhead).
-if [ "${MICROBENCH:-0}" = 1 ] && [ "$(left)" -gt 60 ]; then
+# MICROBENCH=tiles: only the quantizer stream's tile-shape sweep (stream_patterns tiles).
+if [ "${MICROBENCH:-0}" != 0 ] && [ "$(left)" -gt 60 ]; then
+  sp_args=(); [ "${MICROBENCH}" = tiles ] && sp_args=(tiles)
   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a tools/microbench/stream_patterns.cu -o "$OUT/stream_patterns" \
-    >"$OUT/stream_patterns.txt" 2>&1 && timeout "$(left)" "$OUT/stream_patterns" >>"$OUT/stream_patterns.txt" 2>&1 \
+    >"$OUT/stream_patterns.txt" 2>&1 && timeout "$(left)" "$OUT/stream_patterns" ${sp_args[@]+"${sp_args[@]}"} >>"$OUT/stream_patterns.txt" 2>&1 \
     && status+=("stream_patterns: ok") || status+=("stream_patterns: FAILED")
   rm -f "$OUT/stream_patterns"
-  timeout "$(left)" python3 tools/microbench/host_overhead.py >"$OUT/host_overhead.txt" 2>&1 \
-    && status+=("host_overhead: ok") || status+=("host_overhead: FAILED")
+  if [ "${MICROBENCH}" = 1 ]; then
+    timeout "$(left)" python3 tools/microbench/host_overhead.py >"$OUT/host_overhead.txt" 2>&1 \
+      && status+=("host_overhead: ok") || status+=("host_overhead: FAILED")
+  fi
   pack
 fi
 # PROFILE=1: Nsight Compute on our kernels and their peers (tools/profile/ncu_round.sh), after the

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA %s at %d\n", cudaGetErrorString(e_), __LINE__); return 1; } } while (0)
@@ -74,6 +75,31 @@ __global__ void __launch_bounds__(256) read2_write1_coal(const uint4* in, uint2*
   }
 }
 
+// Quantizer stream over an [M][K] matrix of 16-byte vectors (vpr a row), one CTA a tile of
+// TR = 2048 / TC rows x TC vectors (256 threads x 8 vectors, like the one-shot block kernels): from
+// 128 x 128 bf16 block tiles (TC = 16) to whole 16384-wide rows (TC = 2048). SYNC puts a CTA barrier
+// between the loads and the stores, as a tile's amax does. Isolates what the access pattern costs:
+// at 16384^2 the 128x128 block quantizer moves 96% of the copy rate, rows 85%.
+template <int TC, bool SYNC>
+__global__ void __launch_bounds__(256) read2_write1_tile(const uint4* in, uint2* out, int64_t vpr, int tiles_per_row) {
+  constexpr int TR = 2048 / TC;
+  const int ti = blockIdx.x / tiles_per_row, tj = blockIdx.x - ti * tiles_per_row;
+  const uint4* src = in + int64_t(ti) * TR * vpr + int64_t(tj) * TC;
+  uint2* dst = out + int64_t(ti) * TR * vpr + int64_t(tj) * TC;
+  uint4 v[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int e = threadIdx.x + i * 256;
+    v[i] = src[int64_t(e / TC) * vpr + e % TC];
+  }
+  if (SYNC) __syncthreads();
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int e = threadIdx.x + i * 256;
+    dst[int64_t(e / TC) * vpr + e % TC] = make_uint2(v[i].x ^ v[i].y, v[i].z ^ v[i].w);
+  }
+}
+
 struct Timer {
   cudaEvent_t a, b;
   Timer() { cudaEventCreate(&a); cudaEventCreate(&b); }
@@ -108,7 +134,47 @@ int run_rows(const uint8_t* buf, int64_t N, int64_t K, int splits, unsigned* sin
   return 0;
 }
 
-int main() {
+// `stream_patterns tiles`: only the tile-shape sweep of the quantizer stream, at 8192^2 and 16384^2.
+int tile_sweep() {
+  const int64_t big = 512ll << 20;  // 16384^2 bf16
+  uint8_t *in, *out;
+  CK(cudaMalloc(&in, 2 * big));
+  CK(cudaMalloc(&out, big / 2));
+  CK(cudaMemset(in, 1, 2 * big));
+  Timer tm;
+  const float copy_us = tm.median_us([&](int i) { cudaMemcpyAsync(out, in + (i % 2) * big, big / 2, cudaMemcpyDeviceToDevice); });
+  const float copy_tbs = 1.0 * big / (copy_us * 1e-6) / 1e12;
+  printf("copy 256 MB: %.2f us, %.2f TB/s (read + written)\n", copy_us, copy_tbs);
+  for (int64_t n : {8192, 16384}) {
+    const int64_t bytes = n * n * 2, vpr = n * 2 / 16;
+    auto one = [&](const char* name, auto kern, int tc) {
+      if (tc > vpr) return;
+      const int tiles_per_row = int(vpr / tc), grid = int(n / (2048 / tc)) * tiles_per_row;
+      const float us = tm.median_us([&](int i) {
+        kern<<<grid, 256>>>(reinterpret_cast<const uint4*>(in + (i % 2) * big), reinterpret_cast<uint2*>(out), vpr,
+                            tiles_per_row);
+      });
+      const double tbs = 1.5 * bytes / (us * 1e-6) / 1e12;
+      printf("read2/write1 %5lldx%-5lld tile %4d rows x %5d B %-8s: %7.2f us %5.2f TB/s (%3.0f%% of copy)\n", (long long)n,
+             (long long)n, 2048 / tc, tc * 16, name, us, tbs, 100 * tbs / copy_tbs);
+    };
+    one("", read2_write1_tile<16, false>, 16);
+    one("+sync", read2_write1_tile<16, true>, 16);
+    one("", read2_write1_tile<64, false>, 64);
+    one("+sync", read2_write1_tile<64, true>, 64);
+    one("", read2_write1_tile<256, false>, 256);
+    one("+sync", read2_write1_tile<256, true>, 256);
+    one("", read2_write1_tile<1024, false>, 1024);
+    one("+sync", read2_write1_tile<1024, true>, 1024);
+    one("", read2_write1_tile<2048, false>, 2048);
+    one("+sync", read2_write1_tile<2048, true>, 2048);
+  }
+  CK(cudaDeviceSynchronize());
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && !strcmp(argv[1], "tiles")) return tile_sweep();
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const int64_t kBuf = 256ll << 20;  // 4 rotating 64 MB weights, or 2 x 128 MB quantizer inputs

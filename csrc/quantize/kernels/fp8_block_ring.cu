@@ -2,9 +2,9 @@
 // persistent shared-memory ring. A tile's scale needs its whole amax before any byte of it is
 // written; the one-CTA-a-tile kernels therefore load, reduce and store in step, and the DRAM queue
 // idles while they reduce (NOTES.md). Here persistent CTAs stream tiles into a ring of seven 32 KB
-// chunks with 2-D TMA boxes completing on per-chunk mbarriers; eight warps
-// move each chunk into registers (128 a thread for 128 KB), free it, and reduce and store the
-// tile from registers, so up to 1.75 tiles of loads stay in flight under the reduce and stores.
+// chunks with 2-D TMA boxes completing on per-chunk mbarriers; eight warps move each chunk into
+// registers (128 a thread for 128 KB), free it, and reduce and store the tile from registers, so
+// up to 1.75 tiles of loads stay in flight under the reduce and stores.
 // (A first version kept the tile in the ring until its stores were done: the next tile's last
 // chunk then waited for a whole DRAM round trip each tile, 88 vs 63 us at 8192^2.)
 // Same arithmetic as the register kernels (absmax16, tile_scale, quant_store16): the same bits.
@@ -37,11 +37,12 @@ __global__ void __launch_bounds__(kConsumers, 1) fp8_ring_kernel(const __grid_co
   }
   __syncthreads();
 
-  // Chunk j of this CTA is part j % NCH of its tile j / NCH and lives in slot j % slots. Warp 0
+  // Chunk j of this CTA is part j % NCH of its tile j / NCH and lives in slot j % slots. Thread 0
   // fills the ring: the first slots at the start, then each slot again once all eight warps have
-  // moved its chunk into registers (a separate producer warp would cap the consumers at 168
-  // registers: three warps would share a sub-partition's register file). One bulk copy a tile row.
-  auto issue = [&](int j) {  // one lane
+  // moved its chunk into registers (a separate producer warp would cap the others at 168
+  // registers: three warps would share a sub-partition's register file). One 2-D TMA box a chunk;
+  // a box wholly past M lands as zeros and completes like any other.
+  auto issue = [&](int j) {  // thread 0
     const int tile = blockIdx.x + (j / NCH) * gridDim.x;
     if (tile >= t.n_tiles) return;
     const int bi = tile / t.n_bj, bj = tile - bi * t.n_bj, s = j % t.slots;
@@ -52,7 +53,7 @@ __global__ void __launch_bounds__(kConsumers, 1) fp8_ring_kernel(const __grid_co
   if (threadIdx.x == 0)
     for (int j = 0; j < t.slots; ++j) issue(j);
 
-  // consumers: thread ct holds vectors ct + i * kConsumers of each chunk (all in one column) in
+  // Thread ct holds vectors ct + i * kConsumers of each chunk (all in one column) in
   // registers, so a chunk is free again as soon as it is read and the ring never waits on the
   // stores; the tile's scale comes from a reduce over the registers.
   const int ct = threadIdx.x, vpr = t.row_bytes / 16;

@@ -36,6 +36,18 @@ def test_block(device, dtype, M, K, bm, bk):
     assert same_bits(xq_t, exq) and torch.equal(scale_t.cpu(), escale.t())
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_block256_strided_scale_ub(device, dtype):
+    """The default 256x256 blocks over a view with a row stride > K (on CUDA: the TMA ring for 16-bit
+    input, whose tensor map carries the stride), a ragged last column tile and scale_ub."""
+    base = rand((600, 784), dtype, device, scale=40.0)
+    x = base[:, 16:536]
+    ub = torch.tensor([1.5], device=device)
+    xq, scale = quantize_fp8_block(x, scale_ub=ub)
+    exq, escale = quantize_tiles(x, 256, 256, EPS, ub=1.5)
+    assert same_bits(xq, exq) and torch.equal(scale.cpu(), escale)
+
+
 def test_block_scale_ub_and_strided(device):
     base = rand((260, 300), torch.bfloat16, device, scale=40.0)
     x = base[:, 8:264]

@@ -64,8 +64,8 @@ VARIANTS = [
     ("hybrid-persistent", {"MSLK_FP8_SCHEDULE": "hybrid-persistent"}),  # 256x256 blocks: the register + smem kernel, persistent
     ("staged", {"MSLK_FP8_SCHEDULE": "staged"}),
     ("warp", {"MSLK_FP8_SCHEDULE": "warp"}),
-    ("cluster", {"MSLK_FP8_SCHEDULE": "cluster"}),
-    ("ring", {"MSLK_FP8_SCHEDULE": "ring"}),  # persistent CTAs on a TMA ring (256x256 blocks: the default)  # 256x256 blocks: 4 CTAs of 64 rows share the amax
+    ("cluster", {"MSLK_FP8_SCHEDULE": "cluster"}),  # 256x256 blocks: 4 CTAs of 64 rows share the amax
+    ("ring", {"MSLK_FP8_SCHEDULE": "ring"}),  # persistent CTAs on a TMA ring (256x256 blocks: the default)
 ]
 
 

@@ -118,10 +118,10 @@ def test_group_block_empty(device):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_block_group_cuda_equals_cpu(dtype, schedule, monkeypatch):
     """Every kernel schedule (MSLK_FP8_SCHEDULE, read per call) computes the same bits (auto: 256x256
-    and 512x128 bf16 / fp16 blocks take the register + shared-memory kernel, one CTA a tile;
-    hybrid-persistent the same kernel walking tiles two CTAs an SM; oneshot the 1024-thread one; ring
-    the TMA ring for 64 and 128 KB tiles (auto takes it for 256x256 16-bit blocks): 256x256 and
-    512x128 bf16 / fp16, 128x128 fp32; 384x256 (6 chunks) falls back)."""
+    bf16 / fp16 blocks take the TMA ring, 512x128 ones the register + shared-memory kernel, one CTA
+    a tile; hybrid-persistent that kernel walking tiles two CTAs an SM; oneshot the 1024-thread one;
+    ring the TMA ring for 64 and 128 KB tiles: 256x256 and 512x128 bf16 / fp16, 128x128 fp32;
+    384x256 (6 chunks) falls back)."""
     monkeypatch.setenv("MSLK_FP8_SCHEDULE", schedule)
     x = rand((4100, 7176), dtype, "cuda")  # edge tiles in both dimensions
     y = rand((257, 8200), dtype, "cuda")  # rows of 16 KB (bf16) as the view [:, :8192]

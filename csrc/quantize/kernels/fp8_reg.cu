@@ -217,17 +217,17 @@ __global__ void __launch_bounds__(kHybridThreads, 2) fp8_hybrid_kernel(Fp8TilePa
   }
 }
 
-// Whether blocks of `vecs` vectors take fp8_hybrid_kernel: by default one CTA a tile;
-// MSLK_FP8_SCHEDULE=hybrid-persistent: two CTAs an SM walking the tiles; any other schedule
-// (oneshot: the 1024-thread kernel) does not take it. H200, 2026-11-30 (seventh session), bf16
-// 256x256 blocks at 8192^2 / 16384^2, us: one CTA a tile 63.9 / 219.2 (two runs: 63.3 / 232.4),
-// persistent 71.7 / 256.3, the 1024-thread kernel 68.4 / 235.4.
 // 256x256 blocks of 16-bit input (quantize_fp8_block's default) go to the ring (fp8_block_ring.cu)
 // by default: the one tiling measured there so far.
 bool ring_default_tile(const Fp8TileParams& p) {
   return p.in.dtype != Dtype::kFloat32 && p.tile_m == 256 && p.tile_k == 256;
 }
 
+// Whether blocks of `vecs` vectors take fp8_hybrid_kernel: by default one CTA a tile;
+// MSLK_FP8_SCHEDULE=hybrid-persistent: two CTAs an SM walking the tiles; any other schedule
+// (oneshot: the 1024-thread kernel) does not take it. H200, 2026-11-30 (seventh session), bf16
+// 256x256 blocks at 8192^2 / 16384^2, us: one CTA a tile 63.9 / 219.2 (two runs: 63.3 / 232.4),
+// persistent 71.7 / 256.3, the 1024-thread kernel 68.4 / 235.4.
 bool use_hybrid(int vecs, bool* persistent) {
   // tiles of <= 4096 vectors already fit the one-shot kernel twice an SM (512 threads x 8 vectors)
   if (vecs <= 4096 || vecs > kHybridThreads * (kHybridNR + kHybridNS)) return false;

@@ -80,24 +80,46 @@ __global__ void __launch_bounds__(256) read2_write1_coal(const uint4* in, uint2*
 // 128 x 128 bf16 block tiles (TC = 16) to whole 16384-wide rows (TC = 2048). SYNC puts a CTA barrier
 // between the loads and the stores, as a tile's amax does. Isolates what the access pattern costs:
 // at 16384^2 the 128x128 block quantizer moves 96% of the copy rate, rows 85%.
-template <int TC, bool SYNC>
+// ROT: each tile row starts its walk at a different 512-byte piece (rotation by 37 pieces a row),
+// so that CTAs that run together do not all touch the same column offsets (DRAM channel camping).
+template <int TC, bool SYNC, bool ROT = false>
 __global__ void __launch_bounds__(256) read2_write1_tile(const uint4* in, uint2* out, int64_t vpr, int tiles_per_row) {
   constexpr int TR = 2048 / TC;
   const int ti = blockIdx.x / tiles_per_row, tj = blockIdx.x - ti * tiles_per_row;
   const uint4* src = in + int64_t(ti) * TR * vpr + int64_t(tj) * TC;
   uint2* dst = out + int64_t(ti) * TR * vpr + int64_t(tj) * TC;
+  const int rot = ROT ? (ti * 37 % (TC / 32 > 0 ? TC / 32 : 1)) * 32 : 0;
   uint4 v[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const int e = threadIdx.x + i * 256;
-    v[i] = src[int64_t(e / TC) * vpr + e % TC];
+    v[i] = src[int64_t(e / TC) * vpr + (e % TC + rot) % TC];
   }
   if (SYNC) __syncthreads();
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const int e = threadIdx.x + i * 256;
-    dst[int64_t(e / TC) * vpr + e % TC] = make_uint2(v[i].x ^ v[i].y, v[i].z ^ v[i].w);
+    dst[int64_t(e / TC) * vpr + (e % TC + rot) % TC] = make_uint2(v[i].x ^ v[i].y, v[i].z ^ v[i].w);
   }
+}
+
+// fp8_warp_rows.cu's pattern without the math: a warp a row of NV x 512 B, 4 rows a CTA, every
+// load before any store; ROT as above (per row).
+// G > 1: a team of G warps a row (each NV x 512 B of it), meeting at a named barrier between the
+// loads and the stores as a row amax would (rows of 32 KB: G = 2).
+template <int NV, bool ROT, int G = 1>
+__global__ void __launch_bounds__(128, 3) read2_write1_warp_rows(const uint4* in, uint2* out, int64_t vpr, int) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t row = (int64_t(blockIdx.x) * 4 + warp) / G;
+  const int rot = ROT ? int(row * 37 % NV) : 0;
+  const uint4* src = in + row * vpr + (warp % G) * NV * 32;
+  uint2* dst = out + row * vpr + (warp % G) * NV * 32;
+  uint4 v[NV];
+#pragma unroll
+  for (int i = 0; i < NV; ++i) v[i] = src[lane + 32 * ((i + rot) % NV)];
+  if (G > 1) asm volatile("bar.sync %0, %1;" ::"r"(1 + warp / G), "r"(32 * G) : "memory");
+#pragma unroll
+  for (int i = 0; i < NV; ++i) dst[lane + 32 * ((i + rot) % NV)] = make_uint2(v[i].x ^ v[i].y, v[i].z ^ v[i].w);
 }
 
 struct Timer {
@@ -168,6 +190,22 @@ int tile_sweep() {
     one("+sync", read2_write1_tile<1024, true>, 1024);
     one("", read2_write1_tile<2048, false>, 2048);
     one("+sync", read2_write1_tile<2048, true>, 2048);
+    one("+rot", read2_write1_tile<1024, false, true>, 1024);
+    one("+sync+rot", read2_write1_tile<1024, true, true>, 1024);
+    one("+rot", read2_write1_tile<2048, false, true>, 2048);
+    one("+sync+rot", read2_write1_tile<2048, true, true>, 2048);
+    {  // the default row kernel's shape at 8192^2: a warp a 16 KB row; at 16384^2 two warps a row
+      for (int rot = 0; rot < 2; ++rot) {
+        const float us = tm.median_us([&](int i) {
+          auto k = vpr == 1024 ? (rot ? read2_write1_warp_rows<32, true> : read2_write1_warp_rows<32, false>)
+                               : (rot ? read2_write1_warp_rows<32, true, 2> : read2_write1_warp_rows<32, false, 2>);
+          k<<<unsigned(n * (vpr / 1024) / 4), 128>>>(reinterpret_cast<const uint4*>(in + (i % 2) * big), reinterpret_cast<uint2*>(out), vpr, 0);
+        });
+        const double tbs = 1.5 * bytes / (us * 1e-6) / 1e12;
+        printf("read2/write1 %5lldx%-5lld warp(s) a row %s: %7.2f us %5.2f TB/s (%3.0f%% of copy)\n", (long long)n, (long long)n,
+               rot ? "+rot" : "    ", us, tbs, 100 * tbs / copy_tbs);
+      }
+    }
   }
   CK(cudaDeviceSynchronize());
   return 0;

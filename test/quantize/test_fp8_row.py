@@ -110,7 +110,7 @@ def test_row_inf_nan(device):
 
 
 # (shape, layout) of test_row_cuda_equals_cpu: every schedule's kernels, and the edges of the
-# warp-per-row kernel (rows of <= 16 KB, 4 rows a CTA).
+# warp-per-row kernel (16 KB a warp, 4 warps a CTA; rows of 16-64 KB take teams of 2 or 4 warps).
 ROW_CASES = [
     ((8192, 8192), "dense"),  # bf16 rows of exactly 16 KB; fp32 rows past 16 KB (fallback)
     ((3, 131072), "dense"),
@@ -125,6 +125,10 @@ ROW_CASES = [
     ((33, 4104), "align128"),  # out_stride 4224: padding, vector stores
     ((3, 37, 2048), "zero_start"),  # whole-vector rows with zeroed rows; 37 rows: a part-filled CTA
     ((13, 4096), "strided"),  # row stride > K; fp32 rows of exactly 16 KB
+    ((37, 16384), "dense"),  # 32 KB bf16 rows: two warps a row, 37 rows: a part-filled CTA; fp32 64 KB: four
+    ((5, 12000), "strided"),  # 24 KB bf16 rows: the second warp of a team partly masked; fp32 48 KB
+    ((3, 6, 16392), "zero_start"),  # bf16 rows just past 32 KB: teams of four; fp32 past 64 KB: fallback
+    ((17, 8200), "align128"),  # bf16 rows just past 16 KB, with padding (written by the team's first warp)
 ]
 
 
@@ -157,6 +161,19 @@ def test_row_cuda_equals_cpu(dtype, shape, layout, schedule, monkeypatch):
     assert torch.equal(torch.isnan(xq.float().cpu()), torch.isnan(xq_c.float()))
     fin = ~torch.isnan(xq_c.float())
     assert torch.equal(xq.cpu().view(torch.uint8)[fin], xq_c.view(torch.uint8)[fin])
+    assert torch.equal(scale.cpu(), scale_c)
+
+
+@requires_cuda
+@pytest.mark.parametrize("team", ["1", "2", "4"])
+@pytest.mark.parametrize("shape,layout", [((37, 4104), "dense"), ((9, 8200), "align128"), ((3, 37, 2048), "zero_start")])
+def test_row_forced_team_equals_cpu(shape, layout, team, monkeypatch):
+    """MSLK_FP8_ROW_TEAM forces the warps a row (where they hold it): every team size gives the CPU's bits."""
+    monkeypatch.setenv("MSLK_FP8_ROW_TEAM", team)
+    a, kw = row_case(shape, layout, torch.bfloat16)
+    xq, scale = quantize_fp8_row(a, **kw)
+    xq_c, scale_c = quantize_fp8_row(a.cpu(), **{k: v.cpu() if torch.is_tensor(v) else v for k, v in kw.items()})
+    assert torch.equal(xq.cpu().view(torch.uint8), xq_c.view(torch.uint8))
     assert torch.equal(scale.cpu(), scale_c)
 
 

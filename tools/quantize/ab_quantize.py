@@ -8,6 +8,7 @@ so the clock and power drift of a run hits all of them alike. Prints us and time
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 
 import torch
@@ -21,6 +22,10 @@ CASES = {
     "row": (lambda x: q.quantize_fp8_row(x), {
         "default": {},
         "staged": {"MSLK_FP8_SCHEDULE": "staged"},
+        "oneshot": {"MSLK_FP8_SCHEDULE": "oneshot"},
+        "team1": {"MSLK_FP8_ROW_TEAM": "1"},
+        "team2": {"MSLK_FP8_ROW_TEAM": "2"},
+        "team4": {"MSLK_FP8_ROW_TEAM": "4"},
     }),
     "block 256x256": (lambda x: q.quantize_fp8_block(x, 256, 256), {
         "default": {},
@@ -38,11 +43,19 @@ CASES = {
     }),
 }
 SHAPES = [(8192, 8192), (16384, 16384), (4096, 7168)]
-KEY = "MSLK_FP8_SCHEDULE"
+KEYS = ("MSLK_FP8_SCHEDULE", "MSLK_FP8_ROW_TEAM")  # the switches a variant may set; the others are unset
+
+
+@contextlib.contextmanager
+def variant_env(env):
+    with contextlib.ExitStack() as stack:
+        for k in KEYS:
+            stack.enter_context(env_var(k, env.get(k)))
+        yield
 
 
 def timed(fn, xs, env):
-    with env_var(KEY, env.get(KEY)):
+    with variant_env(env):
         return time_ms(fn, xs)
 
 
@@ -68,7 +81,7 @@ def main():
                 for label, env in variants.items():
                     got[label].append(timed(fn, xs, env) * 1e3)
             for label, env in variants.items():  # every variant must give the default's bits
-                with env_var(KEY, env.get(KEY)):
+                with variant_env(env):
                     out = fn(*xs[0])
                 same = all(torch.equal(a.view(torch.uint8) if a.dtype == torch.float8_e4m3fn else a,
                                        b.view(torch.uint8) if b.dtype == torch.float8_e4m3fn else b)

@@ -165,7 +165,7 @@ def test_row_cuda_equals_cpu(dtype, shape, layout, schedule, monkeypatch):
 
 
 @requires_cuda
-@pytest.mark.parametrize("team", ["1", "2", "4"])
+@pytest.mark.parametrize("team", ["1", "2", "4", "8"])
 @pytest.mark.parametrize("shape,layout", [((37, 4104), "dense"), ((9, 8200), "align128"), ((3, 37, 2048), "zero_start")])
 def test_row_forced_team_equals_cpu(shape, layout, team, monkeypatch):
     """MSLK_FP8_ROW_TEAM forces the warps a row (where they hold it): every team size gives the CPU's bits."""

@@ -17,9 +17,11 @@
 namespace mslk::quantize {
 namespace {
 
-constexpr int kWarps = 4;                        // warps per CTA
+template <int G>
+constexpr int kWarps = G > 4 ? G : 4;            // warps per CTA: whole teams
 constexpr int64_t kMaxWarpBytes = 16 * 1024;     // NV = 32 vectors a lane: 128 data registers
-constexpr int kMaxTeam = 4;                      // warps a row: rows of <= 64 KB
+constexpr int kMaxTeam = 8;                      // warps a row
+constexpr int64_t kMaxRowBytes = 64 * 1024;      // 4 warps of 16 KB, or 8 of 8 KB
 
 // A team of G warps owns one row (G = 1: rows of <= 16 KB; 2 and 4 for longer rows): warp `part`
 // of the team holds vectors [part * 32 * NV, (part + 1) * 32 * NV). The team meets once, at a named
@@ -30,11 +32,11 @@ constexpr int kMaxTeam = 4;                      // warps a row: rows of <= 64 K
 // At least 3 CTAs (12 warps) an SM: caps registers at 168, enough for NV = 32 (128 data registers);
 // without the bound, ptxas 13.0 spilled 4 bytes in some fp16/fp32 L > 0 instantiations.
 template <typename T, int NV, int L, int G>
-__global__ void __launch_bounds__(kWarps * 32, 3) fp8_warp_rows_kernel(Fp8TileParams p, bool vec_store) {
+__global__ void __launch_bounds__(kWarps<G> * 32, G > 4 ? 2 : 3) fp8_warp_rows_kernel(Fp8TileParams p, bool vec_store) {
   static_assert(G == 1 || L == 0, "K-groups never span warps");
   constexpr int W = kVec16<T>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, part = warp % G;
-  const int64_t row = (int64_t(blockIdx.x) * kWarps + warp) / G;
+  const int64_t row = (int64_t(blockIdx.x) * kWarps<G> + warp) / G;
   if (row >= p.in.M) return;  // a whole team: the shuffles and the team barrier see all their threads
   const int nv = static_cast<int>(p.in.K / W);
   const int c0 = part * 32 * NV + lane;  // this lane's first vector
@@ -53,7 +55,7 @@ __global__ void __launch_bounds__(kWarps * 32, 3) fp8_warp_rows_kernel(Fp8TilePa
     for (int i = 0; i < NV; ++i) m = fmaxf(m, absmax16<T>(v[i]));
     m = warp_max(m);
     if constexpr (G > 1) {
-      __shared__ float team_max[kWarps];
+      __shared__ float team_max[kWarps<G>];
       if (lane == 0) team_max[warp] = m;
       asm volatile("bar.sync %0, %1;" ::"r"(1 + warp / G), "r"(32 * G) : "memory");
 #pragma unroll
@@ -90,10 +92,10 @@ __global__ void __launch_bounds__(kWarps * 32, 3) fp8_warp_rows_kernel(Fp8TilePa
 template <typename T, int L, int G>
 bool launch_nv(const Fp8TileParams& p, cudaStream_t st) {
   const int64_t nv = (p.in.K / kVec16<T> + G - 1) / G;  // vectors a warp
-  const unsigned grid = ceil_div(p.in.M * G, kWarps);
+  const unsigned grid = ceil_div(p.in.M * G, kWarps<G>);
   const bool vec_store = p.out_stride % kVec16<T> == 0;
   auto go = [&](auto kernel) {
-    kernel<<<grid, kWarps * 32, 0, st>>>(p, vec_store);
+    kernel<<<grid, kWarps<G> * 32, 0, st>>>(p, vec_store);
     return true;
   };
   if (nv <= 32) return go(fp8_warp_rows_kernel<T, 1, L, G>);
@@ -101,17 +103,19 @@ bool launch_nv(const Fp8TileParams& p, cudaStream_t st) {
   if (nv <= 128) return go(fp8_warp_rows_kernel<T, 4, L, G>);
   if (nv <= 256) return go(fp8_warp_rows_kernel<T, 8, L, G>);
   if (nv <= 512) return go(fp8_warp_rows_kernel<T, 16, L, G>);
-  return go(fp8_warp_rows_kernel<T, 32, L, G>);  // nv <= 1024: 16 KB a warp
+  // nv <= 1024: 16 KB a warp (not in 8-warp CTAs: at 2 CTAs an SM, 128 registers)
+  if constexpr (kWarps<G> == 4) return go(fp8_warp_rows_kernel<T, 32, L, G>);
+  return false;
 }
 
 // Warps a row: the fewest that hold it (EXPERIMENT: MSLK_FP8_ROW_TEAM forces 1, 2 or 4 where
 // they hold it).
 int team_size(int64_t row_bytes) {
   int g = 1;
-  while (g < kMaxTeam && row_bytes > g * kMaxWarpBytes) g *= 2;
+  while (g < 4 && row_bytes > g * kMaxWarpBytes) g *= 2;
   if (const char* e = std::getenv("MSLK_FP8_ROW_TEAM")) {
     const int f = std::atoi(e);
-    if ((f == 1 || f == 2 || f == 4) && row_bytes <= f * kMaxWarpBytes) g = f;
+    if ((f == 1 || f == 2 || f == 4 || f == 8) && row_bytes <= f * kMaxWarpBytes) g = f;
   }
   return g;
 }
@@ -119,18 +123,19 @@ int team_size(int64_t row_bytes) {
 }  // namespace
 
 bool fp8_quantize_rows_warp(const Fp8TileParams& p, cudaStream_t st, bool groups) {
-  if (p.in.M <= 0 || p.in.K <= 0 || (p.in.M * kMaxTeam + kWarps - 1) / kWarps > 0x7fffffffLL) return false;
+  if (p.in.M <= 0 || p.in.K <= 0 || p.in.M > 0x7fffffffLL /* blocks <= M */) return false;
   bool ok = false;
   dispatch_dtype(p.in.dtype, [&](auto tag) {
     using T = decltype(tag);
     constexpr int W = kVec16<T>;
     const int64_t row_bytes = p.in.K * int64_t(sizeof(T));
-    if (!rows_vectorizable<T>(p.in, p.tile_k) || row_bytes > kMaxTeam * kMaxWarpBytes) return;
+    if (!rows_vectorizable<T>(p.in, p.tile_k) || row_bytes > kMaxRowBytes) return;
     if (!groups) {
       switch (team_size(row_bytes)) {
         case 1: ok = launch_nv<T, 0, 1>(p, st); break;
         case 2: ok = launch_nv<T, 0, 2>(p, st); break;
-        default: ok = launch_nv<T, 0, 4>(p, st); break;
+        case 4: ok = launch_nv<T, 0, 4>(p, st); break;
+        default: ok = launch_nv<T, 0, 8>(p, st); break;
       }
       return;
     }

@@ -110,7 +110,7 @@ def test_row_inf_nan(device):
 
 
 # (shape, layout) of test_row_cuda_equals_cpu: every schedule's kernels, and the edges of the
-# warp-per-row kernel (16 KB a warp, 4 warps a CTA; rows of 16-64 KB take teams of 2 or 4 warps).
+# warp-team kernel (16 KB a warp at most, 4 warps a CTA; 1, 2 or 4 warps a row by row size).
 ROW_CASES = [
     ((8192, 8192), "dense"),  # bf16 rows of exactly 16 KB; fp32 rows past 16 KB (fallback)
     ((3, 131072), "dense"),
@@ -165,7 +165,7 @@ def test_row_cuda_equals_cpu(dtype, shape, layout, schedule, monkeypatch):
 
 
 @requires_cuda
-@pytest.mark.parametrize("team", ["1", "2", "4", "8"])
+@pytest.mark.parametrize("team", ["1", "2", "4"])
 @pytest.mark.parametrize("shape,layout", [((37, 4104), "dense"), ((9, 8200), "align128"), ((3, 37, 2048), "zero_start")])
 def test_row_forced_team_equals_cpu(shape, layout, team, monkeypatch):
     """MSLK_FP8_ROW_TEAM forces the warps a row (where they hold it): every team size gives the CPU's bits."""

@@ -26,7 +26,6 @@ CASES = {
         "team1": {"MSLK_FP8_ROW_TEAM": "1"},
         "team2": {"MSLK_FP8_ROW_TEAM": "2"},
         "team4": {"MSLK_FP8_ROW_TEAM": "4"},
-        "team8": {"MSLK_FP8_ROW_TEAM": "8"},
     }),
     "block 256x256": (lambda x: q.quantize_fp8_block(x, 256, 256), {
         "default": {},

@@ -21,9 +21,9 @@ bool fp8_quantize_blocks_ring(const Fp8TileParams& p, cudaStream_t stream);
 // Rows (groups = false) or K-groups of one row on the bulk-copy ring of fp8_bulk.cu
 // (MSLK_FP8_SCHEDULE=bulk); false, having launched nothing, when the shape does not suit it.
 bool fp8_quantize_rows_bulk(const Fp8TileParams& p, cudaStream_t stream, bool groups);
-// Rows (groups = false) or K-groups of rows of <= 16 KB, one warp per row (fp8_warp_rows.cu; rows
-// by default, K-groups with MSLK_FP8_SCHEDULE=warp); false, having launched nothing, when the
-// shape does not suit it.
+// Rows of <= 64 KB (groups = false; a team of 1-4 warps a row) or K-groups of rows of <= 16 KB
+// (one warp a row), fp8_warp_rows.cu: rows by default, K-groups with MSLK_FP8_SCHEDULE=warp; false,
+// having launched nothing, when the shape does not suit it.
 bool fp8_quantize_rows_warp(const Fp8TileParams& p, cudaStream_t stream, bool groups);
 // Two-pass fallback for any tiling (tiles too large for registers or not 16-byte aligned).
 cudaError_t fp8_quantize_tiles(const Fp8TileParams& p, cudaStream_t stream);

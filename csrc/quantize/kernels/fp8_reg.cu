@@ -10,7 +10,7 @@
 //             the next one streams into shared memory with cp.async (each thread owns its slots).
 // Larger tiles, or inputs that are not 16-byte aligned, go to the two-pass tile kernel (or, with
 // MSLK_FP8_SCHEDULE=cluster, large blocks to the cluster kernel of fp8_cluster.cu). Rows of
-// <= 16 KB take one warp per row first (fp8_warp_rows.cu; K-groups only with =warp), and rows and
+// <= 64 KB take a team of warps a row first (fp8_warp_rows.cu; K-groups only with =warp), and rows and
 // K-groups the bulk ring with =bulk (fp8_bulk.cu).
 #include "quantize/kernels/fp8_device.cuh"
 
@@ -342,7 +342,7 @@ cudaError_t launch(const Fp8TileParams& p, cudaStream_t s) {
 
 }  // namespace
 
-// Rows of <= 16 KB take one warp a row by default; K-groups only when asked (MSLK_FP8_SCHEDULE=warp:
+// Rows of <= 64 KB take a team of 1-4 warps a row by default; K-groups only when asked (MSLK_FP8_SCHEDULE=warp:
 // 90 vs 65 us at bf16 8192^2, fp8_warp_rows.cu).
 cudaError_t fp8_quantize_rows(const Fp8TileParams& p, cudaStream_t s) {
   const Fp8Schedule sched = fp8_schedule();

@@ -1,14 +1,15 @@
-// Warp-per-row FP8 quantizer for rows and K-groups: the default for rows of <= 16 KB, and for
-// K-groups only with MSLK_FP8_SCHEDULE=warp. H200, 2026-11-30: bf16 8192x8192 rows 55.3 us (85% of
-// the copy rate; the CTA-per-row kernels 60-62 us), 4096x7168 28.2 vs 30.2 us; but K-groups of 128
-// took 90 us against 65 for fp8_reg.cu's group kernel (a scale store and a shuffle tree per vector).
-// Why it was written: on the H200, bf16 8192x8192 row quantization took 60 us with the
-// register kernel (fp8_reg.cu: one CTA of up to 256 threads per row, __syncthreads block
-// reduction), while a no-math kernel in which each warp loads 4 coalesced 512-byte pieces and then
-// stores them, with no CTA barrier, took 52.7 us. Here each warp owns one row of <= 16 KB: it
-// issues all of the row's loads (lane l holds 16-byte vectors l, l + 32, ...: every load
-// instruction covers 512 contiguous bytes), reduces with shuffles only, then stores. Warps of a
-// CTA never wait for each other: no __syncthreads, no shared memory.
+// Warp-team FP8 quantizer for rows and K-groups: the default for rows of <= 64 KB, and for K-groups
+// (rows of <= 16 KB) only with MSLK_FP8_SCHEDULE=warp.
+// Why it was written: on the H200, bf16 8192x8192 row quantization took 60 us with the register
+// kernel (fp8_reg.cu: one CTA of up to 256 threads per row, __syncthreads block reduction), while a
+// no-math kernel in which each warp loads 4 coalesced 512-byte pieces and then stores them took
+// 52.7 us. Here a team of 1, 2 or 4 warps owns one row (team_size): each warp issues all of its
+// piece's loads (lane l holds 16-byte vectors l, l + 32, ...: every load instruction covers 512
+// contiguous bytes), reduces with shuffles, and the team meets once at a named barrier; teams never
+// wait for each other. One warp a row: 55.3 us at 8192^2 (2026-11-30); teams (2026-12-01): 54.5 us
+// there (4 warps a 16 KB row) and 205 us at 16384^2 (2 warps a 32 KB row; the CTA-a-row kernel
+// took 222). K-groups of 128 took 90 us against 65 for fp8_reg.cu's group kernel (a scale store
+// and a shuffle tree per vector). The no-math stream ceilings: docs/profiles (stream_patterns).
 // Same arithmetic as the other kernels (absmax16, tile_scale, quant_store16): bit-identical output.
 #include <cstdlib>
 
@@ -17,11 +18,9 @@
 namespace mslk::quantize {
 namespace {
 
-template <int G>
-constexpr int kWarps = G > 4 ? G : 4;            // warps per CTA: whole teams
+constexpr int kWarps = 4;                        // warps per CTA: whole teams
 constexpr int64_t kMaxWarpBytes = 16 * 1024;     // NV = 32 vectors a lane: 128 data registers
-constexpr int kMaxTeam = 8;                      // warps a row
-constexpr int64_t kMaxRowBytes = 64 * 1024;      // 4 warps of 16 KB, or 8 of 8 KB
+constexpr int kMaxTeam = 4;                      // warps a row: rows of <= 64 KB
 
 // A team of G warps owns one row (G = 1: rows of <= 16 KB; 2 and 4 for longer rows): warp `part`
 // of the team holds vectors [part * 32 * NV, (part + 1) * 32 * NV). The team meets once, at a named
@@ -32,11 +31,11 @@ constexpr int64_t kMaxRowBytes = 64 * 1024;      // 4 warps of 16 KB, or 8 of 8 
 // At least 3 CTAs (12 warps) an SM: caps registers at 168, enough for NV = 32 (128 data registers);
 // without the bound, ptxas 13.0 spilled 4 bytes in some fp16/fp32 L > 0 instantiations.
 template <typename T, int NV, int L, int G>
-__global__ void __launch_bounds__(kWarps<G> * 32, G > 4 ? 2 : 3) fp8_warp_rows_kernel(Fp8TileParams p, bool vec_store) {
+__global__ void __launch_bounds__(kWarps * 32, 3) fp8_warp_rows_kernel(Fp8TileParams p, bool vec_store) {
   static_assert(G == 1 || L == 0, "K-groups never span warps");
   constexpr int W = kVec16<T>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, part = warp % G;
-  const int64_t row = (int64_t(blockIdx.x) * kWarps<G> + warp) / G;
+  const int64_t row = (int64_t(blockIdx.x) * kWarps + warp) / G;
   if (row >= p.in.M) return;  // a whole team: the shuffles and the team barrier see all their threads
   const int nv = static_cast<int>(p.in.K / W);
   const int c0 = part * 32 * NV + lane;  // this lane's first vector
@@ -55,7 +54,7 @@ __global__ void __launch_bounds__(kWarps<G> * 32, G > 4 ? 2 : 3) fp8_warp_rows_k
     for (int i = 0; i < NV; ++i) m = fmaxf(m, absmax16<T>(v[i]));
     m = warp_max(m);
     if constexpr (G > 1) {
-      __shared__ float team_max[kWarps<G>];
+      __shared__ float team_max[kWarps];
       if (lane == 0) team_max[warp] = m;
       asm volatile("bar.sync %0, %1;" ::"r"(1 + warp / G), "r"(32 * G) : "memory");
 #pragma unroll
@@ -92,10 +91,10 @@ __global__ void __launch_bounds__(kWarps<G> * 32, G > 4 ? 2 : 3) fp8_warp_rows_k
 template <typename T, int L, int G>
 bool launch_nv(const Fp8TileParams& p, cudaStream_t st) {
   const int64_t nv = (p.in.K / kVec16<T> + G - 1) / G;  // vectors a warp
-  const unsigned grid = ceil_div(p.in.M * G, kWarps<G>);
+  const unsigned grid = ceil_div(p.in.M * G, kWarps);
   const bool vec_store = p.out_stride % kVec16<T> == 0;
   auto go = [&](auto kernel) {
-    kernel<<<grid, kWarps<G> * 32, 0, st>>>(p, vec_store);
+    kernel<<<grid, kWarps * 32, 0, st>>>(p, vec_store);
     return true;
   };
   if (nv <= 32) return go(fp8_warp_rows_kernel<T, 1, L, G>);
@@ -103,19 +102,39 @@ bool launch_nv(const Fp8TileParams& p, cudaStream_t st) {
   if (nv <= 128) return go(fp8_warp_rows_kernel<T, 4, L, G>);
   if (nv <= 256) return go(fp8_warp_rows_kernel<T, 8, L, G>);
   if (nv <= 512) return go(fp8_warp_rows_kernel<T, 16, L, G>);
-  // nv <= 1024: 16 KB a warp (not in 8-warp CTAs: at 2 CTAs an SM, 128 registers)
-  if constexpr (kWarps<G> == 4) return go(fp8_warp_rows_kernel<T, 32, L, G>);
-  return false;
+  return go(fp8_warp_rows_kernel<T, 32, L, G>);  // nv <= 1024: 16 KB a warp
 }
 
-// Warps a row: the fewest that hold it (EXPERIMENT: MSLK_FP8_ROW_TEAM forces 1, 2 or 4 where
-// they hold it).
-int team_size(int64_t row_bytes) {
-  int g = 1;
-  while (g < 4 && row_bytes > g * kMaxWarpBytes) g *= 2;
+// Warps a row, by row size: short pieces a warp (~4 KB) for rows of <= 16 KB, the fewest warps
+// that hold longer rows, doubled when that leaves fewer than kMinWarps warps in the grid.
+// H200, bf16, interleaved A/B over MSLK_FP8_ROW_TEAM = 1 / 2 / 4, two runs (best of 3, us):
+//   8192^2 (16 KB rows)      56.2-56.5 / 55.9-56.0 / 54.5-54.8
+//   16384x8192               105.4-106.4 / 106.3-107.7 / 103.6-104.6
+//   4096x7168 (14 KB)        27.5 / 25.1-25.4 / 25.8-26.1
+//   4096x4096 (8 KB)         18.5 / 18.7 / 18.7
+//   16384^2 (32 KB)          - / 204.6-206.8 / 207.1-209.7   (the CTA-a-row kernel: 222)
+//   2048x16384 (32 KB)       - / 31.4-31.6 / 28.6-28.8       (4096 warps at 2 a row)
+struct TeamRule {
+  int64_t max_row_bytes;
+  int team;
+};
+constexpr TeamRule kTeamRules[] = {{4 << 10, 1}, {8 << 10, 2}, {16 << 10, 4}, {32 << 10, 2}, {64 << 10, 4}};
+constexpr int64_t kMinWarps = 16384;
+
+// 0: rows too long for a team. MSLK_FP8_ROW_TEAM (tuning and testing switch, read every call)
+// forces 1, 2 or 4 warps where they hold the row.
+int team_size(int64_t row_bytes, int64_t rows) {
+  int g = 0;
+  for (const TeamRule& r : kTeamRules)
+    if (row_bytes <= r.max_row_bytes) {
+      g = r.team;
+      break;
+    }
+  if (g == 0) return 0;
+  if (row_bytes > kMaxWarpBytes && g < kMaxTeam && rows * g < kMinWarps) g *= 2;
   if (const char* e = std::getenv("MSLK_FP8_ROW_TEAM")) {
     const int f = std::atoi(e);
-    if ((f == 1 || f == 2 || f == 4 || f == 8) && row_bytes <= f * kMaxWarpBytes) g = f;
+    if ((f == 1 || f == 2 || f == 4) && row_bytes <= f * kMaxWarpBytes) g = f;
   }
   return g;
 }
@@ -129,13 +148,13 @@ bool fp8_quantize_rows_warp(const Fp8TileParams& p, cudaStream_t st, bool groups
     using T = decltype(tag);
     constexpr int W = kVec16<T>;
     const int64_t row_bytes = p.in.K * int64_t(sizeof(T));
-    if (!rows_vectorizable<T>(p.in, p.tile_k) || row_bytes > kMaxRowBytes) return;
+    if (!rows_vectorizable<T>(p.in, p.tile_k) || row_bytes > kMaxTeam * kMaxWarpBytes) return;
     if (!groups) {
-      switch (team_size(row_bytes)) {
+      switch (team_size(row_bytes, p.in.M)) {
         case 1: ok = launch_nv<T, 0, 1>(p, st); break;
         case 2: ok = launch_nv<T, 0, 2>(p, st); break;
         case 4: ok = launch_nv<T, 0, 4>(p, st); break;
-        default: ok = launch_nv<T, 0, 8>(p, st); break;
+        default: break;
       }
       return;
     }

@@ -20,8 +20,12 @@ struct RingTiling {
   int row_bytes;   // smem pitch of a tile row: tile_k * sizeof(T)
   int chunk_rows;  // tile rows a chunk holds
   int chunks;      // chunks a tile
-  int slots;       // chunks the ring holds
+  int slots;       // chunks the ring holds (always kMaxSlots; see below)
 };
+// Why `slots` and the kernel's `vec_store` stay runtime values although they are fixed here
+// (slots == kMaxSlots; vec_store is true since out_stride == K): the default kernel (bf16, four
+// chunks a tile) sits at 255 registers, and ptxas 13.0 spills it (6-10 bytes) when either becomes
+// a constant (checked 2026-12-01).
 
 template <typename T, int NCH>
 __global__ void __launch_bounds__(kConsumers, 1) fp8_ring_kernel(const __grid_constant__ CUtensorMap map, Fp8TileParams p, RingTiling t,

@@ -12,7 +12,10 @@
   X(2, 128, 256, 64, 2, 1, 1)        \
   X(3, 128, 128, 64, 1, 1, 0)        \
   X(4, 64, 256, 64, 1, 1, 0)         \
-  X(5, 256, 128, 64, 1, 2, 1)
+  X(5, 256, 128, 64, 1, 2, 1)        \
+  X(6, 128, 256, 64, 1, 1, 1)        \
+  X(7, 128, 256, 64, 1, 2, 1)        \
+  X(8, 256, 128, 64, 2, 1, 1)
 
 // B(max_avg_m, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative): the first bucket with
 // ceil(total_M / G) <= max_avg_m wins (max_avg_m < 0: no limit). The average group size is

@@ -13,22 +13,23 @@
   X(3, 128, 128, 64, 1, 1, 0)        \
   X(4, 64, 256, 64, 1, 1, 0)         \
   X(5, 256, 128, 64, 1, 2, 1)        \
-  X(6, 128, 256, 64, 1, 1, 1)        \
-  X(7, 128, 256, 64, 1, 2, 1)        \
-  X(8, 256, 128, 64, 2, 1, 1)
+  X(6, 128, 256, 64, 1, 1, 1)
 
 // B(max_avg_m, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative): the first bucket with
 // ceil(total_M / G) <= max_avg_m wins (max_avg_m < 0: no limit). The average group size is
 // known on the host without reading M_sizes (no sync), the skew is not. From
-// bench/gemm/results_bf16_grouped.md (H200, 2026-11-30, two runs; the benchmark times every row,
+// bench/gemm/results_bf16_grouped.md (H200; the benchmark times every row,
 // MSLK_BF16_GROUPED_CONFIG=<row id> forces one): avg 64 rows -> 64x128 ping-pong (weight
-// streaming; 64x256 ties or loses by up to 9% between runs); up to avg 1024 rows 64x256 ping-pong:
-// with skewed sizes 12-15% faster than any other row in both runs (short groups waste little of a
-// 64-row tile), with uniform sizes within 2-4% of the best; above, 128x256 cooperative. Timed and dropped: 128x128
-// ping-pong with a 2x1 cluster and 64x128 with K tiles of 128 (never ahead).
+// streaming; 64x256 ties or loses by up to 9% between runs); up to avg 1024 rows 128x256
+// cooperative without a cluster (row 6, 2026-12-01: E16 x 512 fwd 272 us uniform / 317 skewed
+// against 279 / 323 for 64x256 ping-pong, the bucket's row before, and 277 / 372 for the 2x1
+// cluster; dgrad 279 / 331 against 304 / 319); above, 128x256 cooperative with a 2x1 cluster.
+// Timed and dropped: 128x128 ping-pong with a 2x1 cluster, 64x128 with K tiles of 128 (never
+// ahead), 128x256 cooperative 1x2 and 256x128 cooperative 2x1 (2026-12-01: never ahead; the
+// latter 3.4x slower at E128).
 #define MSLK_BF16_GROUPED_BUCKETS(B) \
   B(64, 64, 128, 64, 1, 1, 0)        \
-  B(1024, 64, 256, 64, 1, 1, 0)      \
+  B(1024, 128, 256, 64, 1, 1, 1)     \
   B(-1, 128, 256, 64, 2, 1, 1)
 
 namespace mslk::gemm {

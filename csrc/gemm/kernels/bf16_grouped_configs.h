@@ -21,9 +21,10 @@
 // bench/gemm/results_bf16_grouped.md (H200; the benchmark times every row,
 // MSLK_BF16_GROUPED_CONFIG=<row id> forces one): avg 64 rows -> 64x128 ping-pong (weight
 // streaming; 64x256 ties or loses by up to 9% between runs); up to avg 1024 rows 128x256
-// cooperative without a cluster (row 6, 2026-12-01: E16 x 512 fwd 272 us uniform / 317 skewed
-// against 279 / 323 for 64x256 ping-pong, the bucket's row before, and 277 / 372 for the 2x1
-// cluster; dgrad 279 / 331 against 304 / 319); above, 128x256 cooperative with a 2x1 cluster.
+// cooperative without a cluster (row 6, 2026-12-01, the best E16 x 512 row in two runs: fwd
+// 272-274 us uniform / 315-317 skewed against 279-287 / 323-331 for 64x256 ping-pong, the bucket's
+// row before, and 277-287 / 372-386 for the 2x1 cluster; dgrad 279-283 / 331-337 against 304-313 /
+// 319-341); above, 128x256 cooperative with a 2x1 cluster.
 // Timed and dropped: 128x128 ping-pong with a 2x1 cluster, 64x128 with K tiles of 128 (never
 // ahead), 128x256 cooperative 1x2 and 256x128 cooperative 2x1 (2026-12-01: never ahead; the
 // latter 3.4x slower at E128).

@@ -22,8 +22,8 @@ constexpr int kWarps = 4;                        // warps per CTA: whole teams
 constexpr int64_t kMaxWarpBytes = 16 * 1024;     // NV = 32 vectors a lane: 128 data registers
 constexpr int kMaxTeam = 4;                      // warps a row: rows of <= 64 KB
 
-// A team of G warps owns one row (G = 1: rows of <= 16 KB; 2 and 4 for longer rows): warp `part`
-// of the team holds vectors [part * 32 * NV, (part + 1) * 32 * NV). The team meets once, at a named
+// A team of G warps owns one row (G = 1, 2 or 4, from team_size; at most 16 KB a warp): warp
+// `part` of the team holds vectors [part * 32 * NV, (part + 1) * 32 * NV). The team meets once, at a named
 // barrier, to combine its warps' amaxes; warps of other teams never wait for it.
 // L == 0: one scale per row (butterfly over the warp); L > 0 (G == 1 only): one scale per K-group
 // of L vectors, reduced over the L consecutive lanes that hold it (L divides 32, so vectors

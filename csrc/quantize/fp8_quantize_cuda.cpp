@@ -13,12 +13,15 @@ namespace {
 
 cudaStream_t stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
 
-// A misspelt schedule must not quietly time or test the default kernels.
+// A misspelt schedule or team size must not quietly time or test the default kernels.
 void check_schedule() {
   const char* s = std::getenv("MSLK_FP8_SCHEDULE");
   Fp8Schedule parsed;
   TORCH_CHECK(parse_fp8_schedule(s, &parsed), "MSLK_FP8_SCHEDULE must be ", kFp8ScheduleNames, " (or unset), got '",
               s, "'");
+  const char* t = std::getenv("MSLK_FP8_ROW_TEAM");
+  int team = 0;
+  TORCH_CHECK(parse_fp8_row_team(t, &team), "MSLK_FP8_ROW_TEAM must be 1, 2 or 4 (or unset), got '", t, "'");
 }
 
 void cuda_rows(const Fp8TileParams& p) {

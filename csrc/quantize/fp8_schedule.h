@@ -42,4 +42,20 @@ inline Fp8Schedule fp8_schedule() {
   return s;
 }
 
+// MSLK_FP8_ROW_TEAM (read on every call; a tuning and testing switch): warps a row in the row
+// quantizer (fp8_warp_rows.cu). *out = 0 (unset or ""), 1, 2 or 4; false for any other value.
+inline bool parse_fp8_row_team(const char* s, int* out) {
+  if (!s || !*s) return *out = 0, true;
+  for (int g : {1, 2, 4})
+    if (s[0] == '0' + g && s[1] == '\0') return *out = g, true;
+  return false;
+}
+
+// The forced team size, 0 for none (an unknown value, which the glue rejects first, reads as none).
+inline int fp8_row_team() {
+  int g = 0;
+  parse_fp8_row_team(std::getenv("MSLK_FP8_ROW_TEAM"), &g);
+  return g;
+}
+
 }  // namespace mslk::quantize

@@ -94,3 +94,19 @@ def test_unknown_schedule(monkeypatch, fn):
         monkeypatch.setenv("MSLK_FP8_SCHEDULE", name)
         xq, _ = fn(x)
         assert xq.shape == (256, 512)
+
+
+@requires_cuda
+@pytest.mark.parametrize("bad", ["3", "8", "0", "two", "2 "])
+def test_unknown_row_team(monkeypatch, bad):
+    """MSLK_FP8_ROW_TEAM other than 1, 2 or 4 is an error (it would otherwise time the default team);
+    every valid size runs and gives the default's bits."""
+    x = bf16(37, 8192, device="cuda")
+    ref = q.quantize_fp8_row(x)
+    monkeypatch.setenv("MSLK_FP8_ROW_TEAM", bad)
+    with pytest.raises(RuntimeError, match=f"MSLK_FP8_ROW_TEAM must be 1, 2 or 4 \\(or unset\\), got '{bad}'"):
+        q.quantize_fp8_row(x)
+    for team in ("", "1", "2", "4"):
+        monkeypatch.setenv("MSLK_FP8_ROW_TEAM", team)
+        xq, scale = q.quantize_fp8_row(x)
+        assert torch.equal(xq.view(torch.uint8), ref[0].view(torch.uint8)) and torch.equal(scale, ref[1])

@@ -11,8 +11,6 @@
 // took 222). K-groups of 128 took 90 us against 65 for fp8_reg.cu's group kernel (a scale store
 // and a shuffle tree per vector). The no-math stream ceilings: docs/profiles (stream_patterns).
 // Same arithmetic as the other kernels (absmax16, tile_scale, quant_store16): bit-identical output.
-#include <cstdlib>
-
 #include "quantize/kernels/fp8_device.cuh"
 
 namespace mslk::quantize {
@@ -121,8 +119,8 @@ struct TeamRule {
 constexpr TeamRule kTeamRules[] = {{4 << 10, 1}, {8 << 10, 2}, {16 << 10, 4}, {32 << 10, 2}, {64 << 10, 4}};
 constexpr int64_t kMinWarps = 16384;
 
-// 0: rows too long for a team. MSLK_FP8_ROW_TEAM (tuning and testing switch, read every call)
-// forces 1, 2 or 4 warps where they hold the row.
+// 0: rows too long for a team. MSLK_FP8_ROW_TEAM (fp8_row_team) forces 1, 2 or 4 warps where
+// they hold the row.
 int team_size(int64_t row_bytes, int64_t rows) {
   int g = 0;
   for (const TeamRule& r : kTeamRules)
@@ -132,10 +130,7 @@ int team_size(int64_t row_bytes, int64_t rows) {
     }
   if (g == 0) return 0;
   if (row_bytes > kMaxWarpBytes && g < kMaxTeam && rows * g < kMinWarps) g *= 2;
-  if (const char* e = std::getenv("MSLK_FP8_ROW_TEAM")) {
-    const int f = std::atoi(e);
-    if ((f == 1 || f == 2 || f == 4) && row_bytes <= f * kMaxWarpBytes) g = f;
-  }
+  if (const int f = fp8_row_team(); f > 0 && row_bytes <= f * kMaxWarpBytes) g = f;
   return g;
 }
 

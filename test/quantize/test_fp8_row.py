@@ -112,7 +112,7 @@ def test_row_inf_nan(device):
 # (shape, layout) of test_row_cuda_equals_cpu: every schedule's kernels, and the edges of the
 # warp-team kernel (16 KB a warp at most, 4 warps a CTA; 1, 2 or 4 warps a row by row size).
 ROW_CASES = [
-    ((8192, 8192), "dense"),  # bf16 rows of exactly 16 KB; fp32 rows past 16 KB (fallback)
+    ((8192, 8192), "dense"),  # bf16 rows of exactly 16 KB: 4 warps a row; fp32 32 KB rows: 2 warps a row
     ((3, 131072), "dense"),
     ((1, 7), "dense"),  # not 16-byte vectorizable: the two-pass kernel
     ((257, 4100), "dense"),
@@ -125,8 +125,8 @@ ROW_CASES = [
     ((33, 4104), "align128"),  # out_stride 4224: padding, vector stores
     ((3, 37, 2048), "zero_start"),  # whole-vector rows with zeroed rows; 37 rows: a part-filled CTA
     ((13, 4096), "strided"),  # row stride > K; fp32 rows of exactly 16 KB
-    ((37, 16384), "dense"),  # 32 KB bf16 rows: two warps a row, 37 rows: a part-filled CTA; fp32 64 KB: four
-    ((5, 12000), "strided"),  # 24 KB bf16 rows: the second warp of a team partly masked; fp32 48 KB
+    ((37, 16384), "dense"),  # 32 KB bf16 rows, few of them: 4 warps a row (doubled); fp32 64 KB rows: 4
+    ((5, 12000), "strided"),  # 24 KB bf16 rows on 4 warps of 8 KB: the third partly, the fourth wholly masked; fp32 48 KB
     ((3, 6, 16392), "zero_start"),  # bf16 rows just past 32 KB: teams of four; fp32 past 64 KB: fallback
     ((17, 8200), "align128"),  # bf16 rows just past 16 KB, with padding (written by the team's first warp)
 ]

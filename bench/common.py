@@ -66,6 +66,32 @@ def time_ms(fn, arg_sets, reps: int = 15, calls: int = 10, warmup: int = 3) -> f
     return statistics.median(times)
 
 
+def time_graph_ms(fn, arg_sets, reps: int = 15) -> float:
+    """Device time per call: one CUDA graph of a pass over arg_sets, replayed; median of reps."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for a in arg_sets:  # warm-up outside capture
+            fn(*a)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for a in arg_sets:
+            fn(*a)
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / len(arg_sets))
+    del graph
+    return statistics.median(times)
+
+
 def time_pair_ms(fn_a, fn_b, arg_sets, rounds: int = 2, **kw) -> tuple[float, float]:
     """time_ms of two functions, alternating a, b, a, b...; each keeps its best round's median.
     A single pass favoured whichever ran second (clocks still settling; the same kernel measured

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 from pathlib import Path
 
 import torch
 
 import mslk  # noqa: F401
-from bench.common import copies_to_exceed_l2, copy_bandwidth_tbs, time_ms, time_pair_ms, write_results
+from bench.common import copies_to_exceed_l2, copy_bandwidth_tbs, time_graph_ms, time_ms, time_pair_ms, write_results
 
 FP8 = torch.float8_e4m3fn
 MS = [1, 16, 64, 128, 512, 2048, 8192]
@@ -66,32 +65,6 @@ class forced_env:
 def forced_kernel(name):
     """MSLK_FP8_GEMM_KERNEL=name inside the block."""
     return forced_env(ENV, name)
-
-
-def time_graph_ms(fn, arg_sets, reps: int = 15) -> float:
-    """Device time per call: one CUDA graph of a pass over arg_sets, replayed; median of reps."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for a in arg_sets:  # warm-up outside capture
-            fn(*a)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for a in arg_sets:
-            fn(*a)
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / len(arg_sets))
-    del graph
-    return statistics.median(times)
 
 
 def main():

@@ -243,6 +243,24 @@ def test_sm90_candidate_tile_rows(sm90, monkeypatch, row, dtype, mq, mkv, idx):
     check_sm90(q, k, v, base.dense_masks(mq, mkv)[idx])
 
 
+@needs_sm90
+@pytest.mark.parametrize("row", [r for r, t in enumerate(tile_rows()) if t[5] == 1])  # the persistent rows
+@pytest.mark.parametrize("idx", SUPPORTED_DENSE)
+def test_sm90_persistent_several_tiles_a_cta(sm90, monkeypatch, row, idx):
+    """The other tests make fewer work tiles than 132 SMs, one a CTA. 70 heads x 1000 queries make
+    280-560 tiles, 2-5 a CTA, so the persistent walk carries its K/V ring position and Q buffer
+    phase across tiles; keys not a multiple of the tile, and masks whose tiles have different key
+    ranges or none (bottom-right causal with more queries than keys: the first tiles have no key,
+    and the producer skips them)."""
+    monkeypatch.setenv("MSLK_FMHA_SM90_CFG", str(row))
+    d = tile_rows()[row][0]
+    g = torch.Generator().manual_seed(row + 10 * idx)
+    mq, mkv, H = 1000, 777, 70
+    q, k, v = (rand((1, mq, H, d), torch.bfloat16, "cuda", g), rand((1, mkv, H, d), torch.bfloat16, "cuda", g),
+               rand((1, mkv, H, d), torch.bfloat16, "cuda", g))
+    check_sm90(q, k, v, base.dense_masks(mq, mkv)[idx])
+
+
 @needs_cuda
 def test_sm90_cfg_env_errors(monkeypatch):
     q = torch.randn(1, 8, 1, 64, device="cuda", dtype=torch.bfloat16)

@@ -59,6 +59,11 @@ TARGETS = {
     "attn-mslk": lambda: attn("mslk"), "attn-cudnn": lambda: attn("cudnn"),
     "attn-mslk-d64": lambda: attn("mslk", B=4, H=16, S=2048, D=64),
     "attn-cudnn-d64": lambda: attn("cudnn", B=4, H=16, S=2048, D=64),
+    # d128 dense at 32 and 128 key tiles a work tile (16 and 32 whole rounds of 132 SMs): ours runs
+    # 0.96-0.99x cuDNN at the first and 1.03-1.04x at the second (2026-12-01)
+    "attn-mslk-s4096": lambda: attn("mslk", B=2, H=33, S=4096), "attn-cudnn-s4096": lambda: attn("cudnn", B=2, H=33, S=4096),
+    "attn-mslk-s16384": lambda: attn("mslk", B=1, H=33, S=16384),
+    "attn-cudnn-s16384": lambda: attn("cudnn", B=1, H=33, S=16384),
     "fp8-mslk": lambda: fp8("mslk"), "fp8-cublas": lambda: fp8("cublas"),
     # decode: M = 1 runs the skinny kernel (and its split-K reduce), M = 16 CUTLASS 64x128 tiles;
     # both ~2x the 64 MB weight-read floor at N = K = 8192 (bench/gemm/results_fp8_rowwise.md)

@@ -261,6 +261,22 @@ def test_sm90_persistent_several_tiles_a_cta(sm90, monkeypatch, row, idx):
     check_sm90(q, k, v, base.dense_masks(mq, mkv)[idx])
 
 
+@needs_sm90
+@pytest.mark.parametrize("ovec", ["0", "-"])
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_sm90_o_store_paths(sm90, monkeypatch, ovec, d, causal):
+    """The epilogue writes O rows in 16-byte stores after a quad transpose (o_vec: aligned rows)
+    or, with MSLK_FMHA_SM90_OVEC=0, in the 4-byte stores of the accumulator pairs; both against the
+    oracle, with a ragged last query tile (rows past the end skip the store, not the shuffles)."""
+    if ovec != "-":
+        monkeypatch.setenv("MSLK_FMHA_SM90_OVEC", ovec)
+    g = torch.Generator().manual_seed(d + causal)
+    q, k, v = (rand((2, 1000, 3, d), torch.bfloat16, "cuda", g), rand((2, 777, 3, d), torch.bfloat16, "cuda", g),
+               rand((2, 777, 3, d), torch.bfloat16, "cuda", g))
+    check_sm90(q, k, v, ab.LowerTriangularFromBottomRightMask() if causal else None)
+
+
 @needs_cuda
 def test_sm90_cfg_env_errors(monkeypatch):
     q = torch.randn(1, 8, 1, 64, device="cuda", dtype=torch.bfloat16)

@@ -123,6 +123,10 @@ void check() {
         if (c % 2 == 0) EXPECT(get<1>(O_rc(r, c + 1)) == get<1>(O_rc(r, c)) + 1, "O pair t=%d c=%d", t, c);
       }
       EXPECT(get<1>(O_rc(r, 0)) == 2 * (lane % 4), "O col 0 of t=%d", t);
+      // The epilogue's quad transpose (o_vec) takes (c, c + 1) as the pair of 8-column block c / 2
+      for (int c = 0; c < size<1>(O_rc); ++c)
+        EXPECT(get<1>(O_rc(r, c)) == 8 * (c / 2) + 2 * (lane % 4) + c % 2, "O col t=%d c=%d: %d", t, c,
+               int(get<1>(O_rc(r, c))));
     }
     // 3. P: A-operand coordinate of register offset j == S coordinate of register offset j
     EXPECT(size(tAcP) == size(layP), "P fragment size");

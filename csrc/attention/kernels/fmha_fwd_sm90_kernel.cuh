@@ -27,8 +27,12 @@
 // tiles by keys between consecutive CTAs (stream-K, stream_k_plan in fmha_fwd_sm90_work.h; with
 // fewer tiles than SMs, every tile over min(units, SMs) CTAs): the later keys leave float32
 // partials in the caller's workspace, the CTA with the first keys merges them.
-// TODO(perf): a TMA-store epilogue through shared memory; K/V multicast across a cluster of two.
-// (A dynamic tile scheduler and FA3's BN 176 were measured and dropped: fmha_fwd_sm90_configs.h.)
+// TODO(perf): K/V multicast across a cluster of two; what else a work tile costs beyond its key
+// tiles (d128 dense runs 3-4% faster a flop at 128 key tiles a work tile than at 32, cuDNN ~1%).
+// (A dynamic tile scheduler and FA3's BN 176 were measured and dropped: fmha_fwd_sm90_configs.h.
+// So was chaining a CTA's work tiles, the next tile's first Q K^T issued with this tile's last P V,
+// with two Q buffers: H200, 2026-12-01, chain on vs off, medians of 5: d128 562 vs 564, d64 381 vs
+// 385, d256 610 vs 619 TFLOP/s; the code is on branch wip/chain-tiles.)
 #pragma once
 #include <cuda_runtime.h>
 

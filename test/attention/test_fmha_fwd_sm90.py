@@ -277,6 +277,26 @@ def test_sm90_o_store_paths(sm90, monkeypatch, ovec, d, causal):
     check_sm90(q, k, v, ab.LowerTriangularFromBottomRightMask() if causal else None)
 
 
+@needs_sm90
+@pytest.mark.parametrize("trim", ["0", "-"])
+@pytest.mark.parametrize("row", [r for r, t in enumerate(tile_rows()) if t[4] == 0])  # rows without ping-pong
+@pytest.mark.parametrize("idx", SUPPORTED_DENSE)
+@pytest.mark.parametrize("mq,mkv", [(1000, 777), (300, 1000), (256, 256)])
+def test_sm90_warpgroup_key_trim(sm90, monkeypatch, trim, row, idx, mq, mkv):
+    """Rows without ping-pong let each consumer warpgroup stop at the last key its own rows may
+    see (under a causal band the upper warpgroups of a 192 / 256-row tile skip up to 3 key tiles,
+    and may run none: bottom-right causal with more queries than keys) and only release the
+    skipped stages. MSLK_FMHA_SM90_TRIM=0 runs every key tile in every warpgroup."""
+    monkeypatch.setenv("MSLK_FMHA_SM90_CFG", str(row))
+    if trim != "-":
+        monkeypatch.setenv("MSLK_FMHA_SM90_TRIM", trim)
+    d = tile_rows()[row][0]
+    g = torch.Generator().manual_seed(row + 10 * idx + mq)
+    q, k, v = (rand((1, mq, 3, d), torch.bfloat16, "cuda", g), rand((1, mkv, 3, d), torch.bfloat16, "cuda", g),
+               rand((1, mkv, 3, d), torch.bfloat16, "cuda", g))
+    check_sm90(q, k, v, base.dense_masks(mq, mkv)[idx])
+
+
 @needs_cuda
 def test_sm90_cfg_env_errors(monkeypatch):
     q = torch.randn(1, 8, 1, 64, device="cuda", dtype=torch.bfloat16)

@@ -156,6 +156,7 @@ struct Args {  // CUtensorMap carries its own alignment (64 bytes or more)
   float scale_log2;                        // scale * log2(e)
   int group;                               // (head, sequence) lanes per L2 section (work_index)
   int packed;                              // 1: walk the packed tile list (packed_tiles, work_of)
+  int trim;                                // 1: a warpgroup skips the key tiles past its rows' band (no ping-pong rows)
   int o_vec;                               // 1: O rows take 16-byte stores (aligned, strides and Kv % 8 == 0)
   StreamK sk;                              // persistent rows: the whole tiles and the stream-K tail
   float4* sk_ws;                           // stream-K partials (stream_k_workspace_bytes)
@@ -303,6 +304,17 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
     float alpha[2];                         // rescale factor of O from the last softmax
     clear(tOrO);
     const int wr0 = r0 + cwg * 64;  // first query row of this warpgroup
+    // Key tiles this warpgroup runs: those up to the last key any of its rows may see. Under a
+    // causal band the upper warpgroups of a tall tile (BM 192 / 256) end up to 3 key tiles before
+    // the tile's diagonal. Only rows without ping-pong (their warpgroups take no turns, so each may
+    // issue its own number of GEMMs); the skipped tiles' stages are still released (below).
+    int n_run = kt.n_tiles;
+    if constexpr (!Tr::kPingPong) {
+      const int64_t last_row = min(int64_t(wr0) + 63, int64_t(lq) - 1);
+      const int64_t last_key = min(last_row + dhi, int64_t(lk) - 1);
+      const int64_t span = last_row < wr0 ? -1 : last_key - kt.n_begin;  // keys past the tile's first
+      if (args.trim) n_run = span < 0 ? 0 : int(min(int64_t(kt.n_tiles), span / BN + 1));
+    }
     // Key tiles starting in [n0_lo, n0_hi] lie wholly inside the band for this warpgroup's rows:
     // n0 - wr0 - 63 >= dlo and n0 + BN - 1 - wr0 <= dhi, bounds clamped to int32 (n0 is in [0, 2^31)).
     const int n0_lo = int(max(min(int64_t(dlo) + wr0 + 63, int64_t(INT32_MAX)), int64_t(INT32_MIN)));
@@ -486,46 +498,59 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
         // Intra-warpgroup overlap: S_{it} = Q K_{it}^T and O += P_{it-1} V_{it-1} are in flight
         // together; the softmax of S_{it} runs while the P V GEMM does (it reads P and writes O, the
         // softmax touches only S); O is rescaled once that GEMM is done.
-        if constexpr (Tr::kPingPong) {
-          if (cwg == 1) named_barrier_arrive(kBarTurn + 0, 256);
-        }
-        const int s0 = g % kStages;
-        wait_full(&ss.full_k[s0], 0);
-        turn_wait();
-        issue_qk(s0);
-        turn_pass(false);
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tSrS);
-        release(&ss.empty_k[s0]);
-        softmax(kt.n_begin);
-        convert_p();  // O is still 0: no rescale
-        for (int it = 1; it < kt.n_tiles; ++it) {
-          const int st = (g + it) % kStages, sp = (g + it - 1) % kStages;
-          wait_full(&ss.full_k[st], it);
-          wait_full(&ss.full_v[sp], it - 1);
+        if (n_run > 0) {
+          if constexpr (Tr::kPingPong) {
+            if (cwg == 1) named_barrier_arrive(kBarTurn + 0, 256);
+          }
+          const int s0 = g % kStages;
+          wait_full(&ss.full_k[s0], 0);
           turn_wait();
-          issue_qk(st);
-          issue_pv(sp, kt.n_begin + (it - 1) * BN);
+          issue_qk(s0);
           turn_pass(false);
-          warpgroup_wait<1>();  // the older batch, S_{it}, is done
+          warpgroup_wait<0>();
           warpgroup_fence_operand(tSrS);
-          release(&ss.empty_k[st]);
-          softmax(kt.n_begin + it * BN);
-          warpgroup_wait<0>();  // O += P_{it-1} V_{it-1} done: P and O are free
+          release(&ss.empty_k[s0]);
+          softmax(kt.n_begin);
+          convert_p();  // O is still 0: no rescale
+          for (int it = 1; it < n_run; ++it) {
+            const int st = (g + it) % kStages, sp = (g + it - 1) % kStages;
+            wait_full(&ss.full_k[st], it);
+            wait_full(&ss.full_v[sp], it - 1);
+            turn_wait();
+            issue_qk(st);
+            issue_pv(sp, kt.n_begin + (it - 1) * BN);
+            turn_pass(false);
+            warpgroup_wait<1>();  // the older batch, S_{it}, is done
+            warpgroup_fence_operand(tSrS);
+            release(&ss.empty_k[st]);
+            softmax(kt.n_begin + it * BN);
+            warpgroup_wait<0>();  // O += P_{it-1} V_{it-1} done: P and O are free
+            warpgroup_fence_operand(tOrO);
+            release(&ss.empty_v[sp]);
+            rescale_o();
+            convert_p();
+          }
+          release(&ss.empty_q);  // every Q K^T of this tile is done: the producer may load the next Q
+          const int last = n_run - 1, sl = (g + last) % kStages;
+          wait_full(&ss.full_v[sl], last);
+          turn_wait();
+          issue_pv(sl, kt.n_begin + last * BN);
+          turn_pass(true);
+          warpgroup_wait<0>();
           warpgroup_fence_operand(tOrO);
-          release(&ss.empty_v[sp]);
-          rescale_o();
-          convert_p();
+          release(&ss.empty_v[sl]);
+        } else {
+          release(&ss.empty_q);
         }
-        release(&ss.empty_q);  // every Q K^T of this tile is done: the producer may load the next Q
-        const int last = kt.n_tiles - 1, sl = (g + last) % kStages;
-        wait_full(&ss.full_v[sl], last);
-        turn_wait();
-        issue_pv(sl, kt.n_begin + last * BN);
-        turn_pass(true);
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tOrO);
-        release(&ss.empty_v[sl]);
+        // Key tiles past this warpgroup's band: each stage is released once its load has landed, so
+        // that no warp arrives on a stage's empty barrier a use ahead of the others.
+        for (int it = n_run; it < kt.n_tiles; ++it) {
+          const int st = (g + it) % kStages;
+          wait_full(&ss.full_k[st], it);
+          release(&ss.empty_k[st]);
+          wait_full(&ss.full_v[st], it);
+          release(&ss.empty_v[st]);
+        }
       }
       g += kt.n_tiles;
       ++qn;

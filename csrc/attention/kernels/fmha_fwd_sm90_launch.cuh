@@ -90,6 +90,8 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
   a.o_vec = reinterpret_cast<uintptr_t>(p.out) % 16 == 0 && p.o_sm % 8 == 0 && p.o_sh % 8 == 0 &&
             p.o_sb % 8 == 0 && p.Kv % 8 == 0;
   if (const char* e = std::getenv("MSLK_FMHA_SM90_OVEC"); e != nullptr && *e == '0') a.o_vec = 0;
+  a.trim = 1;  // MSLK_FMHA_SM90_TRIM=0 (read per call, for A/B timing): every warpgroup runs every key tile
+  if (const char* e = std::getenv("MSLK_FMHA_SM90_TRIM"); e != nullptr && *e == '0') a.trim = 0;
   // The packed list (work_of) holds about Mq / BM + num_seqs tiles a head when the sequences tile
   // the packed rows; CTAs loop over whatever more the device-side lengths give.
   if (a.packed) num_work = std::min(num_work, (int64_t(p.Mq) / Tr::kBM + p.num_seqs) * p.H);

@@ -48,15 +48,21 @@ def test_config_rows_parsed():
     assert [r[0] for r in rows[:3]] == [64, 128, 256] and len(rows) > 3
 
 
-@pytest.mark.parametrize("row", range(len(tile_rows())))
-def test_emulated_sm90_kernel_every_tile_config(monkeypatch, row):
-    """Each kTileCfgs row's tile schedule and barrier protocol, on the cases of its head dim."""
+def set_row(monkeypatch, row):
+    """The emulator runs kTileCfgs row `row` for that row's head dim; returns the head dim."""
     d, bn, stages, overlap, pingpong, persistent, wgs = tile_rows()[row]
     monkeypatch.setitem(emu.TILE_CFG, d, (bn, stages))
     monkeypatch.setitem(emu.WGS, d, wgs)
     monkeypatch.setitem(emu.OVERLAP, d, bool(overlap))
     monkeypatch.setitem(emu.PINGPONG, d, bool(pingpong))
     monkeypatch.setitem(emu.PERSISTENT, d, bool(persistent))
+    return d
+
+
+@pytest.mark.parametrize("row", range(len(tile_rows())))
+def test_emulated_sm90_kernel_every_tile_config(monkeypatch, row):
+    """Each kTileCfgs row's tile schedule and barrier protocol, on the cases of its head dim."""
+    d = set_row(monkeypatch, row)
     cases = [c for c in CASES if max(c["K"], c["Kv"]) == d]
     extra = dict(B=1, Mq=333, Mkv=517, H=2, K=d, Kv=d, kind=2, wl=-1, wr=-1)  # tails in both dims
     for i, case in enumerate(cases + [extra]):
@@ -217,3 +223,128 @@ def test_emulated_sm90_kernel_stream_k(monkeypatch, order, case):
     assert err < 1e-9 and stats["partials"] > 0 and stats["merges"] == stats["partials"]
     if case["Mq"] == 100:
         assert stats["partials"] == 2 * 2  # two later parts, in each of the two consumer warpgroups
+
+
+# ---- the per-warpgroup key-tile trim (args.trim) of the rows without ping-pong ---------------------
+NO_PINGPONG_ROWS = [i for i, r in enumerate(tile_rows()) if r[4] == 0]
+
+TRIM_CASES = {
+    # BM 256 / 192 tiles on the diagonal: the upper warpgroups end 1-3 key tiles before the tile's last
+    "causal_top_left": dict(B=1, Mq=600, Mkv=600, H=1, K=64, Kv=64, kind=1, wl=-1, wr=-1),
+    # rows below lq - lk see no key: a warpgroup with n_run = 0 beside one that runs
+    "causal_bottom_right_more_queries": dict(B=1, Mq=520, Mkv=150, H=2, K=64, Kv=64, kind=2, wl=-1, wr=-1),
+    "local_window": dict(B=1, Mq=500, Mkv=700, H=2, K=64, Kv=64, kind=0, wl=90, wr=20),
+    # every warpgroup of every tile holds rows (Mq a multiple of both BM): nothing to trim
+    "dense": dict(B=1, Mq=768, Mkv=300, H=2, K=64, Kv=64, kind=0, wl=-1, wr=-1),
+    "varlen_causal": dict(B=1, Mq=700, Mkv=690, H=2, K=64, Kv=64, kind=2, wl=-1, wr=-1,
+                          varlen=([0, 300, 301, 700], [0, 280, 290, 690])),
+}
+
+
+def _use_row(monkeypatch, row, trim):
+    """kTileCfgs row `row` for its head dim, args.trim = trim, skewed interleavings, and 2 emulated
+    SMs: the persistent rows' CTAs walk several work tiles (the ring position carried across)."""
+    d = set_row(monkeypatch, row)
+    monkeypatch.setattr(emu, "TRIM", trim)
+    monkeypatch.setattr(emu, "SKEW", 2.0)
+    monkeypatch.setattr(emu, "SMS", 2)
+    return tile_rows()[row]
+
+
+def test_no_pingpong_rows_are_the_d64_rows():
+    rows = tile_rows()
+    assert NO_PINGPONG_ROWS and all(rows[i][0] == 64 and rows[i][3] == 1 for i in NO_PINGPONG_ROWS)
+    assert {rows[i][5] for i in NO_PINGPONG_ROWS} == {0, 1}  # persistent and one CTA per tile
+
+
+@pytest.mark.parametrize("trim", [True, False])
+@pytest.mark.parametrize("name", list(TRIM_CASES))
+@pytest.mark.parametrize("row", NO_PINGPONG_ROWS)
+def test_emulated_sm90_kernel_trim(monkeypatch, row, name, trim):
+    """Each warpgroup runs the key tiles up to its rows' last key and only waits for and releases
+    the stages of the rest (the emulator checks that no skipped tile holds a key its rows see, the
+    barrier phases, stage overwrites, every use released at exit, and the outputs)."""
+    persistent = _use_row(monkeypatch, row, trim)[5]
+    err, stats = emu.run_case(np.random.default_rng(row), **TRIM_CASES[name])
+    assert err < 1e-9 and stats["tiles"] > 0
+    if persistent:
+        assert stats["max_cta_tiles"] > 1, "a persistent CTA walks several work tiles"
+    runs = stats["runs"].values()
+    if not trim or name == "dense":
+        assert stats["skipped"] == 0 and stats["idle_wgs"] == 0
+        assert all(n == nt for r in runs for n, nt in r.values())
+        return
+    assert stats["skipped"] > 0
+    last = max(max(r) for r in runs)
+    if name == "causal_top_left":  # the first warpgroup trimmed where the last runs the whole tile
+        assert any(r[0][0] < r[0][1] and r[last][0] == r[last][1] for r in runs)
+    if name == "causal_bottom_right_more_queries":
+        assert any(min(n for n, _ in r.values()) == 0 < max(n for n, _ in r.values()) for r in runs)
+    # trimmed only from the end, never past the tile
+    assert all(0 <= n <= nt for r in runs for n, nt in r.values())
+
+
+@pytest.mark.parametrize("trim", [True, False])
+def test_emulated_sm90_kernel_trim_stream_k(monkeypatch, trim):
+    """Dense, persistent BM 256 with 130 query rows: the warpgroup of rows 192..255 (all past lq)
+    runs no key tile, also in the stream-K parts that leave partials and merge them."""
+    _use_row(monkeypatch, 0, trim)
+    monkeypatch.setattr(emu, "SMS", 3)
+    err, stats = emu.run_case(np.random.default_rng(5), B=1, Mq=130, Mkv=700, H=5, K=64, Kv=64, kind=0, wl=-1, wr=-1)
+    assert err < 1e-9 and stats["partials"] > 0 and stats["merges"] == stats["partials"]
+    assert stats["max_cta_tiles"] > 1
+    if trim:
+        assert stats["idle_wgs"] > 0 and all(r[3][0] == 0 and r[2][0] == r[2][1] for r in stats["runs"].values())
+    else:
+        assert stats["skipped"] == 0
+
+
+def test_trim_off_on_pingpong_rows(monkeypatch):
+    """Rows with ping-pong never trim (their warpgroups take turns: equal GEMM counts)."""
+    row = next(i for i, r in enumerate(tile_rows()) if r[4] == 1)
+    d = _use_row(monkeypatch, row, True)[0]
+    err, stats = emu.run_case(np.random.default_rng(1), B=1, Mq=300, Mkv=300, H=1, K=d, Kv=d, kind=1, wl=-1, wr=-1)
+    assert err < 1e-9 and stats["skipped"] == 0 and stats["runs"]
+
+
+# A warpgroup with n_run = 0 in tiles of more key tiles than stages (the skip loop wraps the ring).
+FAULT_CASE = dict(B=1, Mq=700, Mkv=1100, H=1, K=64, Kv=64, kind=2, wl=-1, wr=-1,
+                  varlen=([0, 70, 700], [0, 1000, 1100]))
+
+
+@pytest.mark.parametrize("fault", ["no_full_wait", "release_before_full", "no_skip_release", "no_release_q", "short"])
+@pytest.mark.parametrize("row", NO_PINGPONG_ROWS)
+def test_emulator_catches_trim_faults(monkeypatch, row, fault):
+    """Protocol faults planted in the trim's code: the emulator must fail on every seed (a release
+    before the load landed, a deadlock, barriers left mid-phase at exit, a skipped tile with keys)."""
+    _use_row(monkeypatch, row, True)
+    err, stats = emu.run_case(np.random.default_rng(0), **FAULT_CASE)
+    assert err < 1e-9 and stats["idle_wgs"] > 0  # the case as the kernel runs it
+    monkeypatch.setattr(emu, "TRIM_FAULT", fault)
+    caught = []
+    for seed in range(3):
+        try:
+            emu.run_case(np.random.default_rng(seed), **FAULT_CASE)
+            caught.append(False)
+        except AssertionError:
+            caught.append(True)
+    assert all(caught), caught
+
+
+@pytest.mark.parametrize("fault", ["no_full_wait", "release_before_full"])
+@pytest.mark.parametrize("row", NO_PINGPONG_ROWS)
+def test_early_release_lands_a_use_ahead(monkeypatch, row, fault):
+    """Without the released-after-landed rule check, the phase checks alone still catch an early
+    release of a skipped stage: in some interleavings a warpgroup arrives a use ahead (an arrival
+    for use u + 1 while the others still hold use u, or a waiter two phases behind) -- a race, so
+    any of six seeds."""
+    _use_row(monkeypatch, row, True)
+    monkeypatch.setattr(emu, "CHECK_LANDED", False)
+    monkeypatch.setattr(emu, "TRIM_FAULT", fault)
+    msgs = []
+    for seed in range(6):
+        try:
+            emu.run_case(np.random.default_rng(seed), **FAULT_CASE)
+        except AssertionError as e:
+            msgs.append(str(e))
+    assert any("arrival for use" in m or "parity aliasing" in m for m in msgs), msgs

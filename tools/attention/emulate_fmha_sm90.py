@@ -14,15 +14,22 @@ What it mirrors from the kernel, line by line:
     parity waits; the Q buffer's full / empty pair) and the ping-pong named barriers under random
     interleavings of the producer thread, the asynchronous TMA
     completions and the two consumer warpgroups -- checking no deadlock, that a parity wait is
-    never more than one phase behind (parity aliasing), that no stage is overwritten while a
-    consumer reads it and that every consumer reads the tile it expects;
+    never more than one phase behind (parity aliasing), that every arrival lands in the phase of
+    the use it means (no warp arrives a use ahead or behind), that at a CTA's exit every barrier
+    has completed one phase per use and holds no half-arrived phase, that no stage is overwritten
+    while a consumer reads it and that every consumer reads the tile it expects;
+  * the per-warpgroup key-tile trim of the rows without ping-pong (TRIM, args.trim): a warpgroup
+    runs the work tile's key tiles up to the last key its rows may see (n_run) and only waits for
+    and releases the stages of the rest -- checking that no skipped key tile holds a key any of
+    its rows may see; stats count the skipped (warpgroup, key tile) pairs and the warpgroups that
+    run none;
   * the consumer math with the fragment ownership the layout checker proves (row = 64*wg +
     16*warp + lane/4 + 8*r, col = 8*nb + 2*(lane%4) + v): scale to log2, need_mask and the
     per-element band test, online softmax with quad max/sum, the V tail zeroing, the epilogue
     (each output element written exactly once, LSE index) -- against a float64 reference.
 K/V rows outside every key lane and Q rows outside every query block hold NaN, so any read of
 them that leaks into a result shows up.
-Run: python3 tools/attention/emulate_fmha_sm90.py   (about a minute)
+Run: python3 tools/attention/emulate_fmha_sm90.py   (a few minutes)
 """
 import itertools
 import math
@@ -39,6 +46,22 @@ PINGPONG = {64: False, 128: True, 256: True}  # kTileCfgs' pingpong (only with o
 PERSISTENT = {64: True, 128: True, 256: True}  # kTileCfgs' persistent
 WGS = {64: 4, 128: 2, 256: 2}  # kTileCfgs' wgs: consumer warpgroups, BM = 64 * wgs query rows a tile
 SMS = 3  # emulated SM count: few, so that CTAs walk several work tiles
+TRIM = True  # args.trim (MSLK_FMHA_SM90_TRIM=0 clears it): rows without ping-pong trim each warpgroup's key tiles
+# Protocol faults for the tests to plant in the trim's code (None: the kernel as it is):
+# "no_full_wait": the skipped tiles' stages released without waiting for their loads;
+# "release_before_full": released first, then their loads waited for; "no_skip_release": the
+# skipped tiles' stages never released; "no_release_q": a warpgroup that runs no key tile keeps
+# the Q buffer; "short": one key tile fewer than n_run.
+TRIM_FAULT = None
+# Skewed interleavings: each CTA draws a speed for the producer, every consumer warpgroup and the TMA
+# completions (log-normal, sigma SKEW) and picks the next step by speed, so that one warpgroup runs
+# far ahead of another more often than under a uniform pick (0: uniform).
+SKEW = 0.0
+# The kernel's rule that a consumer warp releases a use of a buffer only after that use's load has
+# landed (its full barrier's phase completed). Stricter than the protocol needs -- an arrival in the
+# right phase is enough -- but what keeps every arrival in the right phase; False leaves the phase
+# checks alone to find the interleavings where an early release lands a use ahead.
+CHECK_LANDED = True
 
 
 def tma_offset(row, col, rows):
@@ -86,8 +109,11 @@ class MBar:
             self.phase += 1
             self.pending = self.count
 
-    def arrive(self, expect_tx=0):
+    def arrive(self, expect_tx=0, use=None):
+        """use: the phase (use of the buffer) the arriving thread means; it must be the current one:
+        an arrival a use ahead would complete the phase before the others are done with it."""
         assert self.pending > 0
+        assert use is None or use == self.phase, f"arrival for use {use} on a barrier at phase {self.phase}"
         self.tx += expect_tx
         self.pending -= 1
         self._maybe_flip()
@@ -339,6 +365,7 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
         w["kb_lo"], w["kb_hi"] = kb_lo, kb_hi
         works.append(w)
     stats["tiles"] += sum(w["n_tiles"] for w in works)
+    stats["max_cta_tiles"] = max(stats["max_cta_tiles"], sum(w["n_tiles"] > 0 for w in works))
 
     sq = np.full(BM * D, np.nan)
     sk = np.full(S * BN * D, np.nan)
@@ -372,7 +399,7 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
             h, bq = w["h"], w["bq"]
             while not empty_q.ready((qn & 1) ^ 1, qn - 1):
                 yield
-            full_q.arrive(BM * D * 2)
+            full_q.arrive(BM * D * 2, use=qn)
             issue(full_q, "q", 0, t, [(a["tq"], sq, cb * BM * 64,
                                        (cb * 64, w["q0"] + w["r0"], h * a["tq"]["hm"], bq * a["tq"]["bm"]))
                                       for cb in range(D // 64)])
@@ -383,7 +410,7 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
                 for kind, full, empty, m, buf in (("k", full_k, empty_k, a["tk"], sk), ("v", full_v, empty_v, a["tv"], sv)):
                     while not empty[st].ready(ph ^ 1, g // S - 1):
                         yield
-                    full[st].arrive(BN * D * 2)
+                    full[st].arrive(BN * D * 2, use=g // S)
                     issue(full[st], kind, st, g, [(m, buf, st * BN * D + cb * BN * 64,
                                                    (cb * 64, row, h * m["hm"], bq * m["bm"])) for cb in range(D // 64)])
                 g += 1
@@ -408,6 +435,28 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
             n0_lo, n0_hi = clamp32(dlo + wr0 + 63), clamp32(dhi + wr0 - BN + 1)  # the kernel's per-tile bounds
             c = dict(m_i=np.full(64, -np.inf), l_part=np.zeros((64, 4)))  # l: per row, per quad lane
             g = ctr["g"]
+            # The kernel's trim (rows without ping-pong; used by the overlapped order only): the key
+            # tiles up to the last key any of this warpgroup's rows may see.
+            n_run = n_tiles
+            if not PINGPONG[D]:
+                last_row = min(wr0 + 63, lq - 1)
+                last_key = min(last_row + dhi, lk - 1)
+                span = -1 if last_row < wr0 else last_key - n_begin
+                if TRIM:
+                    n_run = 0 if span < 0 else min(n_tiles, span // BN + 1)
+            if OVERLAP[D] and n_tiles > 0:
+                if TRIM_FAULT == "short" and n_run > 0:
+                    n_run -= 1
+                # a skipped key tile must hold no key any of this warpgroup's (live) rows may see
+                qi = (wr0 + np.arange(64))[:, None]
+                for it in range(n_run, n_tiles):
+                    kj = (n_begin + it * BN + cols)[None, :]
+                    d = kj - qi
+                    seen = (qi < lq) & (kj < lk) & (d >= dlo) & (d <= dhi)
+                    assert not seen.any(), f"warpgroup {wg} skips key tile {it} (n_run {n_run}) with keys it sees"
+                stats["skipped"] += n_tiles - n_run
+                stats["idle_wgs"] += n_run == 0
+                stats["runs"].setdefault((t, w["kb_lo"]), {})[wg] = (n_run, n_tiles)
 
             def wait_full(bar, it):
                 gi = g + it
@@ -420,11 +469,17 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
                 readers[("k", st)] += 1
                 return read_tile(sk, st * BN * D, BN, D)
 
+            def release(empty, full, use):  # one arrival per warp of this warpgroup
+                # the kernel's rule: a consumer releases a use only once that use's load has landed
+                assert not CHECK_LANDED or full.phase > use, \
+                    f"use {use} released before its load landed (full at phase {full.phase})"
+                for _ in range(4):
+                    empty.arrive(use=use)
+
             def finish_qk(it, K):  # after wgmma.wait: release the stage (4 warps of this warpgroup)
                 st = (g + it) % S
                 readers[("k", st)] -= 1
-                for _ in range(4):
-                    empty_k[st].arrive()
+                release(empty_k[st], full_k[st], (g + it) // S)
                 with np.errstate(invalid="ignore"):
                     return Q @ K.T
 
@@ -440,13 +495,11 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
             def finish_pv(it):
                 st = (g + it) % S
                 readers[("v", st)] -= 1
-                for _ in range(4):
-                    empty_v[st].arrive()
+                release(empty_v[st], full_v[st], (g + it) // S)
 
             def release_q():
                 readers[("q", 0)] -= 1
-                for _ in range(4):
-                    empty_q.arrive()
+                release(empty_q, full_q, ctr["qn"])
 
             def softmax(Sm, n0):  # returns (exp2(scale * S - m), alpha); advances m_i, l_part
                 need_mask = n0 > lk - BN or n0 < n0_lo or n0 > n0_hi
@@ -508,41 +561,56 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
                     finish_pv(it)
                 release_q()
             elif n_tiles > 0:
-                if pingpong and wg == 1:
-                    turn[0].arrive()
-                yield from wait_full(full_k[g % S], 0)
-                yield from turn_wait()
-                K = issue_qk(0)
-                yield
-                turn_pass(False)
-                yield
-                P, _ = softmax(finish_qk(0, K), n_begin)  # O is still 0
-                for it in range(1, n_tiles):
-                    yield from wait_full(full_k[(g + it) % S], it)
-                    yield from wait_full(full_v[(g + it - 1) % S], it - 1)
+                if n_run > 0:
+                    if pingpong and wg == 1:
+                        turn[0].arrive()
+                    yield from wait_full(full_k[g % S], 0)
                     yield from turn_wait()
-                    K = issue_qk(it)
-                    yield
-                    V = issue_pv(it - 1)
+                    K = issue_qk(0)
                     yield
                     turn_pass(False)
                     yield
-                    e, alpha = softmax(finish_qk(it, K), n_begin + it * BN)  # wgmma.wait_group 1
+                    P, _ = softmax(finish_qk(0, K), n_begin)  # O is still 0
+                    for it in range(1, n_run):
+                        yield from wait_full(full_k[(g + it) % S], it)
+                        yield from wait_full(full_v[(g + it - 1) % S], it - 1)
+                        yield from turn_wait()
+                        K = issue_qk(it)
+                        yield
+                        V = issue_pv(it - 1)
+                        yield
+                        turn_pass(False)
+                        yield
+                        e, alpha = softmax(finish_qk(it, K), n_begin + it * BN)  # wgmma.wait_group 1
+                        yield
+                        o = o + P @ V  # wgmma.wait_group 0
+                        finish_pv(it - 1)
+                        o = o * alpha[:, None]
+                        P = e
+                    release_q()
+                    last = n_run - 1
+                    yield from wait_full(full_v[(g + last) % S], last)
+                    yield from turn_wait()
+                    V = issue_pv(last)
                     yield
-                    o = o + P @ V  # wgmma.wait_group 0
-                    finish_pv(it - 1)
-                    o = o * alpha[:, None]
-                    P = e
-                release_q()
-                last = n_tiles - 1
-                yield from wait_full(full_v[(g + last) % S], last)
-                yield from turn_wait()
-                V = issue_pv(last)
-                yield
-                turn_pass(True)
-                yield
-                o = o + P @ V
-                finish_pv(last)
+                    turn_pass(True)
+                    yield
+                    o = o + P @ V
+                    finish_pv(last)
+                elif TRIM_FAULT != "no_release_q":
+                    release_q()
+                # key tiles past this warpgroup's band: each stage released once its load has landed
+                for it in range(n_run, n_tiles):
+                    st, use = (g + it) % S, (g + it) // S
+                    for full, empty in ((full_k, empty_k), (full_v, empty_v)):
+                        if TRIM_FAULT in ("release_before_full", "no_full_wait"):
+                            release(empty[st], full[st], use)
+                            yield
+                        if TRIM_FAULT != "no_full_wait":
+                            yield from wait_full(full[st], it)
+                        if TRIM_FAULT not in ("release_before_full", "no_full_wait", "no_skip_release"):
+                            release(empty[st], full[st], use)
+                        yield
             if n_tiles > 0:
                 ctr["g"] += n_tiles
                 ctr["qn"] += 1
@@ -587,9 +655,14 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
     actors = [producer()] + [consumer(wg) for wg in range(NW)]
     alive = [True] * len(actors)
     stuck = 0
+    speed = np.exp(SKEW * rng.standard_normal(len(actors) + 1)) if SKEW > 0 else None
     while any(alive) or pending_tx:
         choices = [i for i in range(len(actors)) if alive[i]] + (["tx"] if pending_tx else [])
-        ch = choices[rng.integers(len(choices))]
+        if speed is None:
+            ch = choices[rng.integers(len(choices))]
+        else:
+            wt = np.array([speed[-1 if c == "tx" else c] for c in choices])
+            ch = choices[rng.choice(len(choices), p=wt / wt.sum())]
         if ch == "tx":
             bar, tot, kind, st, tag = pending_tx.pop(rng.integers(len(pending_tx)))
             stage_tile[kind][st] = tag
@@ -605,6 +678,18 @@ def kernel_cta(p, a, D, num_m, grid, bx, rng, stats):
         assert stuck < 100000, "deadlock"
     assert results == {wg: True for wg in range(NW)}
     assert all(b.arrived == 0 for b in turn), "a named barrier generation left half-arrived at exit"
+    # every use of every buffer filled once and released by every consumer warp, nothing more
+    uses_g = sum(w["n_tiles"] for w in works)
+    uses_q = sum(w["n_tiles"] > 0 for w in works)
+    for st in range(S):
+        uses = (uses_g - st + S - 1) // S
+        for name, bar in (("full_k", full_k[st]), ("full_v", full_v[st]), ("empty_k", empty_k[st]),
+                          ("empty_v", empty_v[st])):
+            assert bar.phase == uses and bar.pending == bar.count and bar.tx == 0, \
+                f"{name}[{st}] at exit: phase {bar.phase} of {uses} uses, {bar.count - bar.pending} arrivals pending"
+    for name, bar in (("full_q", full_q), ("empty_q", empty_q)):
+        assert bar.phase == uses_q and bar.pending == bar.count and bar.tx == 0, \
+            f"{name} at exit: phase {bar.phase} of {uses_q} uses, {bar.count - bar.pending} arrivals pending"
 
 
 def run_case(rng, B, Mq, Mkv, H, K, Kv, kind, wl, wr, varlen=None, seqlen_k=None, kv_bcast_head=False,
@@ -660,7 +745,8 @@ def run_case(rng, B, Mq, Mkv, H, K, Kv, kind, wl, wr, varlen=None, seqlen_k=None
     a = dict(tq=encode_map(qs.ravel(), K, Mq, H, B, p["q_sm"], p["q_sh"], p["q_sb"], BM),
              tk=encode_map(k.ravel(), K, Mkv, H, B, p["k_sm"], p["k_sh"], p["k_sb"], BN),
              tv=encode_map(v.ravel(), Kv, Mkv, H, B, p["v_sm"], p["v_sh"], p["v_sb"], BN))
-    stats = {"tiles": 0, "unmasked": 0}
+    stats = {"tiles": 0, "unmasked": 0, "skipped": 0, "idle_wgs": 0, "max_cta_tiles": 0,
+             "runs": {}}  # runs[(work tile, first key tile)][warpgroup] = (n_run, n_tiles): the overlapped order
     p["num_seqs"] = nseq
     p["group"] = group or H * nseq
     num_m = (maxq + BM - 1) // BM
@@ -748,21 +834,23 @@ def main():
     ]
     worst = 0.0
     configured = (dict(OVERLAP), dict(PINGPONG), dict(PERSISTENT))
-    for order in ("as configured", "flipped", "overlap without ping-pong"):
+    global TRIM
+    for order in ("as configured", "flipped", "overlap without ping-pong", "overlap without ping-pong, no trim"):
         OVERLAP.update(configured[0])
         PINGPONG.update(configured[1])
         PERSISTENT.update(configured[2])
+        TRIM = not order.endswith("no trim")
         for d in OVERLAP:
             if order == "flipped":
                 OVERLAP[d], PINGPONG[d], PERSISTENT[d] = not OVERLAP[d], not PINGPONG[d], not PERSISTENT[d]
-            elif order == "overlap without ping-pong":
+            elif order.startswith("overlap without ping-pong"):
                 OVERLAP[d], PINGPONG[d] = True, False
-        print(f"-- consumer order {order}: overlap {OVERLAP} pingpong {PINGPONG} persistent {PERSISTENT}")
+        print(f"-- consumer order {order}: overlap {OVERLAP} pingpong {PINGPONG} persistent {PERSISTENT} trim {TRIM}")
         for c in cases:
             err, stats = run_case(rng, **c)
             worst = max(worst, err)
             print(f"err {err:.2e} tiles {stats['tiles']:4d} unmasked {stats['unmasked']:4d} "
-                  f"split {stats['partials']:2d}  {c}", flush=True)
+                  f"split {stats['partials']:2d} skipped {stats['skipped']:3d}  {c}", flush=True)
             assert err < 1e-9, c
     print("OK, worst", worst)
 

@@ -261,20 +261,39 @@ def test_sm90_persistent_several_tiles_a_cta(sm90, monkeypatch, row, idx):
     check_sm90(q, k, v, base.dense_masks(mq, mkv)[idx])
 
 
+# O store paths (fmha_fwd_sm90_kernel.cuh's epilogue) -> the environment that selects each
+STORE_PATHS = {"tma": {}, "vec": {"MSLK_FMHA_SM90_OTMA": "0"}, "pairs": {"MSLK_FMHA_SM90_OVEC": "0"}}
+
+
 @needs_sm90
-@pytest.mark.parametrize("ovec", ["0", "-"])
-@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("path", list(STORE_PATHS))
+@pytest.mark.parametrize("d", [40, 64, 96, 128, 256])
 @pytest.mark.parametrize("causal", [False, True])
-def test_sm90_o_store_paths(sm90, monkeypatch, ovec, d, causal):
-    """The epilogue writes O rows in 16-byte stores after a quad transpose (o_vec: aligned rows)
-    or, with MSLK_FMHA_SM90_OVEC=0, in the 4-byte stores of the accumulator pairs; both against the
-    oracle, with a ragged last query tile (rows past the end skip the store, not the shuffles)."""
-    if ovec != "-":
-        monkeypatch.setenv("MSLK_FMHA_SM90_OVEC", ovec)
+def test_sm90_o_store_paths(sm90, monkeypatch, path, d, causal):
+    """The epilogue's three ways out for O: stmatrix into shared memory and TMA stores of [64][64]
+    boxes (rows with room for the buffer: d64, d128; the map clips rows past Mq and columns past
+    Kv, here a ragged last query tile and head dims 40 / 96 padded to 64 / 128), 16-byte stores after
+    a quad transpose (MSLK_FMHA_SM90_OTMA=0; d256's default) and the accumulator pairs' 4-byte stores
+    (MSLK_FMHA_SM90_OVEC=0); each against the oracle."""
+    for key, val in STORE_PATHS[path].items():
+        monkeypatch.setenv(key, val)
     g = torch.Generator().manual_seed(d + causal)
     q, k, v = (rand((2, 1000, 3, d), torch.bfloat16, "cuda", g), rand((2, 777, 3, d), torch.bfloat16, "cuda", g),
                rand((2, 777, 3, d), torch.bfloat16, "cuda", g))
     check_sm90(q, k, v, ab.LowerTriangularFromBottomRightMask() if causal else None)
+
+
+@needs_sm90
+@pytest.mark.parametrize("hint", ["0", "1", "2"])
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_sm90_l2_hint_loads(sm90, monkeypatch, hint, d):
+    """MSLK_FMHA_SM90_L2HINT: TMA loads without an L2 hint (0), Q evict-first (1, the default),
+    and K/V evict-last too (2): the same results, on a problem where each CTA runs several tiles."""
+    monkeypatch.setenv("MSLK_FMHA_SM90_L2HINT", hint)
+    g = torch.Generator().manual_seed(d + int(hint))
+    q, k, v = (rand((2, 2000, 5, d), torch.float16, "cuda", g), rand((2, 1500, 5, d), torch.float16, "cuda", g),
+               rand((2, 1500, 5, d), torch.float16, "cuda", g))
+    check_sm90(q, k, v, None)
 
 
 @needs_sm90

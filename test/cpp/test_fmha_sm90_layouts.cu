@@ -128,6 +128,20 @@ void check() {
         EXPECT(get<1>(O_rc(r, c)) == 8 * (c / 2) + 2 * (lane % 4) + c % 2, "O col t=%d c=%d: %d", t, c,
                int(get<1>(O_rc(r, c))));
     }
+    // The O buffer (kOSmem): stmatrix_x4 step j writes register i of lane l -- the pair
+    // (O_rc(i & 1, 2 b), O_rc(i & 1, 2 b + 1)), b = j + i / 2 -- to row l / 4 of matrix i, whose
+    // address lane 8 i + l / 4 gives; its two elements land in columns 2 (l % 4), + 1 of that
+    // 16-byte chunk. Each must be where the TMA store box reads its (row, col).
+    for (int j = 0; j < size<1>(O_rc) / 2; j += 2)
+      for (int i = 0; i < 4; ++i)
+        for (int e = 0; e < 2; ++e) {
+          const int b = j + i / 2, c = 2 * b + e;
+          const int src = 8 * i + lane / 4;  // the lane whose address serves this row of matrix i
+          const int src_row0 = 64 * wg + 16 * warp + src / 4;
+          const int off = o_chunk_offset(j + src / 16, o_stmatrix_row(src_row0, src), kBM) / 2 + 2 * (lane % 4) + e;
+          EXPECT(off == tma_offset(get<0>(O_rc(i & 1, c)), get<1>(O_rc(i & 1, c)), kBM),
+                 "O stmatrix t=%d j=%d i=%d e=%d: offset %d", t, j, i, e, off);
+        }
     // 3. P: A-operand coordinate of register offset j == S coordinate of register offset j
     EXPECT(size(tAcP) == size(layP), "P fragment size");
     EXPECT(shape(tAcP) == shape(layP), "P fragment shape");

@@ -108,6 +108,11 @@ struct Traits {
   // P as the A operand of one thread: (8 values of a 16-key step, 1, BN/16 steps), compact; its
   // linear order equals the S accumulator's (checked by test/cpp/test_fmha_sm90_layouts.cu).
   using LayoutP = Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBN / 16>>>;
+  // O staged in shared memory for TMA stores (Args::o_tma) where it fits beside Q and the K/V ring
+  // (not d256's 192 KB): [D / 64][kBM rows][64] 128-byte swizzled, Q's layout, so that each
+  // warpgroup's 64 rows of a 64-column block are one [64][64] TMA box.
+  static constexpr int kRingBytes = (kBM * D + 2 * kStages * kBN * D) * int(sizeof(Element));
+  static constexpr bool kOSmem = kRingBytes + kBM * D * int(sizeof(Element)) + 2048 <= 232448;
   static constexpr uint32_t kQBytes = kBM * D * sizeof(Element);
   static constexpr uint32_t kKVBytes = kBN * D * sizeof(Element);
 };
@@ -118,10 +123,23 @@ struct SharedStorage {
   cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutQ>, 1024> q;
   cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutK>, 1024> k;
   cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutVt>, 1024> v;
+  cute::array_aligned<Element, Tr::kOSmem ? Tr::kBM * D : 8, 1024> o;  // Traits::kOSmem
   uint64_t full_q, empty_q;
   uint64_t full_k[Tr::kStages], empty_k[Tr::kStages], full_v[Tr::kStages], empty_v[Tr::kStages];
   int cum[kPackedSeqs + 1];  // packed tile list (work_of): query tiles of the sequences before s
 };
+
+// The O buffer's stmatrix addressing (Traits::kOSmem; checked against the TMA box layout by
+// test/cpp/test_fmha_sm90_layouts.cu). Lane l of stmatrix_x4 gives the address of row l % 8 of matrix
+// l / 8; matrices 0 / 1 hold rows 0-7 / 8-15 of the warp's 16 (block b8), 2 / 3 the same of block
+// b8 + 1. row0: the tile row of the lane's first accumulator row (warp's first + lane / 4).
+CUTE_HOST_DEVICE constexpr int o_stmatrix_row(int row0, int lane) {
+  return row0 - lane / 4 + 8 * ((lane / 8) & 1) + (lane & 7);
+}
+// Byte offset of the 16 bytes of tile row srow, 8-column block b8, in Q's layout (bm rows).
+CUTE_HOST_DEVICE constexpr int o_chunk_offset(int b8, int srow, int bm) {
+  return ((b8 / 8) * bm + srow) * 128 + ((b8 % 8) ^ (srow % 8)) * 16;
+}
 
 // Warp-wide: cum[s] = query tiles of sequences 0..s-1 for s in [0, num_seqs] (Args::packed).
 // All loads issue before the scan, so the prologue waits one memory latency.
@@ -150,7 +168,7 @@ __device__ inline void count_tiles(const FmhaFwdParams& p, int* cum) {
 // Kernel arguments. Tensor maps view a tensor as [batches][heads][rows][cols]; a mode whose
 // stride is 0 (size 1, or broadcast by expand()) has extent 1 and its coordinate multiplier is 0.
 struct Args {  // CUtensorMap carries its own alignment (64 bytes or more)
-  CUtensorMap tq, tk, tv;
+  CUtensorMap tq, tk, tv, to;  // to: O in boxes of [64 rows][64 columns] (o_tma)
   FmhaFwdParams p;
   int q_hm, q_bm, k_hm, k_bm, v_hm, v_bm;  // 1: index the head / batch mode, 0: broadcast
   float scale_log2;                        // scale * log2(e)
@@ -158,6 +176,9 @@ struct Args {  // CUtensorMap carries its own alignment (64 bytes or more)
   int packed;                              // 1: walk the packed tile list (packed_tiles, work_of)
   int trim;                                // 1: a warpgroup skips the key tiles past its rows' band (no ping-pong rows)
   int o_vec;                               // 1: O rows take 16-byte stores (aligned, strides and Kv % 8 == 0)
+  int o_tma;                               // 1: O goes through shared memory and TMA stores (kOSmem, dense rows)
+  int o_hm, o_bm;                          // as q_hm / q_bm, for the map to
+  uint64_t q_policy, kv_policy;            // L2 hints of the Q and K/V loads (createpolicy values; 0: none)
   StreamK sk;                              // persistent rows: the whole tiles and the stream-K tail
   float4* sk_ws;                           // stream-K partials (stream_k_workspace_bytes)
   unsigned long long* sk_flags;            // a flag a slot and consumer warpgroup
@@ -232,8 +253,8 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
         cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_q, Tr::kQBytes);
 #pragma unroll
         for (int cb = 0; cb < D / kColBlock; ++cb)
-          tma_load_4d(&args.tq, &ss.full_q, ss.q.data() + cb * kBM * kColBlock, cb * kColBlock, w.blk.q0 + w.r0,
-                      w.h * args.q_hm, w.blk.bq * args.q_bm);
+          tma_load_4d_p(&args.tq, &ss.full_q, ss.q.data() + cb * kBM * kColBlock, cb * kColBlock, w.blk.q0 + w.r0,
+                        w.h * args.q_hm, w.blk.bq * args.q_bm, args.q_policy);
         ++qn;
 #pragma unroll 1  // one K/V step of code: the producer has 24 registers (32 with 3-4 consumer WGs)
         for (int it = 0; it < w.kt.n_tiles; ++it, ++g) {
@@ -244,14 +265,14 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
           cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_k[st], Tr::kKVBytes);
 #pragma unroll
           for (int cb = 0; cb < D / kColBlock; ++cb)
-            tma_load_4d(&args.tk, &ss.full_k[st], ss.k.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
-                        w.h * args.k_hm, w.blk.bq * args.k_bm);
+            tma_load_4d_p(&args.tk, &ss.full_k[st], ss.k.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
+                          w.h * args.k_hm, w.blk.bq * args.k_bm, args.kv_policy);
           mbar_wait(&ss.empty_v[st], phase ^ 1);
           cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_v[st], Tr::kKVBytes);
 #pragma unroll
           for (int cb = 0; cb < D / kColBlock; ++cb)
-            tma_load_4d(&args.tv, &ss.full_v[st], ss.v.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
-                        w.h * args.v_hm, w.blk.bq * args.v_bm);
+            tma_load_4d_p(&args.tv, &ss.full_v[st], ss.v.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
+                          w.h * args.v_hm, w.blk.bq * args.v_bm, args.kv_policy);
         }
       }
     }
@@ -612,29 +633,68 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
     // ---- epilogue: O / l and LSE = ln(sum exp); rows with no allowed key get O = 0, LSE = -inf
     Element* out = static_cast<Element*>(p.out);
     constexpr float kLn2 = 0.6931471805599453f;
-    // A quad's 4 lanes share a row; lane q holds columns 8j + 2q, 8j + 2q + 1 of each 8-column block
-    // j. With o_vec, four blocks at a time the quad swaps these pairs (two shfl_xor rounds: a 4 x 4
-    // transpose), so that lane q holds all 8 columns of block 4m + q and writes them in one 16-byte
-    // store: whole 32-byte sectors and a quarter of the store instructions. The 4-byte stores of
-    // half sectors cost 4% at d128 and 6% at d256 (H200, 2026-12-01: B2 H33 S4096 with no O stores
-    // at all, 609 vs 587 and 658 vs 622 TFLOP/s).
-    constexpr int kGroups = size<1>(O_rc) / 8;  // groups of four 8-column blocks
-    static_assert(size<1>(O_rc) % 8 == 0, "whole groups of four 8-column blocks");
-    const int quad_lane = lane & 3;
+    float l_row[2], inv[2];  // a row's sum over its quad's 4 lanes, and 1 / sum (0 for an empty row)
     CUTE_UNROLL
     for (int r = 0; r < 2; ++r) {
       float l = l_i[r];
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const float inv = l > 0.f ? 1.f / l : 0.f;
+      l_row[r] = l;
+      inv[r] = l > 0.f ? 1.f / l : 0.f;
+    }
+    // A quad's 4 lanes share a row; lane q holds columns 8j + 2q, 8j + 2q + 1 of each 8-column block
+    // j (the 8 x 8 matrices of an mma accumulator).
+    bool stored = false;
+    if constexpr (Tr::kOSmem) {
+      if (args.o_tma) {  // uniform
+        // With o_tma each warp writes its pairs to shared memory with stmatrix (Q's swizzled layout),
+        // and one thread of the warpgroup sends its 64 rows out as [64][64] TMA boxes: the tensor
+        // map's extents clip rows past Mq and columns past Kv, so only dense rows (no seqstart_q)
+        // take it. The stores run on while the warpgroup goes on to its next tile.
+        stored = true;
+        const bool issuer = ctid % 128 == 0;
+        if (issuer) tma_store_wait_read();  // the last tile's boxes have left the buffer
+        named_barrier_sync(kBarTail + cwg, 128);
+        const int srow = o_stmatrix_row(get<0>(Oc_rc(0, 0)), lane);  // the tile row this lane addresses
+        const uint32_t obase = smem_u32(ss.o.data());
+        CUTE_UNROLL
+        for (int j = 0; j < size<1>(O_rc) / 2; j += 2) {  // 8-column blocks j and j + 1: four matrices
+          const uint32_t addr = obase + uint32_t(o_chunk_offset(j + (lane / 16), srow, kBM));
+          stmatrix_x4(addr, pack2<Element>(O_rc(0, 2 * j) * inv[0], O_rc(0, 2 * j + 1) * inv[0]),
+                      pack2<Element>(O_rc(1, 2 * j) * inv[1], O_rc(1, 2 * j + 1) * inv[1]),
+                      pack2<Element>(O_rc(0, 2 * j + 2) * inv[0], O_rc(0, 2 * j + 3) * inv[0]),
+                      pack2<Element>(O_rc(1, 2 * j + 2) * inv[1], O_rc(1, 2 * j + 3) * inv[1]));
+        }
+        cutlass::arch::fence_view_async_shared();  // generic-proxy writes before the async proxy reads
+        named_barrier_sync(kBarTail + cwg, 128);
+        if (issuer) {
+          CUTE_UNROLL
+          for (int cb = 0; cb < D / kColBlock; ++cb)
+            tma_store_4d(&args.to, ss.o.data() + (cb * kBM + 64 * cwg) * kColBlock, cb * kColBlock,
+                         blk.q0 + r0 + 64 * cwg, h * args.o_hm, blk.bq * args.o_bm);
+          tma_store_commit();
+        }
+      }
+    }
+    // Otherwise, with o_vec, four blocks at a time the quad swaps these pairs (two shfl_xor rounds: a
+    // 4 x 4 transpose), so that lane q holds all 8 columns of block 4m + q and writes them in one
+    // 16-byte store: whole 32-byte sectors and a quarter of the store instructions. The 4-byte stores
+    // of half sectors cost 4% at d128 and 6% at d256 (H200, 2026-12-01: B2 H33 S4096 with no O
+    // stores at all, 609 vs 587 and 658 vs 622 TFLOP/s).
+    constexpr int kGroups = size<1>(O_rc) / 8;  // groups of four 8-column blocks
+    static_assert(size<1>(O_rc) % 8 == 0, "whole groups of four 8-column blocks");
+    const int quad_lane = lane & 3;
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
       const int i = r0 + get<0>(Oc_rc(r, 0));
       Element* orow = out + int64_t(blk.bq) * p.o_sb + int64_t(blk.q0 + i) * p.o_sm + int64_t(h) * p.o_sh;
-      if (args.o_vec) {  // uniform; every lane of the warp shuffles, rows past lq only skip the store
+      if (!stored && args.o_vec) {  // uniform; every lane of the warp shuffles, rows past lq only skip the store
         CUTE_UNROLL
         for (int m = 0; m < kGroups; ++m) {
           uint32_t v[4];  // v[k]: this lane's pair of block 4m + k, then (after the swaps) pair k of block 4m + q
           CUTE_UNROLL
-          for (int k = 0; k < 4; ++k) v[k] = pack2<Element>(O_rc(r, 8 * m + 2 * k) * inv, O_rc(r, 8 * m + 2 * k + 1) * inv);
+          for (int k = 0; k < 4; ++k)
+            v[k] = pack2<Element>(O_rc(r, 8 * m + 2 * k) * inv[r], O_rc(r, 8 * m + 2 * k + 1) * inv[r]);
           CUTE_UNROLL
           for (int sw = 1; sw <= 2; sw <<= 1) {
             const bool upper = (quad_lane & sw) != 0;
@@ -653,19 +713,23 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
         }
       }
       if (i < lq) {
-        if (!args.o_vec) {
+        if (!stored && !args.o_vec) {
           CUTE_UNROLL
           for (int c = 0; c < size<1>(O_rc); c += 2) {  // (c, c+1): adjacent columns
             const int col = get<1>(Oc_rc(r, c));
             if (col < p.Kv)
-              *reinterpret_cast<uint32_t*>(orow + col) = pack2<Element>(O_rc(r, c) * inv, O_rc(r, c + 1) * inv);
+              *reinterpret_cast<uint32_t*>(orow + col) = pack2<Element>(O_rc(r, c) * inv[r], O_rc(r, c + 1) * inv[r]);
           }
         }
         if (get<1>(Oc_rc(r, 0)) == 0)
-          p.lse[(int64_t(blk.bq) * p.H + h) * p.Mq + blk.q0 + i] = l > 0.f ? (m_i[r] + log2f(l)) * kLn2 : -INFINITY;
+          p.lse[(int64_t(blk.bq) * p.H + h) * p.Mq + blk.q0 + i] =
+              l_row[r] > 0.f ? (m_i[r] + log2f(l_row[r])) * kLn2 : -INFINITY;
       }
     }
   }     // work tiles
+  if constexpr (Tr::kOSmem) {
+    if (args.o_tma && ctid % 128 == 0) tma_store_wait_all();  // the buffer outlives the boxes' reads
+  }
 #undef MSLK_NUM_WORK
 #undef MSLK_CUM
 #undef MSLK_ITEM

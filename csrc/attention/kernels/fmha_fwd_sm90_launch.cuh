@@ -90,6 +90,19 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
   a.o_vec = reinterpret_cast<uintptr_t>(p.out) % 16 == 0 && p.o_sm % 8 == 0 && p.o_sh % 8 == 0 &&
             p.o_sb % 8 == 0 && p.Kv % 8 == 0;
   if (const char* e = std::getenv("MSLK_FMHA_SM90_OVEC"); e != nullptr && *e == '0') a.o_vec = 0;
+  // TMA stores of O (Traits::kOSmem rows) where the map's extents clip exactly this problem's rows:
+  // dense rows (no seqstart_q; packed varlen rows past a sequence belong to the next one).
+  // MSLK_FMHA_SM90_OTMA=0 (read per call, for A/B timing): the register stores above.
+  a.o_tma = Tr::kOSmem && a.o_vec && p.seqstart_q == nullptr &&
+            encode_map(&a.to, p.out, bf16, p.Kv, p.Mq, p.H, p.B, p.o_sm, p.o_sh, p.o_sb, 64, &a.o_hm, &a.o_bm);
+  if (const char* e = std::getenv("MSLK_FMHA_SM90_OTMA"); e != nullptr && *e == '0') a.o_tma = 0;
+  // L2 hints: Q is read once, so its lines go first; K and V are read by every query tile of their
+  // lane. MSLK_FMHA_SM90_L2HINT (read per call, for A/B timing): 0 none, 1 Q evict-first (default),
+  // 2 also K/V evict-last.
+  int hint = 1;
+  if (const char* e = std::getenv("MSLK_FMHA_SM90_L2HINT"); e != nullptr && *e != '\0') hint = std::atoi(e);
+  a.q_policy = hint >= 1 ? kL2EvictFirst : 0;
+  a.kv_policy = hint >= 2 ? kL2EvictLast : 0;
   a.trim = 1;  // MSLK_FMHA_SM90_TRIM=0 (read per call, for A/B timing): every warpgroup runs every key tile
   if (const char* e = std::getenv("MSLK_FMHA_SM90_TRIM"); e != nullptr && *e == '0') a.trim = 0;
   // The packed list (work_of) holds about Mq / BM + num_seqs tiles a head when the sequences tile

@@ -213,6 +213,9 @@ void check_stream_k() {
   const int mk = kStreamKMinKeyTiles;
   EXPECT(stream_k_plan(p, 160, 132, bn, g, mk, true).n_sk == 160, "160 tiles split");
   EXPECT(stream_k_plan(p, 2048, 132, bn, g, mk, true).n_sk == 0, "2048 tiles: 3%% waste, whole");
+  EXPECT(stream_k_min_gain(64) == g && stream_k_min_gain(256) == g, "default waste threshold");
+  EXPECT(stream_k_plan(p, 2048, 132, bn, stream_k_min_gain(128), mk, true).n_sk == 200,
+         "2048 tiles: 3%% waste, split at d128");
   EXPECT(stream_k_plan(p, 2112, 132, bn, 0.0, 2, false).n_sk == 0, "2112 tiles: whole rounds");
   EXPECT(stream_k_plan(p, 160, 132, bn, -1.0, 2, true).n_sk == 0, "off");
   EXPECT(stream_k_plan(p, 32, 132, bn, g, mk, true).n_sk == 32 && stream_k_plan(p, 32, 132, bn, g, mk, true).grid == 132,

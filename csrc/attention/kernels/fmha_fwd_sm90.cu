@@ -84,7 +84,7 @@ Walk walk_of(const FmhaFwdParams& p, const sm90::TileCfg& cfg, int sms) {
   const int bm = 64 * cfg.wgs;
   w.num_work = int64_t((p.max_seqlen_q + bm - 1) / bm) * p.H * p.num_seqs;
   if (w.num_work >= (int64_t(1) << 30) || sms <= 0) return w;
-  const sm90::StreamKPolicy pol = sm90::stream_k_policy();
+  const sm90::StreamKPolicy pol = sm90::stream_k_policy(cfg.d);
   w.sk = sm90::stream_k_plan(p, int(w.num_work), sms, cfg.bn, pol.min_gain, pol.min_key_tiles, pol.cap_parts);
   w.grid = w.sk.grid;
   return w;

@@ -29,25 +29,6 @@ __device__ __forceinline__ void tma_load_4d(const CUtensorMap* map, uint64_t* ba
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
       : "memory");
 }
-// The same with an L2 eviction policy (createpolicy encoding; CUTLASS's CacheHintSm90 values).
-constexpr uint64_t kL2EvictFirst = 0x12F0000000000000ull;
-constexpr uint64_t kL2EvictLast = 0x14F0000000000000ull;
-__device__ __forceinline__ void tma_load_4d_hint(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1,
-                                                 int c2, int c3, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, "
-      "%3, %4, %5}], [%6], %7;\n" ::"r"(smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar)), "l"(policy)
-      : "memory");
-}
-// tma_load_4d with policy as its L2 hint, or without a hint where policy is 0.
-__device__ __forceinline__ void tma_load_4d_p(const CUtensorMap* map, uint64_t* bar, void* dst, int c0, int c1, int c2,
-                                              int c3, uint64_t policy) {
-  if (policy != 0)
-    tma_load_4d_hint(map, bar, dst, c0, c1, c2, c3, policy);
-  else
-    tma_load_4d(map, bar, dst, c0, c1, c2, c3);
-}
 // One TMA box from shared memory to global (bulk async-group; rows / columns past the tensor's
 // extents are not written).
 __device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, const void* src, int c0, int c1, int c2, int c3) {

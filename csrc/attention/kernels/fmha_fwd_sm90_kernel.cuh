@@ -178,7 +178,6 @@ struct Args {  // CUtensorMap carries its own alignment (64 bytes or more)
   int o_vec;                               // 1: O rows take 16-byte stores (aligned, strides and Kv % 8 == 0)
   int o_tma;                               // 1: O goes through shared memory and TMA stores (kOSmem, dense rows)
   int o_hm, o_bm;                          // as q_hm / q_bm, for the map to
-  uint64_t q_policy, kv_policy;            // L2 hints of the Q and K/V loads (createpolicy values; 0: none)
   StreamK sk;                              // persistent rows: the whole tiles and the stream-K tail
   float4* sk_ws;                           // stream-K partials (stream_k_workspace_bytes)
   unsigned long long* sk_flags;            // a flag a slot and consumer warpgroup
@@ -253,8 +252,8 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
         cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_q, Tr::kQBytes);
 #pragma unroll
         for (int cb = 0; cb < D / kColBlock; ++cb)
-          tma_load_4d_p(&args.tq, &ss.full_q, ss.q.data() + cb * kBM * kColBlock, cb * kColBlock, w.blk.q0 + w.r0,
-                        w.h * args.q_hm, w.blk.bq * args.q_bm, args.q_policy);
+          tma_load_4d(&args.tq, &ss.full_q, ss.q.data() + cb * kBM * kColBlock, cb * kColBlock, w.blk.q0 + w.r0,
+                      w.h * args.q_hm, w.blk.bq * args.q_bm);
         ++qn;
 #pragma unroll 1  // one K/V step of code: the producer has 24 registers (32 with 3-4 consumer WGs)
         for (int it = 0; it < w.kt.n_tiles; ++it, ++g) {
@@ -265,14 +264,14 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
           cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_k[st], Tr::kKVBytes);
 #pragma unroll
           for (int cb = 0; cb < D / kColBlock; ++cb)
-            tma_load_4d_p(&args.tk, &ss.full_k[st], ss.k.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
-                          w.h * args.k_hm, w.blk.bq * args.k_bm, args.kv_policy);
+            tma_load_4d(&args.tk, &ss.full_k[st], ss.k.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
+                        w.h * args.k_hm, w.blk.bq * args.k_bm);
           mbar_wait(&ss.empty_v[st], phase ^ 1);
           cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_v[st], Tr::kKVBytes);
 #pragma unroll
           for (int cb = 0; cb < D / kColBlock; ++cb)
-            tma_load_4d_p(&args.tv, &ss.full_v[st], ss.v.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
-                          w.h * args.v_hm, w.blk.bq * args.v_bm, args.kv_policy);
+            tma_load_4d(&args.tv, &ss.full_v[st], ss.v.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
+                        w.h * args.v_hm, w.blk.bq * args.v_bm);
         }
       }
     }

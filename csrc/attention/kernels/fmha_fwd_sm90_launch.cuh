@@ -96,13 +96,6 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
   a.o_tma = Tr::kOSmem && a.o_vec && p.seqstart_q == nullptr &&
             encode_map(&a.to, p.out, bf16, p.Kv, p.Mq, p.H, p.B, p.o_sm, p.o_sh, p.o_sb, 64, &a.o_hm, &a.o_bm);
   if (const char* e = std::getenv("MSLK_FMHA_SM90_OTMA"); e != nullptr && *e == '0') a.o_tma = 0;
-  // L2 hints: Q is read once, so its lines go first; K and V are read by every query tile of their
-  // lane. MSLK_FMHA_SM90_L2HINT (read per call, for A/B timing): 0 none, 1 Q evict-first (default),
-  // 2 also K/V evict-last.
-  int hint = 1;
-  if (const char* e = std::getenv("MSLK_FMHA_SM90_L2HINT"); e != nullptr && *e != '\0') hint = std::atoi(e);
-  a.q_policy = hint >= 1 ? kL2EvictFirst : 0;
-  a.kv_policy = hint >= 2 ? kL2EvictLast : 0;
   a.trim = 1;  // MSLK_FMHA_SM90_TRIM=0 (read per call, for A/B timing): every warpgroup runs every key tile
   if (const char* e = std::getenv("MSLK_FMHA_SM90_TRIM"); e != nullptr && *e == '0') a.trim = 0;
   // The packed list (work_of) holds about Mq / BM + num_seqs tiles a head when the sequences tile
@@ -116,7 +109,7 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
     if (e != cudaSuccess) return e;
     grid = int(num_work < sms ? num_work : sms);  // one CTA per SM (smem and registers allow one)
     // The stream-K tail, where the caller gave the workspace (fmha_fwd_sm90_workspace_bytes).
-    const StreamKPolicy pol = stream_k_policy();
+    const StreamKPolicy pol = stream_k_policy(D);
     const StreamK sk = stream_k_plan(p, int(num_work), sms, Tr::kBN, pol.min_gain, pol.min_key_tiles, pol.cap_parts);
     const int64_t need = stream_k_workspace_bytes(D, Tr::kWGs, sk.grid);
     if (sk.n_sk > 0 && p.workspace != nullptr && p.workspace_bytes >= need) {

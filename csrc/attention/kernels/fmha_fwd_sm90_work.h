@@ -141,6 +141,20 @@ struct StreamK {
 // 132 vs 123; forced onto 8 key tiles a tile (B1 H8 S1024 d128) 131 vs 148, which the key-tile
 // floor below keeps whole.
 constexpr double kStreamKMinGain = 0.05;
+// Head dims whose default row splits at a smaller waste. d128 at 3% counted waste, after the TMA
+// store epilogue (H200, 2026-12-02, medians of 7-9 interleaved reps, split vs whole, TFLOP/s): B2 H32
+// S4096 608 vs 593 and 599 vs 589, B1 H32 S8192 612 vs 597, B1 H8 S8192 603 vs 600; at d64 / d256
+// the same waste stayed even or lost (B4 H16 S2048 d64 432 vs 435, B2 H16 S4096 d256 638 vs 639).
+struct StreamKGain {
+  int d;
+  double min_gain;
+};
+inline constexpr StreamKGain kStreamKMinGainByD[] = {{128, 0.02}};
+constexpr double stream_k_min_gain(int d) {
+  for (const StreamKGain& g : kStreamKMinGainByD)
+    if (g.d == d) return g.min_gain;
+  return kStreamKMinGain;
+}
 // And the least key tiles a work tile must have (a split adds an item to a CTA: a Q load, a pipeline
 // fill and an epilogue; measured gains had 16-32 key tiles, B1 H40 S1024 d64 (16) 268 vs 219).
 constexpr int kStreamKMinKeyTiles = 16;
@@ -207,18 +221,18 @@ __host__ __device__ inline bool stream_k_item(const StreamK& s, int b, int grid,
 }
 // MSLK_FMHA_SM90_STREAMK (read per call, for A/B timing): 0 runs every tail as whole tiles, 1 splits
 // any tail that has idle SMs (work tiles of 2 key tiles or more), every idle SM taking a part;
-// unset: where the waste passes kStreamKMinGain and the tiles hold kStreamKMinKeyTiles, a tile in at
+// unset: where the waste passes stream_k_min_gain(d) and the tiles hold kStreamKMinKeyTiles, a tile in at
 // most stream_k_max_parts parts.
 struct StreamKPolicy {
   double min_gain;
   int min_key_tiles;
   bool cap_parts;  // stream_k_max_parts (forced: every idle SM takes a part)
 };
-inline StreamKPolicy stream_k_policy() {
+inline StreamKPolicy stream_k_policy(int d) {  // d: the row's head dim (stream_k_min_gain)
   const char* e = std::getenv("MSLK_FMHA_SM90_STREAMK");
   if (e != nullptr && *e == '0') return {-1.0, 2, true};
   if (e != nullptr && *e == '1') return {0.0, 2, false};
-  return {kStreamKMinGain, kStreamKMinKeyTiles, true};
+  return {stream_k_min_gain(d), kStreamKMinKeyTiles, true};
 }
 // Workspace of the stream-K partials: a slot per CTA, each consumer thread's O (D/2 floats), row
 // maxima and row sums (2 + 2) as float4 chunks, thread-minor (coalesced); then a flag a slot and

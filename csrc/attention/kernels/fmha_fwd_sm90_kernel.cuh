@@ -28,11 +28,15 @@
 // fewer tiles than SMs, every tile over min(units, SMs) CTAs): the later keys leave float32
 // partials in the caller's workspace, the CTA with the first keys merges them.
 // TODO(perf): K/V multicast across a cluster of two; what else a work tile costs beyond its key
-// tiles (d128 dense runs 3-4% faster a flop at 128 key tiles a work tile than at 32, cuDNN ~1%).
+// tiles (d128 dense, 16 whole rounds, H200 2026-12-02: 580-595 TFLOP/s at 32 key tiles a work tile,
+// B2 H33 S4096, against 620-623 at 128, B1 H33 S16384; cuDNN 586-600 vs 603-606).
 // (A dynamic tile scheduler and FA3's BN 176 were measured and dropped: fmha_fwd_sm90_configs.h.
 // So was chaining a CTA's work tiles, the next tile's first Q K^T issued with this tile's last P V,
 // with two Q buffers: H200, 2026-12-01, chain on vs off, medians of 5: d128 562 vs 564, d64 381 vs
-// 385, d256 610 vs 619 TFLOP/s; the code is on branch wip/chain-tiles.)
+// 385, d256 610 vs 619 TFLOP/s; the code is on branch wip/chain-tiles. So was a second Q buffer on
+// the d64 / d128 rows, the next tile's Q loaded a K/V ring ahead: H200, 2026-12-02, medians of 7,
+// on vs off: d128 589 vs 587 (H33 594 vs 592, S16384 617 vs 620), d64 420 vs 428; branch
+// wip/q-double-buffer.)
 #pragma once
 #include <cuda_runtime.h>
 
@@ -649,7 +653,10 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
         // With o_tma each warp writes its pairs to shared memory with stmatrix (Q's swizzled layout),
         // and one thread of the warpgroup sends its 64 rows out as [64][64] TMA boxes: the tensor
         // map's extents clip rows past Mq and columns past Kv, so only dense rows (no seqstart_q)
-        // take it. The stores run on while the warpgroup goes on to its next tile.
+        // take it. The stores run on while the warpgroup goes on to its next tile. H200, 2026-12-02,
+        // medians of 5-7 interleaved reps, on vs off (16-byte register stores), TFLOP/s: d128 595 vs
+        // 588 and 597 vs 590, H33 601 vs 592, causal 532 vs 519, S8192 causal 595 vs 588; d64 427 vs
+        // 426 and d128 S16384 617 vs 618 even.
         stored = true;
         const bool issuer = ctid % 128 == 0;
         if (issuer) tma_store_wait_read();  // the last tile's boxes have left the buffer

@@ -115,8 +115,8 @@ struct Traits {
   // O staged in shared memory for TMA stores (Args::o_tma) where it fits beside Q and the K/V ring
   // (not d256's 192 KB): [D / 64][kBM rows][64] 128-byte swizzled, Q's layout, so that each
   // warpgroup's 64 rows of a 64-column block are one [64][64] TMA box.
-  static constexpr int kRingBytes = (kBM * D + 2 * kStages * kBN * D) * int(sizeof(Element));
-  static constexpr bool kOSmem = kRingBytes + kBM * D * int(sizeof(Element)) + 2048 <= 232448;
+  static constexpr int kQKVBytes = (kBM * D + 2 * kStages * kBN * D) * int(sizeof(Element));  // Q + K/V ring
+  static constexpr bool kOSmem = kQKVBytes + kBM * D * int(sizeof(Element)) + 2048 <= 232448;
   static constexpr uint32_t kQBytes = kBM * D * sizeof(Element);
   static constexpr uint32_t kKVBytes = kBN * D * sizeof(Element);
 };

@@ -6,6 +6,7 @@
 
 #include <initializer_list>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 namespace mslk {
@@ -45,6 +46,17 @@ inline void check_last_dim_contiguous(const at::Tensor& t, const char* op, const
 
 inline void check_positive(int64_t v, const char* op, const char* arg) {
   TORCH_CHECK_VALUE(v > 0, op, ": argument '", arg, "' must be positive, got ", v);
+}
+
+// Runs a reader of mslk/utils/env.h and turns a malformed value (std::invalid_argument naming the
+// variable) into a ValueError: the glue reads tuning variables only through this.
+template <class F>
+auto read_env(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  }
 }
 
 }  // namespace mslk

@@ -3,8 +3,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
-#include <cstdlib>
-
+#include "common/checks.h"
+#include "mslk/utils/env.h"
 #include "quantize/fp8_quantize.h"
 #include "quantize/kernels/fp8_quantize.h"
 
@@ -13,29 +13,23 @@ namespace {
 
 cudaStream_t stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
 
-// A misspelt schedule or team size must not quietly time or test the default kernels.
-void check_schedule() {
-  const char* s = std::getenv("MSLK_FP8_SCHEDULE");
-  Fp8Schedule parsed;
-  TORCH_CHECK(parse_fp8_schedule(s, &parsed), "MSLK_FP8_SCHEDULE must be ", kFp8ScheduleNames, " (or unset), got '",
-              s, "'");
-  const char* t = std::getenv("MSLK_FP8_ROW_TEAM");
-  int team = 0;
-  TORCH_CHECK(parse_fp8_row_team(t, &team), "MSLK_FP8_ROW_TEAM must be 1, 2 or 4 (or unset), got '", t, "'");
+// Read on every call (tuning and testing switches). A misspelt schedule or team size raises
+// ValueError: it must not quietly time or test the default kernels.
+Fp8Tuning read_tuning() {
+  return read_env([] {
+    Fp8Tuning t;
+    static_assert(static_cast<int>(Fp8Schedule::kRing) == 7, "the names below are in Fp8Schedule's order");
+    t.schedule = static_cast<Fp8Schedule>(env::choice(
+        env::Var::kFp8Schedule, {"auto", "oneshot", "staged", "cluster", "bulk", "warp", "hybrid-persistent", "ring"}, 0));
+    const int team = env::choice(env::Var::kFp8RowTeam, {"1", "2", "4"}, -1);
+    t.row_team = team < 0 ? 0 : 1 << team;
+    return t;
+  });
 }
 
-void cuda_rows(const Fp8TileParams& p) {
-  check_schedule();
-  C10_CUDA_CHECK(fp8_quantize_rows(p, stream()));
-}
-void cuda_blocks(const Fp8TileParams& p) {
-  check_schedule();
-  C10_CUDA_CHECK(fp8_quantize_blocks(p, stream()));
-}
-void cuda_groups(const Fp8TileParams& p) {
-  check_schedule();
-  C10_CUDA_CHECK(fp8_quantize_groups(p, stream()));
-}
+void cuda_rows(const Fp8TileParams& p) { C10_CUDA_CHECK(fp8_quantize_rows(p, read_tuning(), stream())); }
+void cuda_blocks(const Fp8TileParams& p) { C10_CUDA_CHECK(fp8_quantize_blocks(p, read_tuning(), stream())); }
+void cuda_groups(const Fp8TileParams& p) { C10_CUDA_CHECK(fp8_quantize_groups(p, read_tuning(), stream())); }
 void cuda_tensor(const Rows& in, uint8_t* out, float* scale, float* scratch) {
   C10_CUDA_CHECK(fp8_quantize_tensor(in, out, scale, scratch, stream()));
 }

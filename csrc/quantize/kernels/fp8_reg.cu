@@ -4,14 +4,13 @@
 //   blocks: CTA tile = block_m x block_k, one scale per tile
 //   groups: CTA tile = 1 x (whole groups), one scale per L consecutive lanes (shuffles)
 // Two schedules of the same tile code:
-//   one-shot (default): one CTA per tile (blocks of 4096-8192 vectors, such as 256x256 bf16: the
+//   one-shot: one CTA per tile (blocks of 4096-8192 vectors, such as 256x256 bf16: the
 //             register + shared-memory kernel fp8_hybrid_kernel, two CTAs an SM);
-//   staged (MSLK_FP8_SCHEDULE=staged): persistent CTAs; while a tile is processed from registers,
-//             the next one streams into shared memory with cp.async (each thread owns its slots).
-// Larger tiles, or inputs that are not 16-byte aligned, go to the two-pass tile kernel (or, with
-// MSLK_FP8_SCHEDULE=cluster, large blocks to the cluster kernel of fp8_cluster.cu). Rows of
-// <= 64 KB take a team of warps a row first (fp8_warp_rows.cu; K-groups only with =warp), and rows and
-// K-groups the bulk ring with =bulk (fp8_bulk.cu).
+//   staged:   persistent CTAs; while a tile is processed from registers, the next one streams
+//             into shared memory with cp.async (each thread owns its slots).
+// Larger tiles, or inputs that are not 16-byte aligned, go to the two-pass tile kernel. Which
+// shapes reach this file at all is fp8_dispatch.cu's choice. Measured figures and dropped
+// variants: docs/design/quantize.md.
 #include "quantize/kernels/fp8_device.cuh"
 
 namespace mslk::quantize {
@@ -96,9 +95,8 @@ __device__ __forceinline__ void quantize_tile(const Fp8TileParams& p, const CtaT
   if (ONE_ROW && g.c0 + t.cta_k >= p.in.K) zero_padding(p, g.r0, g.r0 + 1);
 }
 
-// Plain 16-byte loads: fp8_warp_rows.cu's streaming loads (non-coherent, no L1 allocation, 256-byte
-// L2 fetches) were timed here and lost (H200, 2026-11-30, seventh session: blocks 128 63.1 vs 61.1 us
-// at 8192^2, rows of 32 KB 283 vs 220 us at 16384^2).
+// Plain 16-byte loads: fp8_warp_rows.cu's streaming loads were timed here and lost
+// (docs/design/quantize.md).
 template <typename T, int NV, int L, bool ONE_ROW>
 __global__ void __launch_bounds__(NV == 8 ? 1024 : 256) fp8_oneshot_kernel(Fp8TileParams p, CtaTiling t, bool vec_store) {
   uint4 v[NV];
@@ -135,12 +133,9 @@ __global__ void __launch_bounds__(NV == 8 ? 1024 : 256) fp8_staged_kernel(Fp8Til
   }
 }
 
-// MSLK_FP8_SCHEDULE=staged / oneshot force a schedule; otherwise staged for whole rows of at
-// most 16 KB (the CTA's staging buffer is its row: several CTAs still fit an SM) and one-shot for
-// the rest. On the H200 (2026-11-30, one run) staged took 62 vs 67 us at 8192x8192 and 30 vs
-// 35 us at 4096x7168 (rows of 16 / 14 KB), but 311 vs 220 us at 16384x16384 (32 KB rows, one
-// CTA per SM) and lost for blocks and groups. (Such rows now take the warp-per-row kernel of
-// fp8_warp_rows.cu first, which beat staged: 55.3 vs 59.9 us at 8192x8192.)
+// Schedule staged / oneshot forces one; otherwise staged for whole rows of at most 16 KB (the
+// CTA's staging buffer is its row: several CTAs still fit an SM) and one-shot for the rest
+// (staged lost on longer rows, blocks and groups; docs/design/quantize.md).
 // Blocks of 4096 < vectors <= 8192 (256x256 bf16 / fp16 tiles, 128 KB): 512 threads hold half of
 // the tile in registers and half in shared memory, each thread in its own slots filled by cp.async
 // (so no barrier until the amax), and two CTAs share an SM: one's reduce-and-store runs while the
@@ -160,10 +155,10 @@ constexpr int kHybridThreads = 512, kHybridNR = 6, kHybridNS = 10;
 constexpr int kHybridSmem = kHybridNS * kHybridThreads * 16;
 
 // By default the grid is one CTA a tile and the loop below runs once. Persistent
-// (MSLK_FP8_SCHEDULE=hybrid-persistent: two CTAs an SM, tiles blockIdx.x, + gridDim.x, ...): once a
+// (schedule hybrid-persistent: two CTAs an SM, tiles blockIdx.x, + gridDim.x, ...): once a
 // tile's scale is known the register half is stored first, and those registers take the next
 // tile's loads while the shared half is stored; then the shared slots take theirs. Timed slower
-// (use_hybrid below); kept for the next tuning round.
+// (docs/design/quantize.md); kept for the next tuning round.
 template <typename T>
 __global__ void __launch_bounds__(kHybridThreads, 2) fp8_hybrid_kernel(Fp8TileParams p, CtaTiling t, bool vec_store) {
   constexpr int W = kVec16<T>, NR = kHybridNR, NS = kHybridNS;
@@ -217,21 +212,12 @@ __global__ void __launch_bounds__(kHybridThreads, 2) fp8_hybrid_kernel(Fp8TilePa
   }
 }
 
-// 256x256 blocks of 16-bit input (quantize_fp8_block's default) go to the ring (fp8_block_ring.cu)
-// by default: the one tiling measured there so far.
-bool ring_default_tile(const Fp8TileParams& p) {
-  return p.in.dtype != Dtype::kFloat32 && p.tile_m == 256 && p.tile_k == 256;
-}
-
 // Whether blocks of `vecs` vectors take fp8_hybrid_kernel: by default one CTA a tile;
-// MSLK_FP8_SCHEDULE=hybrid-persistent: two CTAs an SM walking the tiles; any other schedule
-// (oneshot: the 1024-thread kernel) does not take it. H200, 2026-11-30 (seventh session), bf16
-// 256x256 blocks at 8192^2 / 16384^2, us: one CTA a tile 63.9 / 219.2 (two runs: 63.3 / 232.4),
-// persistent 71.7 / 256.3, the 1024-thread kernel 68.4 / 235.4.
-bool use_hybrid(int vecs, bool* persistent) {
+// hybrid-persistent: two CTAs an SM walking the tiles; any other schedule (oneshot: the
+// 1024-thread kernel) does not take it (one CTA a tile was the fastest of the three).
+bool use_hybrid(int vecs, Fp8Schedule s, bool* persistent) {
   // tiles of <= 4096 vectors already fit the one-shot kernel twice an SM (512 threads x 8 vectors)
   if (vecs <= 4096 || vecs > kHybridThreads * (kHybridNR + kHybridNS)) return false;
-  const Fp8Schedule s = fp8_schedule();
   *persistent = s == Fp8Schedule::kHybridPersistent;
   return *persistent || s == Fp8Schedule::kAuto;
 }
@@ -255,20 +241,19 @@ bool launch_hybrid(const Fp8TileParams& p, const CtaTiling& t, bool persistent, 
   return true;
 }
 
-bool use_staged(bool whole_rows, int stage_bytes) {
-  const Fp8Schedule s = fp8_schedule();
+bool use_staged(Fp8Schedule s, bool whole_rows, int stage_bytes) {
   if (s == Fp8Schedule::kStaged) return true;
   return s == Fp8Schedule::kAuto && whole_rows && stage_bytes <= 16 * 1024;
 }
 
 // Vectors per thread: the fewest that keep the CTA at <= 256 threads, up to 8 (1024 threads).
 template <typename T, int NV, int L, bool ONE_ROW>
-bool try_launch(const Fp8TileParams& p, const CtaTiling& t, cudaStream_t s) {
+bool try_launch(const Fp8TileParams& p, const CtaTiling& t, Fp8Schedule sched, cudaStream_t s) {
   const int vecs = static_cast<int>(t.cta_m * t.vpr);
   if (vecs > (NV == 8 ? 1024 : 256) * NV) return false;
   const int threads = ((vecs + NV - 1) / NV + 31) / 32 * 32;
   const bool vec_store = p.out_stride % kVec16<T> == 0;
-  if (!use_staged(ONE_ROW && L == 0 && t.cta_m == 1 && t.n_cta_k == 1, threads * NV * 16)) {
+  if (!use_staged(sched, ONE_ROW && L == 0 && t.cta_m == 1 && t.n_cta_k == 1, threads * NV * 16)) {
     fp8_oneshot_kernel<T, NV, L, ONE_ROW><<<unsigned(t.n_tiles), threads, 0, s>>>(p, t, vec_store);
     return true;
   }
@@ -284,20 +269,18 @@ bool try_launch(const Fp8TileParams& p, const CtaTiling& t, cudaStream_t s) {
 }
 
 template <typename T, int L, bool ONE_ROW>
-bool launch_nv(const Fp8TileParams& p, const CtaTiling& t, cudaStream_t s) {
+bool launch_nv(const Fp8TileParams& p, const CtaTiling& t, Fp8Schedule sched, cudaStream_t s) {
   if constexpr (L > 0) {  // group CTAs hold <= 1024 vectors
-    return try_launch<T, 1, L, true>(p, t, s) || try_launch<T, 2, L, true>(p, t, s) ||
-           try_launch<T, 4, L, true>(p, t, s);
+    return try_launch<T, 1, L, true>(p, t, sched, s) || try_launch<T, 2, L, true>(p, t, sched, s) ||
+           try_launch<T, 4, L, true>(p, t, sched, s);
   } else {
-    return try_launch<T, 1, L, ONE_ROW>(p, t, s) || try_launch<T, 2, L, ONE_ROW>(p, t, s) ||
-           try_launch<T, 4, L, ONE_ROW>(p, t, s) || try_launch<T, 8, L, ONE_ROW>(p, t, s);
+    return try_launch<T, 1, L, ONE_ROW>(p, t, sched, s) || try_launch<T, 2, L, ONE_ROW>(p, t, sched, s) ||
+           try_launch<T, 4, L, ONE_ROW>(p, t, sched, s) || try_launch<T, 8, L, ONE_ROW>(p, t, sched, s);
   }
 }
 
-enum class Mode { kRows, kBlocks, kGroups };
-
-template <Mode mode>
-cudaError_t launch(const Fp8TileParams& p, cudaStream_t s) {
+template <Fp8Mode mode>
+cudaError_t launch(const Fp8TileParams& p, Fp8Schedule sched, cudaStream_t s) {
   if (p.in.M == 0 || p.in.K == 0) return cudaSuccess;
   bool launched = false;
   cudaError_t err = dispatch_dtype(p.in.dtype, [&](auto tag) {
@@ -305,9 +288,9 @@ cudaError_t launch(const Fp8TileParams& p, cudaStream_t s) {
     constexpr int W = kVec16<T>;
     if (!rows_vectorizable<T>(p.in, p.tile_k)) return;
     CtaTiling t{};
-    t.cta_m = mode == Mode::kBlocks ? p.tile_m : 1;
-    t.cta_k = mode == Mode::kBlocks ? p.tile_k : p.in.K;
-    if (mode == Mode::kGroups)  // groups are independent: ~1024 vectors a CTA
+    t.cta_m = mode == Fp8Mode::kBlocks ? p.tile_m : 1;
+    t.cta_k = mode == Fp8Mode::kBlocks ? p.tile_k : p.in.K;
+    if (mode == Fp8Mode::kGroups)  // groups are independent: ~1024 vectors a CTA
       t.cta_k = std::min<int64_t>(p.in.K, std::max<int64_t>(1, 1024 / (p.tile_k / W)) * p.tile_k);
     if (t.cta_m * (t.cta_k / W) > kMaxVecs) return;
     t.vpr = static_cast<int>(t.cta_k / W);
@@ -315,23 +298,23 @@ cudaError_t launch(const Fp8TileParams& p, cudaStream_t s) {
     const int64_t n_tiles = int64_t(ceil_div(p.in.M, t.cta_m)) * t.n_cta_k;
     if (n_tiles > 0x7fffffff) return;
     t.n_tiles = static_cast<int>(n_tiles);
-    if constexpr (mode != Mode::kGroups) {
+    if constexpr (mode != Fp8Mode::kGroups) {
       bool persistent = false;
-      if (t.cta_m > 1 && use_hybrid(static_cast<int>(t.cta_m * t.vpr), &persistent) &&
+      if (t.cta_m > 1 && use_hybrid(static_cast<int>(t.cta_m * t.vpr), sched, &persistent) &&
           launch_hybrid<T>(p, t, persistent, s)) {
         launched = true;
         return;
       }
-      launched = t.cta_m == 1 ? launch_nv<T, 0, true>(p, t, s) : launch_nv<T, 0, false>(p, t, s);
+      launched = t.cta_m == 1 ? launch_nv<T, 0, true>(p, t, sched, s) : launch_nv<T, 0, false>(p, t, sched, s);
     } else {
       if (p.out_stride != p.in.K) return;
       switch (p.tile_k / W) {
-        case 1: launched = launch_nv<T, 1, true>(p, t, s); break;
-        case 2: launched = launch_nv<T, 2, true>(p, t, s); break;
-        case 4: launched = launch_nv<T, 4, true>(p, t, s); break;
-        case 8: launched = launch_nv<T, 8, true>(p, t, s); break;
-        case 16: launched = launch_nv<T, 16, true>(p, t, s); break;
-        case 32: launched = launch_nv<T, 32, true>(p, t, s); break;
+        case 1: launched = launch_nv<T, 1, true>(p, t, sched, s); break;
+        case 2: launched = launch_nv<T, 2, true>(p, t, sched, s); break;
+        case 4: launched = launch_nv<T, 4, true>(p, t, sched, s); break;
+        case 8: launched = launch_nv<T, 8, true>(p, t, sched, s); break;
+        case 16: launched = launch_nv<T, 16, true>(p, t, sched, s); break;
+        case 32: launched = launch_nv<T, 32, true>(p, t, sched, s); break;
         default: break;
       }
     }
@@ -342,32 +325,13 @@ cudaError_t launch(const Fp8TileParams& p, cudaStream_t s) {
 
 }  // namespace
 
-// Rows of <= 64 KB take a team of 1-4 warps a row by default; K-groups only when asked (MSLK_FP8_SCHEDULE=warp:
-// 90 vs 65 us at bf16 8192^2, fp8_warp_rows.cu).
-cudaError_t fp8_quantize_rows(const Fp8TileParams& p, cudaStream_t s) {
-  const Fp8Schedule sched = fp8_schedule();
-  if (sched == Fp8Schedule::kBulk && fp8_quantize_rows_bulk(p, s, false)) return cudaGetLastError();
-  if ((sched == Fp8Schedule::kWarp || sched == Fp8Schedule::kAuto) && fp8_quantize_rows_warp(p, s, false))
-    return cudaGetLastError();
-  return launch<Mode::kRows>(p, s);
-}
-cudaError_t fp8_quantize_blocks(const Fp8TileParams& p, cudaStream_t s) {
-  const Fp8Schedule sched = fp8_schedule();
-  if (sched == Fp8Schedule::kCluster && p.in.M > 0 && p.in.K > 0 && fp8_quantize_blocks_cluster(p, s))
-    return cudaGetLastError();
-  // 256x256 bf16 blocks on the ring: 57.2 vs 63.1 us at 8192^2, 203 vs 215 at 16384^2, 30.7 vs
-  // 35.7 at 4096x7168 (H200, interleaved A/B, NOTES.md); its other tilings only when asked, until
-  // measured.
-  if ((sched == Fp8Schedule::kRing || (sched == Fp8Schedule::kAuto && ring_default_tile(p))) &&
-      fp8_quantize_blocks_ring(p, s))
-    return cudaGetLastError();
-  return launch<Mode::kBlocks>(p, s);
-}
-cudaError_t fp8_quantize_groups(const Fp8TileParams& p, cudaStream_t s) {
-  const Fp8Schedule sched = fp8_schedule();
-  if (sched == Fp8Schedule::kBulk && fp8_quantize_rows_bulk(p, s, true)) return cudaGetLastError();
-  if (sched == Fp8Schedule::kWarp && fp8_quantize_rows_warp(p, s, true)) return cudaGetLastError();
-  return launch<Mode::kGroups>(p, s);
+cudaError_t fp8_quantize_reg(const Fp8TileParams& p, Fp8Mode mode, Fp8Schedule schedule, cudaStream_t s) {
+  switch (mode) {
+    case Fp8Mode::kRows: return launch<Fp8Mode::kRows>(p, schedule, s);
+    case Fp8Mode::kBlocks: return launch<Fp8Mode::kBlocks>(p, schedule, s);
+    case Fp8Mode::kGroups: break;
+  }
+  return launch<Fp8Mode::kGroups>(p, schedule, s);
 }
 
 }  // namespace mslk::quantize

@@ -1,15 +1,11 @@
 // Warp-team FP8 quantizer for rows and K-groups: the default for rows of <= 64 KB, and for K-groups
-// (rows of <= 16 KB) only with MSLK_FP8_SCHEDULE=warp.
-// Why it was written: on the H200, bf16 8192x8192 row quantization took 60 us with the register
-// kernel (fp8_reg.cu: one CTA of up to 256 threads per row, __syncthreads block reduction), while a
-// no-math kernel in which each warp loads 4 coalesced 512-byte pieces and then stores them took
-// 52.7 us. Here a team of 1, 2 or 4 warps owns one row (team_size): each warp issues all of its
-// piece's loads (lane l holds 16-byte vectors l, l + 32, ...: every load instruction covers 512
-// contiguous bytes), reduces with shuffles, and the team meets once at a named barrier; teams never
-// wait for each other. One warp a row: 55.3 us at 8192^2 (2026-11-30); teams (2026-12-01): 54.5 us
-// there (4 warps a 16 KB row) and 205 us at 16384^2 (2 warps a 32 KB row; the CTA-a-row kernel
-// took 222). K-groups of 128 took 90 us against 65 for fp8_reg.cu's group kernel (a scale store
-// and a shuffle tree per vector). The no-math stream ceilings: docs/profiles (stream_patterns).
+// (rows of <= 16 KB) only with schedule warp (fp8_dispatch.cu).
+// Why: the register kernel (fp8_reg.cu: one CTA a row, __syncthreads block reduction) stays well
+// short of a no-math warp copy of the same rows. Here a team of 1, 2 or 4 warps owns one row
+// (team_size): each warp issues all of its piece's loads (lane l holds 16-byte vectors l, l + 32,
+// ...: every load instruction covers 512 contiguous bytes), reduces with shuffles, and the team
+// meets once at a named barrier; teams never wait for each other. K-groups lose to fp8_reg.cu's
+// group kernel here (a scale store and a shuffle tree per vector). Figures: docs/design/quantize.md.
 // Same arithmetic as the other kernels (absmax16, tile_scale, quant_store16): bit-identical output.
 #include "quantize/kernels/fp8_device.cuh"
 
@@ -104,14 +100,8 @@ bool launch_nv(const Fp8TileParams& p, cudaStream_t st) {
 }
 
 // Warps a row, by row size: short pieces a warp (~4 KB) for rows of <= 16 KB, the fewest warps
-// that hold longer rows, doubled when that leaves fewer than kMinWarps warps in the grid.
-// H200, bf16, interleaved A/B over MSLK_FP8_ROW_TEAM = 1 / 2 / 4, two runs (best of 3, us):
-//   8192^2 (16 KB rows)      56.2-56.5 / 55.9-56.0 / 54.5-54.8
-//   16384x8192               105.4-106.4 / 106.3-107.7 / 103.6-104.6
-//   4096x7168 (14 KB)        27.5 / 25.1-25.4 / 25.8-26.1
-//   4096x4096 (8 KB)         18.5 / 18.7 / 18.7
-//   16384^2 (32 KB)          - / 204.6-206.8 / 207.1-209.7   (the CTA-a-row kernel: 222)
-//   2048x16384 (32 KB)       - / 31.4-31.6 / 28.6-28.8       (4096 warps at 2 a row)
+// that hold longer rows, doubled when that leaves fewer than kMinWarps warps in the grid (the
+// timings of each team size: docs/design/quantize.md).
 struct TeamRule {
   int64_t max_row_bytes;
   int team;
@@ -119,9 +109,9 @@ struct TeamRule {
 constexpr TeamRule kTeamRules[] = {{4 << 10, 1}, {8 << 10, 2}, {16 << 10, 4}, {32 << 10, 2}, {64 << 10, 4}};
 constexpr int64_t kMinWarps = 16384;
 
-// 0: rows too long for a team. MSLK_FP8_ROW_TEAM (fp8_row_team) forces 1, 2 or 4 warps where
-// they hold the row.
-int team_size(int64_t row_bytes, int64_t rows) {
+// 0: rows too long for a team. forced (MSLK_FP8_ROW_TEAM, read by the glue) = 1, 2 or 4 forces
+// that many warps where they hold the row; 0 forces nothing.
+int team_size(int64_t row_bytes, int64_t rows, int forced) {
   int g = 0;
   for (const TeamRule& r : kTeamRules)
     if (row_bytes <= r.max_row_bytes) {
@@ -130,13 +120,13 @@ int team_size(int64_t row_bytes, int64_t rows) {
     }
   if (g == 0) return 0;
   if (row_bytes > kMaxWarpBytes && g < kMaxTeam && rows * g < kMinWarps) g *= 2;
-  if (const int f = fp8_row_team(); f > 0 && row_bytes <= f * kMaxWarpBytes) g = f;
+  if (forced > 0 && row_bytes <= forced * kMaxWarpBytes) g = forced;
   return g;
 }
 
 }  // namespace
 
-bool fp8_quantize_rows_warp(const Fp8TileParams& p, cudaStream_t st, bool groups) {
+bool fp8_quantize_rows_warp(const Fp8TileParams& p, cudaStream_t st, bool groups, int row_team) {
   if (p.in.M <= 0 || p.in.K <= 0 || p.in.M > 0x7fffffffLL /* blocks <= M */) return false;
   bool ok = false;
   dispatch_dtype(p.in.dtype, [&](auto tag) {
@@ -145,7 +135,7 @@ bool fp8_quantize_rows_warp(const Fp8TileParams& p, cudaStream_t st, bool groups
     const int64_t row_bytes = p.in.K * int64_t(sizeof(T));
     if (!rows_vectorizable<T>(p.in, p.tile_k) || row_bytes > kMaxTeam * kMaxWarpBytes) return;
     if (!groups) {
-      switch (team_size(row_bytes, p.in.M)) {
+      switch (team_size(row_bytes, p.in.M, row_team)) {
         case 1: ok = launch_nv<T, 0, 1>(p, st); break;
         case 2: ok = launch_nv<T, 0, 2>(p, st); break;
         case 4: ok = launch_nv<T, 0, 4>(p, st); break;

@@ -1,11 +1,16 @@
-// Device helpers shared by the kernels: conversions, 16-byte vectors, FP8 codecs, reductions.
+// Device helpers shared by the kernels: conversions, 16-byte vectors, FP8 codecs, reductions; and
+// host ones (ceil_div, the dtype switch of a launch, the cooperative launch).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
+
+#include "common/dtype.h"
 
 namespace mslk::cuda {
 
@@ -70,5 +75,34 @@ __device__ __forceinline__ float block_max(float v) {
 }
 
 inline unsigned ceil_div(int64_t a, int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
+
+// f(T{}) with T the element type of `d` (launches for that type); then the launch's error.
+template <typename F>
+cudaError_t dispatch_dtype(Dtype d, F&& f) {
+  switch (d) {
+    case Dtype::kFloat32: f(float{}); break;
+    case Dtype::kFloat16: f(__half{}); break;
+    case Dtype::kBFloat16: f(__nv_bfloat16{}); break;
+  }
+  return cudaGetLastError();
+}
+
+// A launch whose kernel syncs the whole grid (cooperative_groups::this_grid().sync()): every CTA
+// must be resident at once, and the launch fails, rather than hangs, where they cannot be.
+template <typename... Params, typename... Args>
+cudaError_t launch_cooperative(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                               Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
 
 }  // namespace mslk::cuda

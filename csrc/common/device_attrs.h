@@ -1,9 +1,9 @@
 // Host-side launch facts that do not change for a device within a process, read from the driver
 // once per device instead of on every call: the SM count and compute capability of the current
-// device, and per kernel its blocks per SM and its dynamic shared-memory limit. Plain CUDA runtime
-// (no torch): shared by the kernel TUs. Every call still asks which device is current
-// (cudaGetDevice, a thread-local read), so the caches are keyed on that device, never on device 0.
-// Thread-safe; errors are returned to the caller and never cached.
+// device, and per kernel its blocks per SM, its dynamic shared-memory cap and its persistent grid.
+// Plain CUDA runtime (no torch): shared by the kernel TUs. Every call still asks which device is
+// current (cudaGetDevice, a thread-local read), so the caches are keyed on that device, never on
+// device 0. Thread-safe; errors are returned to the caller and never cached.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -74,11 +74,34 @@ inline cudaError_t current_device_sms(int* dev, int* sms) {
   return e;
 }
 
+// A kernel's cudaFuncAttributeMaxDynamicSharedMemorySize raised to what a launch on the current
+// device `dev` needs: set on the first call per device, then only when a call needs more than the
+// cap already set (a cap, not a reservation: a higher one changes neither a launch nor its
+// occupancy). Set even under 48 KB, since the kernel's static shared memory also counts against
+// the default. Every launch of the kernel must ask first; hold one static instance per kernel
+// instantiation.
+class SmemLimit {
+ public:
+  template <typename Kernel>
+  cudaError_t ensure(Kernel kernel, int dev, size_t smem) {
+    const bool cacheable = device_attrs_impl::cacheable(dev);
+    if (smem == 0 || (cacheable && smem <= cap_[dev].load(std::memory_order_acquire))) return cudaSuccess;
+    std::lock_guard<std::mutex> lock(mu_);  // a racing smaller size must not lower a cap just raised
+    if (cacheable && smem <= cap_[dev].load(std::memory_order_relaxed)) return cudaSuccess;
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (e == cudaSuccess && cacheable) cap_[dev].store(smem, std::memory_order_release);
+    return e;
+  }
+
+ private:
+  std::mutex mu_;
+  std::atomic<size_t> cap_[device_attrs_impl::kMaxDevices] = {};
+};
+
 // cudaOccupancyMaxActiveBlocksPerMultiprocessor of one kernel, remembered per (device, block size,
-// dynamic shared memory); over 48 KB the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize is
-// first raised to what the call needs (once per device and size; never lowered: the attribute is
-// a cap, not a reservation, so a higher cap changes neither a launch nor its occupancy). Hold one
-// static instance per kernel instantiation:
+// dynamic shared memory), the shared-memory cap first raised to what the call needs (SmemLimit).
+// Hold one static instance per kernel instantiation:
 //   static KernelOccupancy occ;
 //   occ.blocks_per_sm(kernel, dev, threads, smem, &per_sm);  // *per_sm left alone on an error
 class KernelOccupancy {
@@ -88,15 +111,7 @@ class KernelOccupancy {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Entry& x : entries_)
       if (x.dev == dev && x.threads == threads && x.smem == smem) return *per_sm = x.per_sm, cudaSuccess;
-    if (smem > 48 * 1024) {
-      size_t& limit = limit_of(dev);
-      if (smem > limit) {
-        const cudaError_t e =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-        if (e != cudaSuccess) return e;
-        limit = smem;
-      }
-    }
+    if (const cudaError_t e = smem_limit_.ensure(kernel, dev, smem); e != cudaSuccess) return e;
     int n = 0;
     const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem);
     if (e != cudaSuccess) return e;
@@ -111,37 +126,28 @@ class KernelOccupancy {
     size_t smem;
     int per_sm;
   };
-  struct Limit {
-    int dev;
-    size_t smem;
-  };
-  size_t& limit_of(int dev) {
-    for (Limit& l : limits_)
-      if (l.dev == dev) return l.smem;
-    limits_.push_back({dev, 48 * 1024});
-    return limits_.back().smem;
-  }
   std::mutex mu_;  // uncontended: tens of ns, against microseconds for the driver queries
   std::vector<Entry> entries_;
-  std::vector<Limit> limits_;
+  SmemLimit smem_limit_;
 };
 
-// A kernel's cudaFuncAttributeMaxDynamicSharedMemorySize set to its fixed need once per device
-// (the attribute lives in the device's context) instead of before every launch. Hold one static
-// instance per kernel instantiation.
-class SmemLimitOnce {
- public:
-  template <typename Kernel>
-  cudaError_t ensure(Kernel kernel, int dev, int smem) {
-    const bool cacheable = device_attrs_impl::cacheable(dev);
-    if (cacheable && done_[dev].load(std::memory_order_acquire)) return cudaSuccess;
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (e == cudaSuccess && cacheable) done_[dev].store(true, std::memory_order_release);
-    return e;
+// Grid of a persistent kernel: min(work, SMs x its co-resident CTAs at `threads` and `smem`), at
+// least 1; 0, with the error cleared, when the driver refuses (the caller takes another path).
+template <auto kernel>
+int persistent_grid(long long work, int threads, size_t smem) {
+  static KernelOccupancy occupancy;  // one per kernel
+  int dev = 0, sms = 0, per_sm = 0;
+  if (current_device_sms(&dev, &sms) != cudaSuccess ||
+      occupancy.blocks_per_sm(kernel, dev, threads, smem, &per_sm) != cudaSuccess || per_sm < 1) {
+    (void)cudaGetLastError();
+    return 0;
   }
+  const long long cap = static_cast<long long>(sms) * per_sm;
+  return static_cast<int>(work < 1 ? 1 : work < cap ? work : cap);
+}
 
- private:
-  std::atomic<bool> done_[device_attrs_impl::kMaxDevices] = {};
-};
+// A kernel whose dynamic shared memory is fixed: the same cap, raised on its first launch on each
+// device.
+using SmemLimitOnce = SmemLimit;
 
 }  // namespace mslk::cuda

@@ -10,17 +10,17 @@
 //     [G][E] workspace; grid barrier (cg grid sync: no counter to zero, no memset).
 //  3. per expert: the total and this CTA's prefix over the CTAs before it. Small G * E: every CTA
 //     sums the columns itself; large: one warp per expert scans its column in place, a second
-//     barrier (measured on H200: one barrier + redundant sums wins up to G * E ~ 32K).
+//     barrier (one barrier + redundant sums is the faster up to G * E ~ 32K: kColumnSumMax).
 //  4. block scan of the totals -> segment starts; cursor of warp w for expert e = start + CTA
 //     prefix + warp prefix. Each warp walks its slots in order, 32 at a time, ranking equal
 //     experts with __match_any_sync, and places them.
 // No host sync, nothing to zero between calls: CUDA-graph safe; counts[] written whole by CTA 0.
-// H200, T=16384 E=128 top_k=4 bf16: 14 us back to back (13 us in a graph); 24 us before.
+// Timings: docs/design/quantize.md (MoE routing) and bench/moe/results_moe_routing.md.
 #include <cooperative_groups.h>
 
-#include <atomic>
 #include <type_traits>
 
+#include "common/device_attrs.h"
 #include "moe/kernels/moe_device.cuh"
 
 namespace mslk::moe {
@@ -295,38 +295,15 @@ __global__ void __launch_bounds__(kThreads) index_shuffling_kernel(IndexShufflin
   }
 }
 
-// Co-resident CTAs per SM of one kernel instantiation at the largest shared memory it may use,
-// cached per device and per instantiation (the occupancy query costs microseconds of host time).
-template <typename S, int LPT, int EPL, int kThreads>
-cudaError_t ctas_per_sm(int dev, int* out) {
-  static std::atomic<int> cache[64];
-  if (dev >= 0 && dev < 64) {
-    const int c = cache[dev].load(std::memory_order_relaxed);
-    if (c > 0) {
-      *out = c;
-      return cudaSuccess;
-    }
-  }
-  int per_sm = 0;
-  const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, index_shuffling_kernel<S, LPT, EPL, kThreads>, kThreads, kSmemBudget);
-  if (err != cudaSuccess) return err;
-  *out = std::max(per_sm, 1);
-  if (dev >= 0 && dev < 64) cache[dev].store(*out, std::memory_order_relaxed);
-  return cudaSuccess;
-}
-
 template <typename S, int LPT, int EPL, int kThreads>
 cudaError_t launch(const IndexShufflingParams& p, cudaStream_t stream) {
-  auto kernel = index_shuffling_kernel<S, LPT, EPL, kThreads>;
-  int dev = 0, sms = 0, per_sm = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (err == cudaSuccess) err = ctas_per_sm<S, LPT, EPL, kThreads>(dev, &per_sm);
+  int dev = 0, sms = 0;
+  const cudaError_t err = current_device_sms(&dev, &sms);
   if (err != cudaSuccess) return err;
-  // about kThreads / 8 tokens a CTA (4 a warp at 1024 threads), at most one CTA per SM (measured:
-  // more CTAs cost more in the column pass than they gain in routing)
-  const int64_t max_ctas = std::min<int64_t>(std::min(per_sm, 1) * static_cast<int64_t>(sms), index_shuffling_max_ctas(p.T));
+  // about kThreads / 8 tokens a CTA (4 a warp at 1024 threads), at most one CTA per SM (more CTAs
+  // cost more in the column pass than they gain in routing; one CTA an SM is always co-resident,
+  // as the cooperative launch needs: it fails, rather than hangs, where one does not fit)
+  const int64_t max_ctas = std::min<int64_t>(sms, index_shuffling_max_ctas(p.T));
   const int64_t want = (p.T + kThreads / 8 - 1) / (kThreads / 8);
   const int64_t ctas = std::max<int64_t>(1, std::min(want, max_ctas));
   const int64_t tokens_per_cta = std::max<int64_t>(1, (p.T + ctas - 1) / ctas);
@@ -341,17 +318,9 @@ cudaError_t launch(const IndexShufflingParams& p, cudaStream_t stream) {
                    reinterpret_cast<uintptr_t>(p.scores) % kVecBytes == 0 &&
                    (p.stride_t * static_cast<int64_t>(sizeof(S))) % kVecBytes == 0;
 
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(grid));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = fixed + (slots_in_smem ? slot_bytes : 0);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, p, static_cast<int>(tokens_per_cta), slots_in_smem, vec);
+  return launch_cooperative(index_shuffling_kernel<S, LPT, EPL, kThreads>, dim3(static_cast<unsigned>(grid)),
+                            dim3(kThreads), fixed + (slots_in_smem ? slot_bytes : 0), stream, p,
+                            static_cast<int>(tokens_per_cta), slots_in_smem, vec);
 }
 
 // lanes per token x experts per lane >= E; top_k <= 8 <= lanes per token

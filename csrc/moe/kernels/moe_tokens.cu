@@ -8,6 +8,7 @@
 // are out of range are skipped (the CPU reference raises).
 #include <cooperative_groups.h>
 
+#include "common/device_attrs.h"
 #include "common/fp8.h"
 #include "moe/kernels/moe_device.cuh"
 
@@ -425,16 +426,6 @@ __global__ void __launch_bounds__(kQuantThreads) silu_mul_quant_kernel(SiluMulPa
             static_cast<uint8_t*>(p.out) + t * p.D, p.out_scale + t, p.scale_ub);
 }
 
-template <typename F>
-cudaError_t by_dtype(Dtype d, F&& f) {
-  switch (d) {
-    case Dtype::kFloat32: f(float{}); break;
-    case Dtype::kFloat16: f(__half{}); break;
-    case Dtype::kBFloat16: f(__nv_bfloat16{}); break;
-  }
-  return cudaGetLastError();
-}
-
 // rows of n elements of `size` bytes at base (row stride `stride` elements): 16-byte vectors?
 bool rows_vec(const void* base, int64_t n, int64_t stride, int size) {
   return aligned16(base) && (n * size) % 16 == 0 && (stride * size) % 16 == 0;
@@ -448,14 +439,14 @@ cudaError_t gather_scale_cuda(const GatherParams& p, cudaStream_t s) {
   if (p.A > kMaxGrid) return cudaErrorInvalidValue;
   const int sz = dtype_size(p.dtype);
   const bool vec = rows_vec(p.x, p.D, p.D, sz) && rows_vec(p.out, p.D, p.D, sz);
-  return by_dtype(p.dtype, [&](auto z) {
+  return dispatch_dtype(p.dtype, [&](auto z) {
     gather_kernel<decltype(z)><<<static_cast<unsigned>(p.A), kCopyThreads, 0, s>>>(p, vec);
   });
 }
 
 cudaError_t gather_scale_quant_cuda(const GatherParams& p, cudaStream_t s) {
   if (p.A > kMaxGrid) return cudaErrorInvalidValue;
-  return by_dtype(p.dtype, [&](auto z) {
+  return dispatch_dtype(p.dtype, [&](auto z) {
     gather_quant_kernel<decltype(z)><<<static_cast<unsigned>(p.A), kQuantThreads, 0, s>>>(p);
   });
 }
@@ -465,8 +456,7 @@ cudaError_t scatter_add_dense_cuda(const ScatterAddParams& p, cudaStream_t s) {
   if (p.A > kMaxGrid || p.N >= kMaxGrid || !p.workspace) return cudaErrorInvalidValue;
   // 1. stable sort of the rows by token: one cooperative launch, at most one CTA per SM
   int dev = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  cudaError_t err = current_device_sms(&dev, &sms);
   if (err != cudaSuccess) return err;
   const int64_t want = (p.A + 2 * kSortThreads - 1) / (2 * kSortThreads);  // ~32 rows a warp
   const int64_t ctas = std::max<int64_t>(1, std::min<int64_t>({want, sms, scatter_add_max_ctas(p.A)}));
@@ -475,23 +465,15 @@ cudaError_t scatter_add_dense_cuda(const ScatterAddParams& p, cudaStream_t s) {
   int bits = 0;
   while ((p.N >> bits) != 0) ++bits;  // keys are in [0, N]
   const int passes = (bits + 7) / 8;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(grid));
-  cfg.blockDim = dim3(kSortThreads);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  err = cudaLaunchKernelEx(&cfg, scatter_sort_kernel, p, passes, chunk);
+  err = launch_cooperative(scatter_sort_kernel, dim3(static_cast<unsigned>(grid)), dim3(kSortThreads), 0, s, p, passes,
+                           chunk);
   if (err != cudaSuccess) return err;
   // 2. one CTA per output row
   const int* rows = p.workspace + (passes & 1 ? 2 : 3) * p.A;
   const int2* range = reinterpret_cast<const int2*>(p.workspace + 4 * p.A + scatter_add_max_ctas(p.A) * kDigits);
   const int sz = dtype_size(p.dtype);
   const bool vec = rows_vec(p.out, p.D, p.D, sz) && rows_vec(p.in, p.D, p.D, sz);
-  return by_dtype(p.dtype, [&](auto z) {
+  return dispatch_dtype(p.dtype, [&](auto z) {
     scatter_rows_kernel<decltype(z)><<<static_cast<unsigned>(p.N), kCopyThreads, 0, s>>>(p, rows, range, vec);
   });
 }
@@ -501,22 +483,21 @@ cudaError_t scatter_add_padded_cuda(const ScatterPaddedParams& p, cudaStream_t s
   counts_prefix_kernel<<<1, 1024, 0, s>>>(p.counts, p.counts64, p.E, p.workspace);
   const int sz = dtype_size(p.dtype);
   const bool vec = rows_vec(p.out, p.D, p.D, sz) && rows_vec(p.in, p.D, p.D, sz);
-  return by_dtype(p.dtype, [&](auto z) {
+  return dispatch_dtype(p.dtype, [&](auto z) {
     scatter_padded_kernel<decltype(z)><<<static_cast<unsigned>(p.T), kCopyThreads, 0, s>>>(p, vec);
   });
 }
 
 cudaError_t shuffling_cuda(const ShufflingParams& p, cudaStream_t s) {
   const size_t smem = (p.EP * p.E + p.EP + p.EG) * sizeof(int);
-  cudaError_t err = cudaFuncSetAttribute(shuffling_offsets_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
+  static SmemLimit smem_limit;  // the cap raised once per device and size, not per call
+  int dev = 0, sms = 0;
+  cudaError_t err = current_device_sms(&dev, &sms);
+  if (err == cudaSuccess) err = smem_limit.ensure(shuffling_offsets_kernel, dev, smem);
   if (err != cudaSuccess) return err;
   shuffling_offsets_kernel<<<1, 256, smem, s>>>(p);
   err = cudaGetLastError();
   if (err != cudaSuccess || p.EP * p.EG == 0 || p.T == 0 || p.row_bytes == 0) return err;
-  int dev = 0, sms = 132;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   const int64_t blocks = p.EP * p.EG;
   const int64_t split = std::max<int64_t>(1, std::min<int64_t>(64, (4 * sms + blocks - 1) / blocks));
   const bool vec = aligned16(p.in) && aligned16(p.out) && p.row_bytes % 16 == 0;
@@ -529,14 +510,14 @@ cudaError_t silu_mul_cuda(const SiluMulParams& p, cudaStream_t s) {
   const int sz = dtype_size(p.dtype);
   const bool vec = rows_vec(p.x0, p.D, p.stride0, sz) && rows_vec(p.x1, p.D, p.stride1, sz) &&
                    rows_vec(p.out, p.D, p.D, sz);
-  return by_dtype(p.dtype, [&](auto z) {
+  return dispatch_dtype(p.dtype, [&](auto z) {
     silu_mul_kernel<decltype(z)><<<static_cast<unsigned>(p.T), kCopyThreads, 0, s>>>(p, vec);
   });
 }
 
 cudaError_t silu_mul_quant_cuda(const SiluMulParams& p, cudaStream_t s) {
   if (p.T > kMaxGrid) return cudaErrorInvalidValue;
-  return by_dtype(p.dtype, [&](auto z) {
+  return dispatch_dtype(p.dtype, [&](auto z) {
     silu_mul_quant_kernel<decltype(z)><<<static_cast<unsigned>(p.T), kQuantThreads, 0, s>>>(p);
   });
 }
@@ -545,7 +526,7 @@ cudaError_t scatter_add_first_dim_cuda(const ScatterFirstDimParams& p, cudaStrea
   if (p.M > kMaxGrid) return cudaErrorInvalidValue;
   const int sz = dtype_size(p.dtype);
   const bool vec = rows_vec(p.dst, p.K, p.K, sz) && rows_vec(p.src, p.K, p.K, sz);
-  return by_dtype(p.dtype, [&](auto z) {
+  return dispatch_dtype(p.dtype, [&](auto z) {
     scatter_first_dim_kernel<decltype(z)><<<static_cast<unsigned>(p.M), kCopyThreads, 0, s>>>(p, vec);
   });
 }

@@ -1,12 +1,12 @@
 // Blockwise FP8 for large tiles (64 or 128 KB of input, e.g. the default 256x256 bf16 blocks) on a
 // persistent shared-memory ring. A tile's scale needs its whole amax before any byte of it is
 // written; the one-CTA-a-tile kernels therefore load, reduce and store in step, and the DRAM queue
-// idles while they reduce (NOTES.md). Here persistent CTAs stream tiles into a ring of seven 32 KB
-// chunks with 2-D TMA boxes completing on per-chunk mbarriers; eight warps move each chunk into
-// registers (128 a thread for 128 KB), free it, and reduce and store the tile from registers, so
-// up to 1.75 tiles of loads stay in flight under the reduce and stores.
-// (A first version kept the tile in the ring until its stores were done: the next tile's last
-// chunk then waited for a whole DRAM round trip each tile, 88 vs 63 us at 8192^2.)
+// idles while they reduce. Here persistent CTAs stream tiles into a ring of seven 32 KB chunks
+// with 2-D TMA boxes completing on per-chunk mbarriers; eight warps move each chunk into registers
+// (128 a thread for 128 KB), free it, and reduce and store the tile from registers, so up to 1.75
+// tiles of loads stay in flight under the reduce and stores. (Keeping the tile in the ring until
+// its stores were done made the next tile's last chunk wait a DRAM round trip each tile.) Figures
+// and the variants measured and dropped: docs/design/quantize.md.
 // Same arithmetic as the register kernels (absmax16, tile_scale, quant_store16): the same bits.
 #include "quantize/kernels/fp8_ring.cuh"
 
@@ -25,7 +25,7 @@ struct RingTiling {
 // Why `slots` and the kernel's `vec_store` stay runtime values although they are fixed here
 // (slots == kMaxSlots; vec_store is true since out_stride == K): the default kernel (bf16, four
 // chunks a tile) sits at 255 registers, and ptxas 13.0 spills it (6-10 bytes) when either becomes
-// a constant (checked 2026-12-01).
+// a constant.
 
 template <typename T, int NCH>
 __global__ void __launch_bounds__(kConsumers, 1) fp8_ring_kernel(const __grid_constant__ CUtensorMap map, Fp8TileParams p, RingTiling t,
@@ -150,9 +150,10 @@ bool fp8_quantize_blocks_ring(const Fp8TileParams& p, cudaStream_t stream) {
         !encode_rows_map<T>(&map, p, t))
       return;
     constexpr auto k2 = fp8_ring_kernel<T, 2>, k4 = fp8_ring_kernel<T, 4>;
-    const int grid = t.chunks == 2 ? ring_grid<k2>(t.n_tiles) : ring_grid<k4>(t.n_tiles);
+    const int grid = t.chunks == 2 ? persistent_grid<k2>(t.n_tiles, kConsumers, kRingBytes)
+                                   : persistent_grid<k4>(t.n_tiles, kConsumers, kRingBytes);
     if (grid == 0) return;
-    (t.chunks == 2 ? k2 : k4)<<<unsigned(grid), kConsumers, kMaxSlots * kChunkBytes, stream>>>(
+    (t.chunks == 2 ? k2 : k4)<<<unsigned(grid), kConsumers, kRingBytes, stream>>>(
         map, p, t, p.out_stride % kVec16<T> == 0);
     launched = true;
   });

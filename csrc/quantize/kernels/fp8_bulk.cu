@@ -1,8 +1,8 @@
-// Row and K-group quantizers on a bulk-copy ring (MSLK_FP8_SCHEDULE=bulk, a benchmarking switch
-// until it is measured): persistent CTAs stream whole input rows into a STAGES-deep shared-memory
-// ring with cp.async.bulk (the 1-D TMA) completing on per-stage mbarriers, so while a CTA reduces
-// and writes row i, its next rows are already in flight. The register kernel (fp8_reg.cu) leaves
-// the DRAM queue idle during its reduce-then-write step (NOTES.md); this one should not.
+// Row and K-group quantizers on a bulk-copy ring (schedule bulk, opt-in: it lost to the default
+// kernels, docs/design/quantize.md): persistent CTAs stream whole input rows into a STAGES-deep
+// shared-memory ring with cp.async.bulk (the 1-D TMA) completing on per-stage mbarriers, so while
+// a CTA reduces and writes row i, its next rows are already in flight (the register kernel of
+// fp8_reg.cu leaves the DRAM queue idle during its reduce-then-write step).
 // Same arithmetic as the register kernel (tile_scale, quant_store16): results are bit-identical.
 #include "quantize/kernels/fp8_ring.cuh"
 
@@ -99,17 +99,9 @@ bool launch(const Fp8TileParams& p, cudaStream_t st) {
   const int64_t stage_bytes = (row_bytes + 127) / 128 * 128;
   const int stages = static_cast<int>(std::min<int64_t>(kMaxStages, std::max<int64_t>(2, kRingBytes / stage_bytes)));
   const int64_t smem = stages * stage_bytes;
-  auto kernel = fp8_bulk_kernel<T, L>;
-  int dev = 0, sms = 0, per_sm = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, static_cast<size_t>(smem)) != cudaSuccess ||
-      per_sm < 1) {
-    cudaGetLastError();  // clear a sticky attribute error: the caller takes another path
-    return false;
-  }
-  const int64_t grid = std::min<int64_t>(p.in.M, int64_t(sms) * per_sm);
+  constexpr auto kernel = fp8_bulk_kernel<T, L>;
+  const int grid = persistent_grid<kernel>(p.in.M, kThreads, static_cast<size_t>(smem));
+  if (grid == 0) return false;  // the caller takes another path
   kernel<<<static_cast<unsigned>(grid), kThreads, static_cast<size_t>(smem), st>>>(p, stages, stage_bytes,
                                                                                    p.out_stride % kVec16<T> == 0);
   return true;

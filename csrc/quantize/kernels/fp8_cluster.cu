@@ -2,7 +2,8 @@
 // C CTAs of a thread-block cluster split one tile by rows, each holds its part in registers,
 // and the partial amaxes meet through distributed shared memory. Every input byte is read once,
 // and each CTA is as small as a 128x128 tile's, so several share an SM.
-// Selected with MSLK_FP8_SCHEDULE=cluster until it has been measured against the one-shot path.
+// Opt-in (schedule cluster): it wins only some small inputs, with no tile-count rule separating
+// the wins (docs/design/quantize.md).
 #include <cooperative_groups.h>
 
 #include "quantize/kernels/fp8_device.cuh"

@@ -82,16 +82,6 @@ __device__ __forceinline__ void zero_padding(const Fp8TileParams& p, int64_t r0,
     p.out[(r0 + i / pad) * p.out_stride + p.in.K + i % pad] = 0;
 }
 
-template <typename F>
-cudaError_t dispatch_dtype(Dtype d, F&& f) {
-  switch (d) {
-    case Dtype::kFloat32: f(float{}); break;
-    case Dtype::kFloat16: f(__half{}); break;
-    case Dtype::kBFloat16: f(__nv_bfloat16{}); break;
-  }
-  return cudaGetLastError();
-}
-
 // Can rows of the view be read as 16-byte vectors?
 template <typename T>
 inline bool rows_vectorizable(const Rows& r, int64_t tile_k) {

@@ -1,5 +1,5 @@
 // Pieces of the FP8 ring kernel (fp8_block_ring.cu; row and K-group versions were measured and
-// dropped, bench/quantize/NOTES.md; fp8_bulk.cu shares the mbarrier helpers): persistent CTAs of
+// dropped, docs/design/quantize.md; fp8_bulk.cu shares the mbarrier helpers): persistent CTAs of
 // eight warps that stream their input through a ring of seven 32 KB shared-memory chunks filled by
 // TMA boxes, each chunk on a "full" mbarrier (the TMA bytes) and an "empty" one (all eight warps
 // have moved it into registers; thread 0 then refills it).
@@ -19,6 +19,7 @@ constexpr int kConsumers = kConsumerWarps * 32;
 constexpr int kNV = 8;                     // 16-byte vectors a consumer thread holds of a chunk
 constexpr int kChunkBytes = kConsumers * kNV * 16;
 constexpr int kMaxSlots = 7;               // 224 KB: one CTA an SM
+constexpr int kRingBytes = kMaxSlots * kChunkBytes;
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -65,20 +66,6 @@ CUtensorMapDataType tensor_map_dtype() {
   return sizeof(T) == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
          : std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                      : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-}
-
-// Grid of a persistent ring kernel (one CTA an SM: the ring takes 224 KB), or 0 when it cannot run.
-template <auto kernel>
-int ring_grid(int64_t work) {
-  static KernelOccupancy occupancy;  // one per kernel
-  int dev = 0, sms = 0, per_sm = 0;
-  if (current_device_sms(&dev, &sms) != cudaSuccess ||
-      occupancy.blocks_per_sm(kernel, dev, kConsumers, kMaxSlots * kChunkBytes, &per_sm) != cudaSuccess ||
-      per_sm < 1) {
-    (void)cudaGetLastError();  // the caller takes another path
-    return 0;
-  }
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(work, int64_t(sms) * per_sm)));
 }
 
 }  // namespace mslk::quantize::ring

@@ -1,6 +1,7 @@
 // TuningCache: per-shape autotuning with a persistent winner table.
 // File: <MSLK_CACHE_DIR or $HOME/.mslk>/<kernelName>.txt, one "cache_key=kernel_name" per
-// line (split at the last '=', so keys may contain '='). Env switches (presence-based):
+// line (split at the last '=', so keys may contain '='). Env switches (presence-based, read
+// through mslk/utils/env.h):
 //   MSLK_AUTOTUNE_USE_CUDA_GRAPH  time candidates as one CUDA-graph replay (offline tuning)
 //   MSLK_AUTOTUNE_COLLECT_STATS   append every candidate's time to <kernelName>_detailed.txt
 // Unlike the reference, any process/device may write: saves merge with the file on disk
@@ -34,14 +35,16 @@
 #include <utility>
 #include <vector>
 
+#include <mslk/utils/env.h>
+
 namespace mslk {
 
 class TuningCache final {
  public:
   // kernelName names the cache file: one per kernel family.
   explicit TuningCache(const std::string& kernelName)
-      : useCudaGraph_(std::getenv("MSLK_AUTOTUNE_USE_CUDA_GRAPH") != nullptr),
-        collectStats_(std::getenv("MSLK_AUTOTUNE_COLLECT_STATS") != nullptr),
+      : useCudaGraph_(env::present(env::Var::kAutotuneUseCudaGraph)),
+        collectStats_(env::present(env::Var::kAutotuneCollectStats)),
         cacheDirectory_(cacheDirectory()),
         cacheFilename_(cacheDirectory_ + "/" + kernelName + ".txt"),
         detailedFilename_(cacheDirectory_ + "/" + kernelName + "_detailed.txt") {
@@ -115,13 +118,12 @@ class TuningCache final {
   const std::string& cacheFilename() const { return cacheFilename_; }
 
   static std::string cacheDirectory() {
-    if (const char* dir = std::getenv("MSLK_CACHE_DIR"); dir != nullptr && *dir != '\0') {
+    if (std::string dir = env::text(env::Var::kCacheDir, ""); !dir.empty()) {
       return dir;
     }
-    const char* home = std::getenv("HOME");
-    TORCH_CHECK(home != nullptr && *home != '\0',
-                "TuningCache: set MSLK_CACHE_DIR or HOME to locate the cache directory");
-    return std::string(home) + "/.mslk";
+    const std::string home = env::text(env::Var::kHome, "");
+    TORCH_CHECK(!home.empty(), "TuningCache: set MSLK_CACHE_DIR or HOME to locate the cache directory");
+    return home + "/.mslk";
   }
 
  private:

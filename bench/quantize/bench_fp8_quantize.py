@@ -58,7 +58,7 @@ CASES = [  # name, ours, peer math, bytes per element of the floor
 SHAPES = [(8192, 8192), (16384, 16384), (4096, 7168)]
 # Other kernel variants timed beside the default (label, environment). The bulk-ring schedule
 # (MSLK_FP8_SCHEDULE=bulk) still exists but left this table after runs in which it never beat the
-# default (NOTES.md).
+# default (docs/design/quantize.md).
 VARIANTS = [
     ("oneshot", {"MSLK_FP8_SCHEDULE": "oneshot"}),  # blocks: one CTA a tile, all in registers; rows: one CTA a row
     ("hybrid-persistent", {"MSLK_FP8_SCHEDULE": "hybrid-persistent"}),  # 256x256 blocks: the register + smem kernel, persistent

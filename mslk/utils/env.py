@@ -1,12 +1,36 @@
-"""The runtime environment variables MSLK reads, in one place.
+"""The runtime environment variables MSLK's Python layer reads, in one place.
 
 Every function reads os.environ when called (not at import), so tests and long-lived processes
-see changes. Build-time variables (MSLK_PYTHON_ONLY, ...) live in mslk._native and the build.
+see changes. MSLK_PYTHON_ONLY is read by mslk._native (before the library loads); the C++
+library's variables are the rows of MSLK_ENV_VARS in include/mslk/utils/env.h.
 """
 
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
+
+
+class Var(NamedTuple):
+    name: str
+    values: str  # what it accepts
+    default: str  # what unset means
+    meaning: str
+
+
+# Every variable this module and mslk._native read. README's table of variables is generated from
+# this list and env.h (tools/env_table.py); test/runtime/test_env_vars.py checks both against the
+# source. A variable the C++ library also reads takes its env.h row in the README.
+PYTHON_VARS: tuple[Var, ...] = (
+    Var("MSLK_PYTHON_ONLY", "1 (any value but 0 / false / no)", "0",
+        "import the Python layer without loading libmslk.so (no native ops at all)"),
+    Var("MSLK_CACHE_DIR", "a folder", "$HOME/.mslk", "cache folder (autotune results)"),
+    Var("MSLK_AUTOTUNE_USE_CUDA_GRAPH", "presence", "off", "benchmark autotune candidates in CUDA graphs"),
+    Var("MSLK_AUTOTUNE_COLLECT_STATS", "presence", "off", "collect timing statistics while autotuning"),
+    Var("MSLK_ROCM_FORCE_FP8FNUZ_TYPE", "presence", "off", "FNUZ FP8 on gfx950 (ROCm), which defaults to OCP"),
+    Var("MSLK_FLYDSL_DISABLE_JIT", "1, true, yes, on", "off", "FlyDSL may only run kernels found in its cache"),
+    Var("MSLK_FLYDSL_AOT_WORKERS", "a whole number > 0", "FlyDSL's own", "worker processes for FlyDSL AOT compiles"),
+)
 
 _TRUE = ("1", "true", "yes", "on")
 

@@ -19,3 +19,4 @@ from mslk import quantize  # noqa: E402,F401
 from mslk import attention  # noqa: E402,F401
 from mslk import moe  # noqa: E402,F401
 from mslk import gemm  # noqa: E402,F401
+from mslk import conv  # noqa: E402,F401

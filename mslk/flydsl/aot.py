@@ -46,7 +46,7 @@ def compile_aot(cache_dir: str) -> None:
     if not jobs:
         print("mslk.flydsl.aot: no FlyDSL kernels are registered for AOT; nothing to compile.")
         return
-    require_flydsl()
+    require_flydsl("mslk.flydsl.aot.compile_aot")
     raise RuntimeError("mslk.flydsl.aot: FlyDSL compilation is not part of this build")
 
 

@@ -10,15 +10,21 @@ from __future__ import annotations
 import functools
 import importlib.util
 
-from mslk.utils import device
+from mslk.utils import device, unavailable
 
 
-def _unavailable_reason() -> str | None:
+def _diagnosis() -> str:
     if not device.is_rocm():
         return "no AMD ROCm device in this process"
     if importlib.util.find_spec("flydsl") is None:
         return "the flydsl package is not installed"
     return "this mslk build ships no FlyDSL kernels"
+
+
+def unavailable_reason() -> str:
+    """Why FlyDSL cannot run here: the reason part of mslk.utils.unavailable's message."""
+    return (f"FlyDSL is AMD ROCm only ({_diagnosis()}); FlyDSL kernels need a ROCm build of mslk (which pins "
+            "the flydsl package) on a supported AMD GPU; use the CUDA/Triton paths of the same op elsewhere")
 
 
 @functools.lru_cache(maxsize=None)
@@ -28,16 +34,8 @@ def is_flydsl_available() -> bool:
     return False
 
 
-def require_flydsl() -> None:
-    """Raise a RuntimeError explaining why FlyDSL cannot be used."""
+def require_flydsl(qualname: str = "mslk.flydsl") -> None:
+    """Raise mslk's RuntimeError ("<qualname>: not available on this platform: ...") unless usable."""
     if is_flydsl_available():
         return
-    try:
-        reason = _unavailable_reason()
-    except Exception as e:  # never let the diagnosis hide the message
-        reason = repr(e)
-    raise RuntimeError(
-        f"FlyDSL is not available on this platform (AMD ROCm only): {reason}. "
-        "FlyDSL kernels need a ROCm build of mslk (which pins the flydsl package) on a "
-        "supported AMD GPU; use the CUDA/Triton paths of the same op elsewhere."
-    )
+    raise unavailable.error(qualname, unavailable_reason)

@@ -26,7 +26,7 @@ def configure_runtime_cache() -> None:
 
 def run_compiled(launcher: Callable[..., Any], *args: Any) -> None:
     """Compile `launcher` once and launch it; raises here, where FlyDSL cannot exist."""
-    require_flydsl()
+    require_flydsl("mslk.flydsl.jit.run_compiled")
     raise RuntimeError("mslk.flydsl.jit.run_compiled: FlyDSL kernels are not part of this build")
 
 

@@ -21,7 +21,7 @@ schemas so that code referencing them finds them; each has a fake (Meta) impleme
 - mslk_flash::flash_bwd, mslk_flash3::flash_bwd: NotImplementedError (fused attention backward is
   pending in this build).
 - mslk_flash_mtia::*, xformers::*_ck, xformers::_ck_rand_uniform: MTIA / ROCm only; calling them
-  raises RuntimeError ("not available on this platform").
+  raises mslk.utils.unavailable's RuntimeError ("<op>: not available on this platform: ...").
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import List, Optional, Tuple
 import torch
 
 from mslk.attention.fmha.common import _kernel_registered
+from mslk.utils import unavailable
 
 _BWD_PENDING = ("{op}: not implemented in this build: the fused attention backward is pending "
                 "(forward-only attention for now; see mslk.attention.fmha.merge_training for a trainable path)")
@@ -437,12 +438,6 @@ def _flash3_fwd_fake(query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k, l
 
 # --- platform-only ops (MTIA, ROCm/CK) ---------------------------------------------------------
 
-def _unavailable(op: str, platform: str):
-    def impl(*args, **kwargs):
-        raise RuntimeError(f"{op} is not available on this platform (needs {platform}; this is an NVIDIA/CPU build)")
-    return impl
-
-
 def _ck_fwd_fake(query, key, value, attn_bias, seqstart_q, seqstart_k, max_seqlen_q, dropout_p, compute_logsumexp,
                  custom_mask_type, scale, seqlen_k, window_size, block_tables, page_size):
     out = query.new_empty((*query.shape[:-1], value.shape[-1]))
@@ -469,14 +464,13 @@ def register() -> None:
     _define("mslk_flash", _FLASH2_BWD, _bwd_raiser("mslk_flash::flash_bwd"), _bwd_fake)
     _define("mslk_flash3", _FLASH3_FWD, _flash3_fwd, _flash3_fwd_fake)
     _define("mslk_flash3", _FLASH3_BWD, _bwd_raiser("mslk_flash3::flash_bwd"), _bwd_fake)
-    _define("mslk_flash_mtia", _FLASH2_FWD, _unavailable("mslk_flash_mtia::flash_fwd", "an MTIA device"),
-            _flash2_fwd_fake)
-    _define("mslk_flash_mtia", _FLASH2_BWD, _unavailable("mslk_flash_mtia::flash_bwd", "an MTIA device"), _bwd_fake)
+    unavailable.define_op("mslk_flash_mtia", _FLASH2_FWD, unavailable.MTIA, _flash2_fwd_fake)
+    unavailable.define_op("mslk_flash_mtia", _FLASH2_BWD, unavailable.MTIA, _bwd_fake)
     fakes = {"efficient_attention_forward_ck": _ck_fwd_fake, "efficient_attention_backward_ck": _ck_bwd_fake,
              "efficient_attention_forward_decoder_ck": _ck_decoder_fake,
              "efficient_attention_forward_decoder_splitk_ck": _ck_decoder_fake, "_ck_rand_uniform": _ck_rand_fake}
     for name, schema in _CK.items():
-        _define("xformers", schema, _unavailable(f"xformers::{name}", "AMD ROCm (CK)"), fakes[name])
+        unavailable.define_op("xformers", schema, unavailable.ROCM, fakes[name])
 
 
 register()

@@ -9,6 +9,7 @@ Differences from the reference: the Triton tuning knobs (allow_tf32, imprecise_a
 tma_persistent, no_use_persistent, use_warp_specialization) are accepted and ignored;
 dot_out_dtype names the accumulator type and must be None or torch.float32; higher-rank `a`
 works under torch.compile too (the fake implementation keeps the leading dims).
+to_mxfp8 (an MX format) raises until this build makes MX kernels (mslk.utils.unavailable).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Optional
 import torch
 
 from mslk import _native
+from mslk.utils.unavailable import FP4, unavailable
 
 _native.load()
 
@@ -32,3 +34,8 @@ def matmul_fp8_row(a: Tensor, b: Tensor, a_scale: Tensor, b_scale: Tensor, bias:
     return torch.ops.triton.matmul_fp8_row(a, b, a_scale, b_scale, bias, dot_out_dtype, allow_tf32,
                                            fp8_fast_accum, imprecise_acc, tma_persistent, no_use_persistent,
                                            use_warp_specialization)
+
+
+@unavailable(FP4)
+def to_mxfp8(data_hp: Tensor, block_size=32) -> tuple[Tensor, Tensor]:
+    """MXFP8 with E8M0 block scales; returns (scale_e8m0_biased, data_fp8), scales first."""

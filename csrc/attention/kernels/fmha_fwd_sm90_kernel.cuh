@@ -243,9 +243,9 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
   if (threadIdx.x < 128) {
     cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
     if (threadIdx.x == 0) {
-      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&args.tq)) : "memory");
-      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&args.tk)) : "memory");
-      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&args.tv)) : "memory");
+      prefetch_tensormap(&args.tq);
+      prefetch_tensormap(&args.tk);
+      prefetch_tensormap(&args.tv);
       int g = 0, qn = 0;
       for (int i = 0;; ++i) {
         MSLK_ITEM(i);

@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kConsumers, 1) fp8_ring_kernel(const __grid_co
   constexpr int W = kVec16<T>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < t.slots; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], kConsumerWarps);
+    for (int s = 0; s < t.slots; ++s) ptx::mbar_init(&full[s], 1), ptx::mbar_init(&empty[s], kConsumerWarps);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the async proxy
   }
   __syncthreads();
@@ -50,8 +50,8 @@ __global__ void __launch_bounds__(kConsumers, 1) fp8_ring_kernel(const __grid_co
     const int tile = blockIdx.x + (j / NCH) * gridDim.x;
     if (tile >= t.n_tiles) return;
     const int bi = tile / t.n_bj, bj = tile - bi * t.n_bj, s = j % t.slots;
-    mbar_arm(&full[s], kChunkBytes);
-    tma_load_2d(&map, &full[s], ring + int64_t(s) * kChunkBytes, bj * int(p.tile_k),
+    ptx::mbar_arrive_expect_tx(&full[s], kChunkBytes);
+    ptx::tma_load_2d(&map, &full[s], ring + int64_t(s) * kChunkBytes, bj * int(p.tile_k),
                 bi * int(p.tile_m) + (j % NCH) * t.chunk_rows);
   };
   if (threadIdx.x == 0)
@@ -74,14 +74,14 @@ __global__ void __launch_bounds__(kConsumers, 1) fp8_ring_kernel(const __grid_co
 #pragma unroll
     for (int c = 0; c < NCH; ++c) {
       const int s = (k + c) % t.slots;
-      mbar_wait(&full[s], ((k + c) / t.slots) & 1);
+      ptx::mbar_wait(&full[s], ((k + c) / t.slots) & 1);
       const uint4* chunk = reinterpret_cast<const uint4*>(ring + int64_t(s) * kChunkBytes);
 #pragma unroll
       for (int i = 0; i < kNV; ++i) v[c][i] = chunk[ct + i * kConsumers];
       __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[s]);  // this warp is done with the chunk
+      if (lane == 0) ptx::mbar_arrive(&empty[s]);  // this warp is done with the chunk
       if (threadIdx.x == 0) {  // refill the slot once every warp has read it
-        mbar_wait(&empty[s], ((k + c) / t.slots) & 1);
+        ptx::mbar_wait(&empty[s], ((k + c) / t.slots) & 1);
         issue(k + c + t.slots);
       }
 #pragma unroll

@@ -4,7 +4,8 @@
 // a CTA reduces and writes row i, its next rows are already in flight (the register kernel of
 // fp8_reg.cu leaves the DRAM queue idle during its reduce-then-write step).
 // Same arithmetic as the register kernel (tile_scale, quant_store16): results are bit-identical.
-#include "quantize/kernels/fp8_ring.cuh"
+#include "common/sm90_ptx.cuh"
+#include "quantize/kernels/fp8_device.cuh"
 
 namespace mslk::quantize {
 namespace {
@@ -14,14 +15,12 @@ constexpr int kMaxStages = 8;
 constexpr int64_t kMaxRowBytes = 48 * 1024;   // a stage holds one row
 constexpr int64_t kRingBytes = 96 * 1024;     // bytes in flight per CTA we aim for
 
-using ring::mbar_arm;
-using ring::mbar_wait;
-using ring::smem_u32;
+// One 1-D bulk copy (cp.async.bulk) of `bytes` into shared memory, completing on `bar`.
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar))
+          ptx::smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(ptx::smem_u32(bar))
       : "memory");
 }
 
@@ -39,12 +38,12 @@ __global__ void __launch_bounds__(kThreads) fp8_bulk_kernel(Fp8TileParams p, int
   const T* in = static_cast<const T*>(p.in.ptr);
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < stages; ++s) ring::mbar_init(&full[s], 1);
+    for (int s = 0; s < stages; ++s) ptx::mbar_init(&full[s], 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the async proxy
   }
   __syncthreads();
   auto issue = [&](int s, int64_t r) {  // thread 0 only
-    mbar_arm(&full[s], row_bytes);
+    ptx::mbar_arrive_expect_tx(&full[s], row_bytes);
     bulk_load(ring + s * stage_bytes, in + r * p.in.stride, row_bytes, &full[s]);
   };
   if (threadIdx.x == 0)
@@ -56,7 +55,7 @@ __global__ void __launch_bounds__(kThreads) fp8_bulk_kernel(Fp8TileParams p, int
   int it = 0;
   for (int64_t r = blockIdx.x; r < M; r += gridDim.x, ++it) {
     const int s = it % stages;
-    mbar_wait(&full[s], (it / stages) & 1);
+    ptx::mbar_wait(&full[s], (it / stages) & 1);
     const uint4* v = reinterpret_cast<const uint4*>(ring + s * stage_bytes);
     uint8_t* out = p.out + r * p.out_stride;
     if constexpr (L == 0) {

@@ -11,6 +11,7 @@
 // Larger tiles, or inputs that are not 16-byte aligned, go to the two-pass tile kernel. Which
 // shapes reach this file at all is fp8_dispatch.cu's choice. Measured figures and dropped
 // variants: docs/design/quantize.md.
+#include "common/sm90_ptx.cuh"
 #include "quantize/kernels/fp8_device.cuh"
 
 namespace mslk::quantize {
@@ -108,8 +109,7 @@ __global__ void __launch_bounds__(NV == 8 ? 1024 : 256) fp8_oneshot_kernel(Fp8Ti
 
 __device__ __forceinline__ void cp_async16(uint4* dst, const void* src) {
   // src == nullptr: zero-fill (src-size 0 reads nothing; a valid address is still passed)
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src ? src : dst),
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(ptx::smem_u32(dst)), "l"(src ? src : dst),
                "r"(src ? 16 : 0));
 }
 
@@ -146,7 +146,7 @@ __device__ __forceinline__ uint4 lds128(const uint4* p) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))));
+               : "r"(ptx::smem_u32(p)));
   return v;
 }
 

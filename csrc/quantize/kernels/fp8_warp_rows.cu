@@ -7,6 +7,7 @@
 // meets once at a named barrier; teams never wait for each other. K-groups lose to fp8_reg.cu's
 // group kernel here (a scale store and a shuffle tree per vector). Figures: docs/design/quantize.md.
 // Same arithmetic as the other kernels (absmax16, tile_scale, quant_store16): bit-identical output.
+#include "common/sm90_ptx.cuh"
 #include "quantize/kernels/fp8_device.cuh"
 
 namespace mslk::quantize {
@@ -50,7 +51,7 @@ __global__ void __launch_bounds__(kWarps * 32, 3) fp8_warp_rows_kernel(Fp8TilePa
     if constexpr (G > 1) {
       __shared__ float team_max[kWarps];
       if (lane == 0) team_max[warp] = m;
-      asm volatile("bar.sync %0, %1;" ::"r"(1 + warp / G), "r"(32 * G) : "memory");
+      ptx::named_barrier_sync(1 + warp / G, 32 * G);
 #pragma unroll
       for (int j = 0; j < G; ++j) m = fmaxf(m, team_max[warp - part + j]);
     }

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from typing import Callable, Union
 
-import torch
+from mslk.utils.torch import library
 
 # Reasons, one per kind of absent target, so that the wording stays the same everywhere.
 ROCM = "needs AMD ROCm (gfx942 / gfx950); this is an NVIDIA/CPU build"
@@ -61,14 +61,9 @@ def unavailable(reason: Reason, qualname: str | None = None):
 
 def define_op(ns: str, schema: str, reason: Reason, fake: Callable) -> None:
     """Register `ns::schema` whose every call raises, with `fake` for torch.compile / meta."""
-    name, args = schema.split("(", 1)
-    qualname = f"{ns}::{name}"
-    if hasattr(getattr(torch.ops, ns), name):
-        return  # defined already (a native kernel, or this module imported twice)
+    qualname = f"{ns}::{schema.split('(', 1)[0]}"
 
     def impl(*a, **k):
         raise error(qualname, reason)
 
-    torch.library.define(qualname, "(" + args)
-    torch.library.impl(qualname, "CompositeExplicitAutograd")(impl)
-    torch.library.register_fake(qualname)(fake)
+    library.define(ns, schema, impl, fake)

@@ -33,6 +33,7 @@ import torch
 
 from mslk.attention.fmha.common import _kernel_registered
 from mslk.utils import unavailable
+from mslk.utils.torch.library import define as _define
 
 _BWD_PENDING = ("{op}: not implemented in this build: the fused attention backward is pending "
                 "(forward-only attention for now; see mslk.attention.fmha.merge_training for a trainable path)")
@@ -72,16 +73,6 @@ _CK = {
         "Tensor seq_positions, float scale, int split_k) -> Tensor"),
     "_ck_rand_uniform": "_ck_rand_uniform(float p, Tensor out) -> Tensor",
 }
-
-
-def _define(ns: str, schema: str, impl, fake) -> None:
-    name, args = schema.split("(", 1)
-    qualname = f"{ns}::{name}"
-    if hasattr(getattr(torch.ops, ns), name):
-        return  # already registered (module reloaded)
-    torch.library.define(qualname, "(" + args)
-    torch.library.impl(qualname, "CompositeExplicitAutograd")(impl)
-    torch.library.register_fake(qualname)(fake)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 
+import torch
+
 from mslk import _native
 
 
@@ -22,3 +24,17 @@ def load_library_buck(buck_target: str) -> None:
         return
     with contextlib.suppress(OSError):
         _native.load()
+
+
+def define(ns: str, schema: str, impl, fake) -> None:
+    """Register the Python op `ns::schema` (one implementation for every backend) and its fake.
+
+    Skips an op that exists already: a native definition, or this call made twice.
+    """
+    name, args = schema.split("(", 1)
+    qualname = f"{ns}::{name}"
+    if hasattr(getattr(torch.ops, ns), name):
+        return
+    torch.library.define(qualname, "(" + args)
+    torch.library.impl(qualname, "CompositeExplicitAutograd")(impl)
+    torch.library.register_fake(qualname)(fake)

@@ -11,6 +11,7 @@ from typing import List, Optional, Set
 import torch
 
 from mslk.attention.fmha import attn_bias as _ab
+from mslk.utils import unavailable
 
 FP = {torch.float32, torch.float16, torch.bfloat16}
 HALF = {torch.float16, torch.bfloat16}
@@ -39,9 +40,10 @@ TENSOR_BIASES = (torch.Tensor, _ab.LowerTriangularMaskWithTensorBias)
 STANDARD_MASKS = (*BASIC_MASKS, *LOCAL_MASKS, *VARLEN_MASKS, *PADDED_MASKS)
 
 
-NO_ROCM = "ROCm/CK kernels are not part of this build (NVIDIA only)"
-NO_MTIA = "MTIA kernels are not part of this build"
-NO_BLACKWELL = "Blackwell (sm100) kernels are not part of this build"
+# The platform reasons are mslk.utils.unavailable's, so a backend and a raising stub say the same.
+NO_ROCM = unavailable.ROCM
+NO_MTIA = unavailable.MTIA
+NO_BLACKWELL = unavailable.SM100
 NO_KERNEL_YET = "the kernel has not landed in this build yet"
 
 

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "common/checks.h"
+#include "gemm/grouped_glue.h"
 
 namespace mslk::gemm {
 namespace {
@@ -151,21 +152,9 @@ Tensor bf16_grouped_cat(const Bf16GroupedBackend& b, TensorList X, TensorList W)
   constexpr const char* op = "bf16bf16bf16_grouped_cat";
   check_lists(X, W, op);
   TORCH_CHECK_VALUE(!X.empty(), op, ": needs at least one group");
-  const int64_t N = W[0].size(0);
-  int64_t total = 0;
-  for (size_t g = 0; g < X.size(); ++g) {
-    TORCH_CHECK_VALUE(W[g].size(0) == N, op, ": every group must have the same N to concatenate, group 0 has ", N,
-                      ", group ", g, " has ", W[g].size(0));
-    total += X[g].size(0);
-  }
   c10::OptionalDeviceGuard guard(X[0].device());
-  Tensor out = at::empty({total, N}, X[0].options());
   std::vector<Tensor> parts;
-  int64_t r0 = 0;
-  for (size_t g = 0; g < X.size(); ++g) {
-    parts.push_back(out.narrow(0, r0, X[g].size(0)));
-    r0 += X[g].size(0);
-  }
+  Tensor out = cat_output(X, W, X[0].options(), op, &parts);
   if (try_list(b, X, W, parts)) return out;
   for (size_t g = 0; g < X.size(); ++g) run_single(b, X[g], W[g], parts[g]);
   return out;

@@ -18,6 +18,8 @@
 #pragma once
 #include <cstdint>
 
+#include "gemm/gemm_tuning.h"
+
 namespace mslk::gemm {
 
 enum class Bf16GroupedMode : int { kForward = 0, kDgrad = 1, kWgrad = 2 };
@@ -44,6 +46,7 @@ struct Bf16GroupedParams {
   int64_t ldx = 0, ldw = 0, w_gs = 0;
   int64_t fixed_rows = 0;
   int num_sms = 0;  // <= 0: all SMs
+  GemmTuning tuning;  // forced_row: MSLK_BF16_GROUPED_CONFIG (kForward / kDgrad) or MSLK_BF16_WGRAD_CONFIG
   // Descriptor mode (kForward, the CUDA grouped path only): a device array of G descriptors
   // replaces x, w, out and m_sizes; total_M is the sum of the groups' m (tile heuristic).
   const Bf16GroupDesc* descs = nullptr;

@@ -18,6 +18,8 @@
 #pragma once
 #include <cstdint>
 
+#include "gemm/gemm_tuning.h"
+
 namespace mslk::gemm {
 
 struct Fp8GroupDesc {
@@ -42,6 +44,7 @@ struct Fp8GroupedParams {
   int64_t ldx = 0, ldw = 0, w_gs = 0;
   bool fast_accum = true;
   int64_t fixed_rows = 0;
+  GemmTuning tuning;  // forced_row: MSLK_FP8_GROUPED_CONFIG
   // Descriptor mode (non-null: x, w, scales, out and sizes are unused; total_M is the sum of the
   // groups' m, for the tile heuristic). The glue has checked every descriptor for TMA's rules.
   const Fp8GroupDesc* descs = nullptr;

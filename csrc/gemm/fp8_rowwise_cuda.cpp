@@ -1,5 +1,5 @@
-// CUDA backend of the rowwise FP8 GEMM ops: plans the call (MSLK_FP8_GEMM_KERNEL, read on every
-// call), allocates the kernel's workspace from the caching allocator on the current stream
+// CUDA backend of the rowwise FP8 GEMM ops: plans the call (MSLK_FP8_GEMM_KERNEL,
+// MSLK_FP8_ROWWISE_TILE and MSLK_GEMM_SWIZZLE, read on every call), allocates the kernel's workspace from the caching allocator on the current stream
 // (CUDA-graph safe) and runs the contract there.
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
@@ -7,24 +7,27 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
-#include <cstdlib>
-#include <cstring>
-
 #include "gemm/fp8_rowwise.h"
+#include "gemm/gemm_env.h"
 #include "gemm/kernels/fp8_grouped.h"
+#include "gemm/kernels/fp8_grouped_configs.h"
 #include "gemm/kernels/fp8_rowwise.h"
+#include "gemm/kernels/fp8_rowwise_configs.h"
 
 namespace mslk::gemm {
 namespace {
 
 constexpr const char* kEnv = "MSLK_FP8_GEMM_KERNEL";
+constexpr const char* kTileEnv = "MSLK_FP8_ROWWISE_TILE";
 
 void cuda_run(const RowwiseGemmParams& p0) {
-  const char* env_raw = std::getenv(kEnv);
-  const char* env = env_raw ? env_raw : "";
-  Fp8GemmKernel want = Fp8GemmKernel::kAuto;
-  TORCH_CHECK(parse_fp8_gemm_kernel(env_raw, &want), kEnv, " must be auto, skinny, cutlass or simt, got '", env, "'");
-  const Fp8RowwisePlan plan = fp8_rowwise_plan(p0, want);
+  const char* env = env::raw(env::Var::kFp8GemmKernel);
+  env = env ? env : "auto";
+  const auto want = static_cast<Fp8GemmKernel>(
+      read_env([] { return env::choice(env::Var::kFp8GemmKernel, {"auto", "skinny", "cutlass", "simt"}, 0); }));
+  RowwiseGemmParams p = p0;
+  p.tuning = env_tuning(env::Var::kFp8RowwiseTile, kNumFp8RowwiseConfigs);
+  const Fp8RowwisePlan plan = fp8_rowwise_plan(p, want);
   const auto refused = [&] {
     return c10::str(kEnv, "=", env, " forces a kernel that cannot take this problem (M=", p0.M, ", N=", p0.N,
                     ", K=", p0.K, ", L=", p0.L, ", row strides ", p0.lda, "/", p0.ldb, ", ",
@@ -32,8 +35,16 @@ void cuda_run(const RowwiseGemmParams& p0) {
                     " output); the skinny kernel needs sm_89+, M <= 64, K % 16 == 0 and 16-byte aligned rows, CUTLASS "
                     "bf16 output and TMA alignment; unset it or use auto");
   };
+  // A forced CUTLASS row never falls back to another kernel silently.
+  const auto row_refused = [&] {
+    return c10::str(kTileEnv, "=", p.tuning.forced_row, " forces a CUTLASS row that cannot take this problem (M=",
+                    p0.M, ", N=", p0.N, ", K=", p0.K, ", L=", p0.L,
+                    "; CUTLASS needs bf16 output and TMA alignment); unset it");
+  };
+  const bool cutlass_wanted = want == Fp8GemmKernel::kCutlass || want == Fp8GemmKernel::kAuto;
+  TORCH_CHECK_VALUE(!(p.tuning.forced_row >= 0 && cutlass_wanted && (!plan.ok || plan.kernel == Fp8GemmKernel::kSimt)),
+                    row_refused());
   TORCH_CHECK(plan.ok, refused());
-  RowwiseGemmParams p = p0;
   at::Tensor workspace;
   if (const size_t bytes = fp8_rowwise_workspace_bytes(p, plan)) {
     workspace = at::empty({static_cast<int64_t>(bytes / sizeof(float))},
@@ -41,17 +52,25 @@ void cuda_run(const RowwiseGemmParams& p0) {
     p.workspace = workspace.data_ptr<float>();
   }
   const cudaError_t e = fp8_rowwise_run(p, plan, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK_VALUE(!(e == cudaErrorNotSupported && p.tuning.forced_row >= 0), row_refused());
   TORCH_CHECK(!(e == cudaErrorNotSupported && want != Fp8GemmKernel::kAuto), refused());
   C10_CUDA_CHECK(e);
 }
 
 // MSLK_FP8_GROUPED_KERNEL=host: one GEMM per group with the sizes read to the host (the old
 // path, kept to compare against); default: the device-side grouped kernel when it applies.
-bool cuda_grouped(const Fp8GroupedParams& p) {
-  const char* k = std::getenv("MSLK_FP8_GROUPED_KERNEL");
-  if (k && std::strcmp(k, "host") == 0) return false;
+// MSLK_FP8_GROUPED_CONFIG forces its row: one that cannot take the problem is a ValueError.
+bool cuda_grouped(const Fp8GroupedParams& p0) {
+  if (read_env([] { return env::choice(env::Var::kFp8GroupedKernel, {"auto", "host"}, 0); }) == 1) return false;
+  Fp8GroupedParams p = p0;
+  p.tuning = env_tuning(env::Var::kFp8GroupedConfig, kNumFp8GroupedConfigs);
   const cudaError_t e = fp8_grouped_cutlass_run(p, c10::cuda::getCurrentCUDAStream().stream());
-  if (e == cudaErrorNotSupported) return false;  // nothing launched
+  if (e == cudaErrorNotSupported) {  // nothing launched
+    TORCH_CHECK_VALUE(p.tuning.forced_row < 0, "MSLK_FP8_GROUPED_CONFIG=", p.tuning.forced_row,
+                      " forces a CUTLASS row that cannot take this problem (G=", p.G, ", total_M=", p.total_M,
+                      ", N=", p.N, ", K=", p.K, "; TMA needs 16-byte aligned operands and strides); unset it");
+    return false;
+  }
   C10_CUDA_CHECK(e);
   return true;
 }

@@ -13,6 +13,8 @@
 #pragma once
 #include <cstdint>
 
+#include "gemm/gemm_tuning.h"
+
 namespace mslk::gemm {
 
 enum class OutDtype : int { kBFloat16 = 0, kFloat16 = 1 };
@@ -29,12 +31,13 @@ struct RowwiseGemmParams {
   int64_t lda = 0, ldb = 0, ldd = 0;
   int64_t batch_a = 0, batch_b = 0, batch_d = 0, batch_xs = 0, batch_ws = 0, batch_bias = 0;
   bool fast_accum = true;
-  // CUTLASS tile-scheduler swizzle of the shape's bucket (set by the dispatch; 0: kDefaultSwizzle).
-  // MSLK_GEMM_SWIZZLE still overrides it.
+  // CUTLASS tile-scheduler swizzle of the shape's bucket (set by the dispatch; 0: kDefaultSwizzle);
+  // tuning.swizzle (MSLK_GEMM_SWIZZLE) overrides it.
   int swizzle = 0;
   // Scratch of the chosen kernel (fp8_rowwise_workspace_bytes), owned by the caller; null when
   // that is 0. The CPU reference ignores it.
   float* workspace = nullptr;
+  GemmTuning tuning;  // forced_row: MSLK_FP8_ROWWISE_TILE (last: the kernels' parameter offsets stay)
 };
 
 }  // namespace mslk::gemm

@@ -211,7 +211,7 @@ def test_list_and_cat(path, ks):
 def test_env_var_rejects_unknown_values(monkeypatch):
     x, w = rand_bf16((8, 64), "cuda"), rand_bf16((1, 64, 64), "cuda")
     monkeypatch.setenv(ENV, "fastest")
-    with pytest.raises(ValueError, match="MSLK_BF16_GROUPED_KERNEL must be auto, cutlass or simt, got 'fastest'"):
+    with pytest.raises(ValueError, match=r"MSLK_BF16_GROUPED_KERNEL must be auto, cutlass or simt \(or unset\), got 'fastest'"):
         ops.bf16bf16bf16_grouped_stacked(x, w, torch.tensor([8], dtype=torch.int32, device="cuda"))
 
 

@@ -1,9 +1,10 @@
 // THE table of CUTLASS sm90 ptr-array grouped instantiations of the device-side grouped FP8
 // GEMM (fp8_grouped_params.h), and the heuristic over it. Data, not code: CMakeLists.txt
 // generates one translation unit per X(...) row (ids 0..n-1 in order); fp8_grouped_dispatch.cu
-// picks a row per call and a static_assert there checks every bucket names an existing row in
-// both accumulation modes.
+// picks a row per call (MSLK_FP8_GROUPED_CONFIG=<row id> forces one) and a static_assert there
+// checks every bucket names an existing row in both accumulation modes.
 #pragma once
+#include "gemm/kernels/config_table.h"
 
 // X(id, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative (else ping-pong), fast_accum)
 #define MSLK_FP8_GROUPED_CONFIGS(X) \
@@ -12,34 +13,24 @@
   X(2, 64, 128, 128, 1, 1, 0, 1)    \
   X(3, 64, 128, 128, 1, 1, 0, 0)
 
-// B(max_avg_m, tile_m, tile_n, tile_k, cluster_m, cluster_n): the first bucket with
-// ceil(total_M / G) <= max_avg_m wins (max_avg_m < 0: no limit); the average group size is
-// known on the host without reading the sizes. Not measured yet: regenerate from
-// bench/gemm/bench_fp8_grouped.py runs on the H200.
+// B(max_avg_m, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative): the first bucket with
+// ceil(total_M / G) <= max_avg_m wins (max_avg_m < 0: no limit). Not measured yet
+// (docs/design/gemm_tables.md says how to regenerate it).
 #define MSLK_FP8_GROUPED_BUCKETS(B) \
-  B(64, 64, 128, 128, 1, 1)         \
-  B(-1, 128, 128, 128, 2, 1)
+  B(64, 64, 128, 128, 1, 1, 0)      \
+  B(-1, 128, 128, 128, 2, 1, 1)
 
 namespace mslk::gemm {
 
-struct Fp8GroupedConfig {
-  int tile_m, tile_n, tile_k, cluster_m, cluster_n;
-  bool cooperative, fast_accum;
-};
-
 #define MSLK_FP8_GROUPED_CONFIG_ENTRY(id, tm, tn, tk, cm, cn, coop, fast) \
-  Fp8GroupedConfig{tm, tn, tk, cm, cn, (coop) != 0, (fast) != 0},
-inline constexpr Fp8GroupedConfig kFp8GroupedConfigs[] = {MSLK_FP8_GROUPED_CONFIGS(MSLK_FP8_GROUPED_CONFIG_ENTRY)};
+  TileConfig{tm, tn, tk, cm, cn, (coop) != 0, (fast) != 0, false},
+inline constexpr TileConfig kFp8GroupedConfigs[] = {MSLK_FP8_GROUPED_CONFIGS(MSLK_FP8_GROUPED_CONFIG_ENTRY)};
 #undef MSLK_FP8_GROUPED_CONFIG_ENTRY
 inline constexpr int kNumFp8GroupedConfigs = sizeof(kFp8GroupedConfigs) / sizeof(kFp8GroupedConfigs[0]);
 
-struct Fp8GroupedBucket {
-  long long max_avg_m;
-  int tile_m, tile_n, tile_k, cluster_m, cluster_n;
-};
-#define MSLK_FP8_GROUPED_BUCKET_ENTRY(mm, tm, tn, tk, cm, cn) Fp8GroupedBucket{mm, tm, tn, tk, cm, cn},
-inline constexpr Fp8GroupedBucket kFp8GroupedBuckets[] = {MSLK_FP8_GROUPED_BUCKETS(MSLK_FP8_GROUPED_BUCKET_ENTRY)};
+#define MSLK_FP8_GROUPED_BUCKET_ENTRY(mm, tm, tn, tk, cm, cn, coop) \
+  AvgMBucket{mm, TileConfig{tm, tn, tk, cm, cn, (coop) != 0, false, false}},
+inline constexpr AvgMBucket kFp8GroupedBuckets[] = {MSLK_FP8_GROUPED_BUCKETS(MSLK_FP8_GROUPED_BUCKET_ENTRY)};
 #undef MSLK_FP8_GROUPED_BUCKET_ENTRY
-inline constexpr int kNumFp8GroupedBuckets = sizeof(kFp8GroupedBuckets) / sizeof(kFp8GroupedBuckets[0]);
 
 }  // namespace mslk::gemm

@@ -12,10 +12,8 @@
 
 namespace mslk::gemm {
 
+// In the order of MSLK_FP8_GEMM_KERNEL's values (auto, skinny, cutlass, simt): the glue reads it as an index.
 enum class Fp8GemmKernel : int { kAuto = 0, kSkinny, kCutlass, kSimt };
-
-// "auto" / "skinny" / "cutlass" / "simt"; null or empty means auto. False for anything else.
-bool parse_fp8_gemm_kernel(const char* name, Fp8GemmKernel* out);
 
 // What one call runs: `kernel` (never kAuto), its K splits (skinny), and `ok` = false when a
 // forced kernel (want != kAuto) cannot take the problem.
@@ -30,7 +28,7 @@ Fp8RowwisePlan fp8_rowwise_plan(const RowwiseGemmParams& p, Fp8GemmKernel want);
 // Bytes p.workspace must point to for `plan` (0: none; the pointer may then be null).
 size_t fp8_rowwise_workspace_bytes(const RowwiseGemmParams& p, const Fp8RowwisePlan& plan);
 // Runs p on stream s as planned. Under auto, a CUTLASS refusal falls back to SIMT; a forced
-// kernel's refusal returns cudaErrorNotSupported.
+// kernel's or forced row's (tuning.forced_row) refusal returns cudaErrorNotSupported.
 cudaError_t fp8_rowwise_run(const RowwiseGemmParams& p, const Fp8RowwisePlan& plan, cudaStream_t s);
 
 // The portable kernel alone (any shape / stride / bf16 or fp16 output).

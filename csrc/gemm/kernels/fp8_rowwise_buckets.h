@@ -11,15 +11,10 @@
 // last bucket must take every shape; swizzle is the tile scheduler's (cutlass_swizzle.h).
 // bench/gemm/tune_fp8_rowwise.py times every row on the H200 and tools/gemm/regen_fp8_buckets.py
 // rewrites the lines between the markers with M-only buckets (min_k = min_waves = 0, swizzle 1);
-// the K, wave and swizzle choices below were added by hand from the same sweep
-// (bench/gemm/results_tune_fp8_rowwise.md, 2026-11-30): 128x256 tiles lose when K is short
-// (epilogue-bound: ping-pong hides it) or when their tiles fill under 4 waves (N = 1280: 2.4
-// waves); 128-row tiles lose to 64-row ones while they fill less than one wave, and from M = 65
-// tie or win once they fill one (M = 128, N = 28672 ran 64-row tiles at 0.89x _scaled_mm).
-// Swizzle 4 in the large-M bucket: 3-4% faster than 1 at M = 8192 with N, K >= 7168 (8 loses 15%
-// at N = 7168). K >= 20480 with 3+ waves of 128x256 tiles (M = 2048, N = 8192, K = 28672): the
-// cooperative 128x256 tile, 754-764 us against 811 for 128x128 ping-pong (0.92x _scaled_mm in the
-// bench run); at K = 16384, N = 7168 the 128x128 ping-pong tile still wins (391 vs 413 us).
+// the K, wave and swizzle choices below were added by hand from the same sweep: 128x256 tiles lose
+// when K is short or their tiles fill under 4 waves; 128-row tiles lose to 64-row ones while they
+// fill less than one wave; swizzle 4 helps only the largest shapes. Figures:
+// docs/design/gemm_tables.md.
 // (MSLK_FP8_ROWWISE_TILE=<row id> forces a row's tile, in the call's accumulation mode.)
 // BEGIN GENERATED BUCKETS
 #define MSLK_FP8_ROWWISE_BUCKETS(B) \
@@ -32,12 +27,10 @@
 // END GENERATED BUCKETS
 
 // M <= this runs the swap-AB row of fp8_rowwise_configs.h (out^T = W X^T, tile 64 weight rows x 16
-// tokens) instead of a bucket's row; 0 turns it off. H200, 2026-11-30 (seventh session), CUDA graphs,
-// us, swap vs the decode kernel / the 64x128 row: M = 1: 22.1 vs 23.7 (N = K = 8192), 60.6 vs 69.3
-// (28672 x 8192), 35.2 vs 39.5 (7168 x 16384), 6.3 vs 7.0 (8192 x 1024); M = 16: 21.6 vs 25.7-27.5,
-// 61.5 vs 71.0, 33.8 vs 44.5. Its CTAs are the N / 64 weight-row tiles (no K split), so where they
-// fill under MSLK_FP8_SWAP_MIN_SM_PCT percent of the SMs, M <= MSLK_FP8_SKINNY_AUTO_MAX_M takes the
-// decode kernel (split K) instead: N = 1280 (20 tiles), M = 1: 8.5 vs 10.2.
+// tokens) instead of a bucket's row; 0 turns it off. It beats both the decode kernel and the
+// 64x128 row up to M = 16 (docs/design/gemm_tables.md). Its CTAs are the N / 64 weight-row tiles
+// (no K split), so where they fill under MSLK_FP8_SWAP_MIN_SM_PCT percent of the SMs,
+// M <= MSLK_FP8_SKINNY_AUTO_MAX_M takes the decode kernel (split K) instead.
 #define MSLK_FP8_SWAP_AB_MAX_M 16
 #define MSLK_FP8_SWAP_MIN_SM_PCT 50
 

@@ -3,17 +3,15 @@
 // fp8_rowwise_dispatch.cu picks a row per call by the heuristic tables of fp8_rowwise_buckets.h
 // (kept apart so that retuning them recompiles no instantiation).
 #pragma once
+#include "gemm/kernels/config_table.h"
 
 // X(id, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative (else ping-pong), fast_accum, swap)
 // swap = 1: the kernel computes out^T = W X^T (swap AB), so tile_m runs along N (weight rows) and
 // tile_n along M (tokens): decode-sized M fills a 16-wide wgmma instead of 64 rows of which M are
 // used, and N / 64 CTAs each stream their weight rows through a deep TMA ring. Buckets never name
 // these rows: MSLK_FP8_SWAP_AB_MAX_M in fp8_rowwise_buckets.h sends small M to them.
-// Timed on the H200 (2026-11-30, bench/gemm/results_tune_fp8_rowwise.md) and dropped, never ahead
-// of these rows by more than noise: 256x128 c2x1 and 128x256 c1x2 cooperative, and 128x128 c2x1
-// ping-pong (the tile of cuBLAS's own kernel at 8192^3, which runs it 17% faster than ours).
-// Rows 8-9 are candidates for decode-sized M (16 rows at N = 8192 fill only 64 CTAs of 64x128:
-// ncu, 53% of DRAM bandwidth): timed by the sweep, in no bucket yet.
+// Rows 8-9 are decode-size candidates the sweep times but no bucket names yet; rows timed and
+// dropped, with the figures: docs/design/gemm_tables.md.
 #define MSLK_FP8_ROWWISE_CONFIGS(X) \
   X(0, 128, 128, 128, 2, 1, 1, 1, 0)   \
   X(1, 128, 128, 128, 2, 1, 1, 0, 0)   \
@@ -30,14 +28,9 @@
 
 namespace mslk::gemm {
 
-struct Fp8RowwiseConfig {
-  int tile_m, tile_n, tile_k, cluster_m, cluster_n;
-  bool cooperative, fast_accum, swap;
-};
-
 #define MSLK_FP8_ROWWISE_CONFIG_ENTRY(id, tm, tn, tk, cm, cn, coop, fast, swap) \
-  Fp8RowwiseConfig{tm, tn, tk, cm, cn, (coop) != 0, (fast) != 0, (swap) != 0},
-inline constexpr Fp8RowwiseConfig kFp8RowwiseConfigs[] = {MSLK_FP8_ROWWISE_CONFIGS(MSLK_FP8_ROWWISE_CONFIG_ENTRY)};
+  TileConfig{tm, tn, tk, cm, cn, (coop) != 0, (fast) != 0, (swap) != 0},
+inline constexpr TileConfig kFp8RowwiseConfigs[] = {MSLK_FP8_ROWWISE_CONFIGS(MSLK_FP8_ROWWISE_CONFIG_ENTRY)};
 #undef MSLK_FP8_ROWWISE_CONFIG_ENTRY
 inline constexpr int kNumFp8RowwiseConfigs = sizeof(kFp8RowwiseConfigs) / sizeof(kFp8RowwiseConfigs[0]);
 

@@ -114,7 +114,7 @@ struct CutlassRowwise {
     if (e != cudaSuccess) return e;
     args.hw_info.device_id = device;
     args.hw_info.sm_count = sms;
-    args.scheduler.max_swizzle_size = cutlass_swizzle(p.swizzle > 0 ? p.swizzle : kDefaultSwizzle);
+    args.scheduler.max_swizzle_size = cutlass_swizzle(p.tuning, p.swizzle);
 
     Gemm gemm;
     if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorNotSupported;
@@ -149,7 +149,7 @@ struct CutlassRowwise {
   namespace mslk::gemm {                                                                               \
   template <>                                                                                          \
   cudaError_t fp8_rowwise_cutlass<ID>(const RowwiseGemmParams& p, cudaStream_t s) {                    \
-    constexpr Fp8RowwiseConfig c = kFp8RowwiseConfigs[ID];                                             \
+    constexpr TileConfig c = kFp8RowwiseConfigs[ID];                                                   \
     return detail::CutlassRowwise<c.tile_m, c.tile_n, c.tile_k, c.cluster_m, c.cluster_n, c.cooperative, \
                                   c.fast_accum, c.swap>::run(p, s);                                    \
   }                                                                                                    \

@@ -2,43 +2,30 @@
 // threshold, else the CUTLASS row of fp8_rowwise_configs.h that the shape-bucket table names
 // (when the operands meet TMA's rules), else the SIMT kernel; or the kernel a caller forces.
 #include <climits>
-#include <cstdlib>
 #include <cstdint>
-#include <cstring>
 
 #include "common/device_attrs.h"
 #include "gemm/kernels/fp8_rowwise.h"
 #include "gemm/kernels/fp8_rowwise_buckets.h"
 #include "gemm/kernels/fp8_rowwise_configs.h"
+#include "gemm/kernels/config_dispatch.h"
 
 namespace mslk::gemm {
 
 #if MSLK_HAS_CUTLASS
-#define MSLK_DECLARE(id, ...) \
-  template <>                 \
-  cudaError_t fp8_rowwise_cutlass<id>(const RowwiseGemmParams&, cudaStream_t);
-MSLK_FP8_ROWWISE_CONFIGS(MSLK_DECLARE)
-#undef MSLK_DECLARE
+#define MSLK_ROW_FN fp8_rowwise_cutlass
+#define MSLK_ROW_PARAMS RowwiseGemmParams
+MSLK_FP8_ROWWISE_CONFIGS(MSLK_DECLARE_ROW)
 
 namespace {
 
-using RunFn = cudaError_t (*)(const RowwiseGemmParams&, cudaStream_t);
-#define MSLK_ENTRY(id, ...) &fp8_rowwise_cutlass<id>,
-constexpr RunFn kRun[] = {MSLK_FP8_ROWWISE_CONFIGS(MSLK_ENTRY)};
-#undef MSLK_ENTRY
+constexpr RowRunFn<RowwiseGemmParams> kRun[] = {MSLK_FP8_ROWWISE_CONFIGS(MSLK_RUN_ENTRY)};
+constexpr int kIds[] = {MSLK_FP8_ROWWISE_CONFIGS(MSLK_ROW_ID)};
 
-#define MSLK_ID(id, ...) id,
-constexpr int kIds[] = {MSLK_FP8_ROWWISE_CONFIGS(MSLK_ID)};
-#undef MSLK_ID
-
+// The non-swap row of bucket b's tile in accumulation mode `fast` (-1: none).
 constexpr int find_config(const Fp8RowwiseBucket& b, bool fast) {
-  for (int i = 0; i < kNumFp8RowwiseConfigs; ++i) {
-    const auto& c = kFp8RowwiseConfigs[i];
-    if (c.tile_m == b.tile_m && c.tile_n == b.tile_n && c.tile_k == b.tile_k && c.cluster_m == b.cluster_m &&
-        c.cluster_n == b.cluster_n && c.cooperative == b.cooperative && c.fast_accum == fast && !c.swap)
-      return i;
-  }
-  return -1;
+  return find_row(kFp8RowwiseConfigs,
+                  TileConfig{b.tile_m, b.tile_n, b.tile_k, b.cluster_m, b.cluster_n, b.cooperative, fast, false}, fast);
 }
 
 // The swap-AB row of the given accumulation mode (-1: none).
@@ -48,18 +35,13 @@ constexpr int find_swap_config(bool fast) {
   return -1;
 }
 
-constexpr bool same_tile(const Fp8RowwiseConfig& a, const Fp8RowwiseConfig& b) {
-  return a.tile_m == b.tile_m && a.tile_n == b.tile_n && a.tile_k == b.tile_k && a.cluster_m == b.cluster_m &&
-         a.cluster_n == b.cluster_n && a.cooperative == b.cooperative && a.fast_accum == b.fast_accum &&
-         a.swap == b.swap;
-}
-
 constexpr bool table_is_consistent() {
-  for (int i = 0; i < kNumFp8RowwiseConfigs; ++i) {
-    if (kIds[i] != i) return false;
+  if (!ids_in_order(kIds)) return false;
+  for (int i = 0; i < kNumFp8RowwiseConfigs; ++i)
     for (int j = i + 1; j < kNumFp8RowwiseConfigs; ++j)  // buckets name a row by tile, cluster, schedule
-      if (same_tile(kFp8RowwiseConfigs[i], kFp8RowwiseConfigs[j])) return false;
-  }
+      if (same_tile(kFp8RowwiseConfigs[i], kFp8RowwiseConfigs[j]) &&
+          kFp8RowwiseConfigs[i].fast_accum == kFp8RowwiseConfigs[j].fast_accum)
+        return false;
   for (int j = 0; j < kNumFp8RowwiseBuckets; ++j)
     if (find_config(kFp8RowwiseBuckets[j], true) < 0 || find_config(kFp8RowwiseBuckets[j], false) < 0 ||
         !(kFp8RowwiseBuckets[j].swizzle == 1 || kFp8RowwiseBuckets[j].swizzle == 2 ||
@@ -75,24 +57,6 @@ static_assert(table_is_consistent(),
               "1, 2, 4 or 8, and the last bucket "
               "must take every shape (max_m < 0, min_k = min_waves = 0)");
 
-// MSLK_FP8_ROWWISE_TILE=<row id> (tuning; read per call): the tile of that row in the call's
-// accumulation mode instead of the bucket table's. -1: not set; -2: no such row (refused).
-int forced_config(bool fast) {
-  const char* s = std::getenv("MSLK_FP8_ROWWISE_TILE");
-  if (!s || !*s) return -1;
-  char* end = nullptr;
-  const long id = std::strtol(s, &end, 10);
-  if (*end != '\0' || id < 0 || id >= kNumFp8RowwiseConfigs) return -2;
-  const auto& c = kFp8RowwiseConfigs[id];
-  for (int i = 0; i < kNumFp8RowwiseConfigs; ++i) {
-    const auto& r = kFp8RowwiseConfigs[i];
-    if (r.tile_m == c.tile_m && r.tile_n == c.tile_n && r.tile_k == c.tile_k && r.cluster_m == c.cluster_m &&
-        r.cluster_n == c.cluster_n && r.cooperative == c.cooperative && r.swap == c.swap && r.fast_accum == fast)
-      return i;
-  }
-  return -2;
-}
-
 int device_sms() {
   int dev = 0, sms = 0;
   if (mslk::cuda::current_device_sms(&dev, &sms) != cudaSuccess) return 132;
@@ -102,7 +66,8 @@ int device_sms() {
 // The row for p (-1: none) and, through *swizzle, its bucket's swizzle (0: a forced row's default).
 int pick_config(const RowwiseGemmParams& p, int* swizzle = nullptr) {
   if (swizzle) *swizzle = 0;
-  if (const int f = forced_config(p.fast_accum); f != -1) return f >= 0 ? f : -1;
+  // MSLK_FP8_ROWWISE_TILE (validated by the glue): that row's tile in the call's accumulation mode.
+  if (p.tuning.forced_row >= 0) return forced_row_in_mode(kFp8RowwiseConfigs, p.tuning.forced_row, p.fast_accum);
   if (p.M <= MSLK_FP8_SWAP_AB_MAX_M) return find_swap_config(p.fast_accum);
   const int64_t sms = device_sms();
   for (int j = 0; j < kNumFp8RowwiseBuckets; ++j) {
@@ -115,8 +80,6 @@ int pick_config(const RowwiseGemmParams& p, int* swizzle = nullptr) {
   }
   return -1;
 }
-
-bool aligned(const void* ptr, int bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
 
 // TMA: 16-byte aligned base addresses and row strides; int32 problem sizes.
 bool cutlass_applies(const RowwiseGemmParams& p) {
@@ -191,14 +154,6 @@ bool swap_fills_sms(const RowwiseGemmParams& p, int sms) {
 
 }  // namespace
 
-bool parse_fp8_gemm_kernel(const char* name, Fp8GemmKernel* out) {
-  if (!name || !*name || !std::strcmp(name, "auto")) return *out = Fp8GemmKernel::kAuto, true;
-  if (!std::strcmp(name, "skinny")) return *out = Fp8GemmKernel::kSkinny, true;
-  if (!std::strcmp(name, "cutlass")) return *out = Fp8GemmKernel::kCutlass, true;
-  if (!std::strcmp(name, "simt")) return *out = Fp8GemmKernel::kSimt, true;
-  return false;
-}
-
 Fp8RowwisePlan fp8_rowwise_plan(const RowwiseGemmParams& p, Fp8GemmKernel want) {
   Fp8RowwisePlan plan;
   plan.want = want;
@@ -242,7 +197,9 @@ cudaError_t fp8_rowwise_run(const RowwiseGemmParams& p, const Fp8RowwisePlan& pl
       return fp8_rowwise_skinny(p, plan.splits, s);
     case Fp8GemmKernel::kCutlass: {
       const cudaError_t e = run_cutlass(p, s);
-      if (e == cudaErrorNotSupported && plan.want == Fp8GemmKernel::kAuto) return fp8_rowwise_simt(p, s);
+      // A forced row (tuning.forced_row) never falls back: the glue reports its refusal.
+      if (e == cudaErrorNotSupported && plan.want == Fp8GemmKernel::kAuto && p.tuning.forced_row < 0)
+        return fp8_rowwise_simt(p, s);
       return e;
     }
     default:

@@ -1,6 +1,7 @@
 // Pieces shared by the device-side argument setup of the CUTLASS ptr-array grouped GEMMs
-// (bf16_grouped_cutlass.cuh, fp8_grouped_cutlass.cuh): group rows from sizes on the device, the
-// zeroed tail, the one scratch allocation, and the run after setup.
+// (cutlass_grouped.cuh and its family policies): group sizes and rows on the device, the zeroed
+// tail, the per-group argument arrays (the one place that writes a group's shape, pointers and
+// strides), the one scratch allocation, and the run after setup.
 #pragma once
 #include <cute/tensor.hpp>
 #include <cutlass/bfloat16.h>
@@ -8,11 +9,24 @@
 
 #include <cstdint>
 
-#include "common/device_attrs.h"
 
 namespace mslk::gemm::detail {
 
 constexpr int kGroupSetupThreads = 256;
+
+// Size i of a device size vector (int32 or int64), as stored.
+__device__ __forceinline__ long long size_at(const void* sizes, bool int64, int64_t i) {
+  return int64 ? static_cast<long long>(static_cast<const int64_t*>(sizes)[i])
+               : static_cast<long long>(static_cast<const int32_t*>(sizes)[i]);
+}
+
+// f(g) for every group g, spread over the grid's threads (groups known one by one).
+template <class F>
+__device__ __forceinline__ void for_each_group(int64_t G, F f) {
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < G;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    f(g);
+}
 
 // Rows of G groups from their sizes: a block-wide inclusive scan, kGroupSetupThreads groups a step
 // with a carry. Calls on_group(g, start, end) on the thread that owns group g, rows clipped to
@@ -72,9 +86,6 @@ inline unsigned setup_blocks(long long tail16, int sms) {
   return static_cast<unsigned>(want < 1 ? 1 : (want > 2 * sms ? 2 * sms : want));
 }
 
-// The current device and its SM count (read once per device id: common/device_attrs.h).
-inline cudaError_t device_sms(int* device, int* sms) { return mslk::cuda::current_device_sms(device, sms); }
-
 // Per-group argument arrays of a grouped CUTLASS call and CUTLASS's workspace, carved from one
 // stream-ordered allocation (graph-capturable), each part 128-byte aligned. xs / ws: per-group
 // epilogue scale pointers, allocated only when asked for (the FP8 path).
@@ -91,6 +102,24 @@ struct GroupArrays {
   SD* sd = nullptr;
   void* workspace = nullptr;
   char* buf = nullptr;  // the allocation; run_after_setup frees it
+
+  // Group g's problem shape (m, n, k), operand pointers and leading strides.
+  __device__ __forceinline__ void put(int64_t g, int64_t m, int64_t n, int64_t k, const EA* pa, int64_t lda,
+                                      const EB* pb, int64_t ldb, ED* pd, int64_t ldd) const {
+    shapes[g] = Shape(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
+    a[g] = pa;
+    b[g] = pb;
+    d[g] = pd;
+    SA s_a{};
+    set_leading(s_a, lda);
+    sa[g] = s_a;
+    SB s_b{};
+    set_leading(s_b, ldb);
+    sb[g] = s_b;
+    SD s_d{};
+    set_leading(s_d, ldd);
+    sd[g] = s_d;
+  }
 
   cudaError_t allocate(int64_t G, size_t ws_bytes, bool scales, cudaStream_t stream) {
     int64_t size = 0;

@@ -23,9 +23,9 @@ CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/attention/kernels/fmha_f
 
 
 def tile_rows():
-    """Every row of kTileCfgs: (d, bn, stages, overlap, pingpong, persistent, wgs)."""
+    """Every row of kTileCfgs: (d, bn, stages, pingpong, persistent, wgs)."""
     body = CONFIGS_H.read_text().split("kTileCfgs[] = {")[1].split("};")[0]
-    return [tuple(map(int, m)) for m in re.findall(r"\{(\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\}", body)]
+    return [tuple(map(int, m)) for m in re.findall(r"\{(\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\}", body)]
 
 
 def candidate_rows():
@@ -54,7 +54,7 @@ def main():
         # (label, env) of each variant: every row of this head dim, then the dispatch default with
         # L2 sections of other sizes (0: one section, the old order)
         variants = []
-        for i, (d, bn, st, ov, pp, pers, wgs) in mine:
+        for i, (d, bn, st, pp, pers, wgs) in mine:
             name = f"row {i}: BN{bn} x{st}{'' if pers else ' non-persistent'}{'' if wgs == 2 else f' {wgs} WGs'}"
             variants.append((name, {"MSLK_FMHA_SM90_CFG": str(i)}))
         variants += [(f"L2 {mib} MiB", {"MSLK_FMHA_SM90_L2_MIB": str(mib)}) for mib in L2_MIB]

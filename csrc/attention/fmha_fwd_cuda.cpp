@@ -1,6 +1,6 @@
 // CUDA backend of mslk::fmha_fused_fwd: the fused kernels of kernels/fmha_fwd_kernel.cuh (FA2,
 // mma.sync) and kernels/fmha_fwd_sm90_kernel.cuh (Hopper, TMA + wgmma), fp16/bf16, head dims
-// <= 256, chosen by kernels/fmha_fwd.cu (MSLK_FMHA_KERNEL). Pads head dims to a multiple of 8 and
+// <= 256, chosen by kernels/fmha_fwd.cu (MSLK_FMHA_KERNEL, read here with the other switches). Pads head dims to a multiple of 8 and
 // copies inputs whose strides or base address are not 16-byte aligned (both kernels load 16-byte
 // chunks); everything else is passed as strides, so expand()ed K/V are read in place.
 #include <ATen/ATen.h>
@@ -9,13 +9,13 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
-#include <cstdlib>
 #include <limits>
 
 #include "attention/fmha_fwd.h"
 #include "attention/kernels/fmha_fwd.h"
 #include "attention/kernels/fmha_fwd_sm90.h"
 #include "common/checks.h"
+#include "mslk/utils/env.h"
 
 namespace mslk::attention {
 namespace {
@@ -32,6 +32,22 @@ at::Tensor prepare(const at::Tensor& x) {
   for (int i = 0; i < 3; ++i) ok = ok && (y.size(i) == 1 || y.stride(i) % 8 == 0);
   return ok ? y : y.contiguous();
 }
+// The kernels' switches from the environment, read on every call (tests and benchmarks flip them);
+// a malformed value is a ValueError naming the variable.
+FmhaFwdTuning read_tuning() {
+  return read_env([] {
+    using env::Var;
+    FmhaFwdTuning t;
+    t.kernel = FmhaKernelChoice(env::choice(Var::kFmhaKernel, {"auto", "sm80", "sm90"}, 0));
+    t.sm90_cfg = int(env::integer(Var::kFmhaSm90Cfg, -1, 0, fmha_fwd_sm90_num_cfgs() - 1));
+    t.sm90_l2_mib = int(env::integer(Var::kFmhaSm90L2Mib, -1, 0, 4096));
+    t.sm90_stream_k = env::choice(Var::kFmhaSm90StreamK, {"0", "1"}, -1);
+    t.sm90_o_tma = env::flag(Var::kFmhaSm90Otma, true);
+    t.sm90_o_vec = env::flag(Var::kFmhaSm90Ovec, true);
+    return t;
+  });
+}
+
 // Element stride of dim i, 0 when the dim has size 1 (its index is always 0).
 int64_t st(const at::Tensor& x, int i) { return x.size(i) == 1 ? 0 : x.stride(i); }
 
@@ -114,19 +130,15 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
   p.window_right = window_right;
   p.scale = float(scale);
   p.is_bf16 = q.scalar_type() == at::kBFloat16;
-  const FmhaKernelChoice choice = fmha_kernel_choice();
-  TORCH_CHECK_VALUE(choice != FmhaKernelChoice::kInvalid, kOp,
-                    ": MSLK_FMHA_KERNEL must be unset, 'auto', 'sm80' or 'sm90'; got '", std::getenv("MSLK_FMHA_KERNEL"), "'");
-  TORCH_CHECK_VALUE(fmha_fwd_sm90_forced_cfg() != -2, kOp, ": MSLK_FMHA_SM90_CFG must be a row of kTileCfgs (0..",
-                    fmha_fwd_sm90_num_cfgs() - 1, "), got '", std::getenv("MSLK_FMHA_SM90_CFG"), "'");
+  const FmhaFwdTuning tuning = read_tuning();
   at::Tensor workspace;  // the sm90 kernel's stream-K partials (stream-ordered, freed after the launch)
-  if (const int64_t bytes = fmha_fwd_workspace_bytes(p); bytes > 0) {
+  if (const int64_t bytes = fmha_fwd_workspace_bytes(p, tuning); bytes > 0) {
     workspace = at::empty({bytes}, q.options().dtype(at::kByte));
     p.workspace = workspace.data_ptr();
     p.workspace_bytes = bytes;
   }
-  const cudaError_t err = fmha_fwd(p, c10::cuda::getCurrentCUDAStream().stream());
-  TORCH_CHECK(!(err == cudaErrorNotSupported && choice == FmhaKernelChoice::kSm90), kOp,
+  const cudaError_t err = fmha_fwd(p, tuning, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(!(err == cudaErrorNotSupported && tuning.kernel == FmhaKernelChoice::kSm90), kOp,
               ": MSLK_FMHA_KERNEL=sm90 forces the Hopper kernel, which does not take this problem (it needs an sm_90 "
               "GPU, no tensor bias, head dims <= 256 and TMA-compatible strides); unset MSLK_FMHA_KERNEL or set it "
               "to 'auto' or 'sm80'");

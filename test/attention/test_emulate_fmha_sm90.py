@@ -50,10 +50,10 @@ def test_config_rows_parsed():
 
 def set_row(monkeypatch, row):
     """The emulator runs kTileCfgs row `row` for that row's head dim; returns the head dim."""
-    d, bn, stages, overlap, pingpong, persistent, wgs = tile_rows()[row]
+    d, bn, stages, pingpong, persistent, wgs = tile_rows()[row]
     monkeypatch.setitem(emu.TILE_CFG, d, (bn, stages))
     monkeypatch.setitem(emu.WGS, d, wgs)
-    monkeypatch.setitem(emu.OVERLAP, d, bool(overlap))
+    monkeypatch.setitem(emu.OVERLAP, d, True)  # every kernel row overlaps
     monkeypatch.setitem(emu.PINGPONG, d, bool(pingpong))
     monkeypatch.setitem(emu.PERSISTENT, d, bool(persistent))
     return d
@@ -226,7 +226,7 @@ def test_emulated_sm90_kernel_stream_k(monkeypatch, order, case):
 
 
 # ---- the per-warpgroup key-tile trim (args.trim) of the rows without ping-pong ---------------------
-NO_PINGPONG_ROWS = [i for i, r in enumerate(tile_rows()) if r[4] == 0]
+NO_PINGPONG_ROWS = [i for i, r in enumerate(tile_rows()) if r[3] == 0]
 
 TRIM_CASES = {
     # BM 256 / 192 tiles on the diagonal: the upper warpgroups end 1-3 key tiles before the tile's last
@@ -242,7 +242,7 @@ TRIM_CASES = {
 
 
 def _use_row(monkeypatch, row, trim):
-    """kTileCfgs row `row` for its head dim, args.trim = trim, skewed interleavings, and 2 emulated
+    """kTileCfgs row `row` for its head dim, the emulator's TRIM = trim, skewed interleavings, and 2 emulated
     SMs: the persistent rows' CTAs walk several work tiles (the ring position carried across)."""
     d = set_row(monkeypatch, row)
     monkeypatch.setattr(emu, "TRIM", trim)
@@ -253,8 +253,8 @@ def _use_row(monkeypatch, row, trim):
 
 def test_no_pingpong_rows_are_the_d64_rows():
     rows = tile_rows()
-    assert NO_PINGPONG_ROWS and all(rows[i][0] == 64 and rows[i][3] == 1 for i in NO_PINGPONG_ROWS)
-    assert {rows[i][5] for i in NO_PINGPONG_ROWS} == {0, 1}  # persistent and one CTA per tile
+    assert NO_PINGPONG_ROWS and all(rows[i][0] == 64 for i in NO_PINGPONG_ROWS)
+    assert {rows[i][4] for i in NO_PINGPONG_ROWS} == {0, 1}  # persistent and one CTA per tile
 
 
 @pytest.mark.parametrize("trim", [True, False])
@@ -264,7 +264,7 @@ def test_emulated_sm90_kernel_trim(monkeypatch, row, name, trim):
     """Each warpgroup runs the key tiles up to its rows' last key and only waits for and releases
     the stages of the rest (the emulator checks that no skipped tile holds a key its rows see, the
     barrier phases, stage overwrites, every use released at exit, and the outputs)."""
-    persistent = _use_row(monkeypatch, row, trim)[5]
+    persistent = _use_row(monkeypatch, row, trim)[4]
     err, stats = emu.run_case(np.random.default_rng(row), **TRIM_CASES[name])
     assert err < 1e-9 and stats["tiles"] > 0
     if persistent:
@@ -301,7 +301,7 @@ def test_emulated_sm90_kernel_trim_stream_k(monkeypatch, trim):
 
 def test_trim_off_on_pingpong_rows(monkeypatch):
     """Rows with ping-pong never trim (their warpgroups take turns: equal GEMM counts)."""
-    row = next(i for i, r in enumerate(tile_rows()) if r[4] == 1)
+    row = next(i for i, r in enumerate(tile_rows()) if r[3] == 1)
     d = _use_row(monkeypatch, row, True)[0]
     err, stats = emu.run_case(np.random.default_rng(1), B=1, Mq=300, Mkv=300, H=1, K=d, Kv=d, kind=1, wl=-1, wr=-1)
     assert err < 1e-9 and stats["skipped"] == 0 and stats["runs"]

@@ -244,7 +244,7 @@ def test_sm90_candidate_tile_rows(sm90, monkeypatch, row, dtype, mq, mkv, idx):
 
 
 @needs_sm90
-@pytest.mark.parametrize("row", [r for r, t in enumerate(tile_rows()) if t[5] == 1])  # the persistent rows
+@pytest.mark.parametrize("row", [r for r, t in enumerate(tile_rows()) if t[4] == 1])  # the persistent rows
 @pytest.mark.parametrize("idx", SUPPORTED_DENSE)
 def test_sm90_persistent_several_tiles_a_cta(sm90, monkeypatch, row, idx):
     """The other tests make fewer work tiles than 132 SMs, one a CTA. 70 heads x 1000 queries make
@@ -284,18 +284,15 @@ def test_sm90_o_store_paths(sm90, monkeypatch, path, d, causal):
 
 
 @needs_sm90
-@pytest.mark.parametrize("trim", ["0", "-"])
-@pytest.mark.parametrize("row", [r for r, t in enumerate(tile_rows()) if t[4] == 0])  # rows without ping-pong
+@pytest.mark.parametrize("row", [r for r, t in enumerate(tile_rows()) if t[3] == 0])  # rows without ping-pong
 @pytest.mark.parametrize("idx", SUPPORTED_DENSE)
 @pytest.mark.parametrize("mq,mkv", [(1000, 777), (300, 1000), (256, 256)])
-def test_sm90_warpgroup_key_trim(sm90, monkeypatch, trim, row, idx, mq, mkv):
+def test_sm90_warpgroup_key_trim(sm90, monkeypatch, row, idx, mq, mkv):
     """Rows without ping-pong let each consumer warpgroup stop at the last key its own rows may
     see (under a causal band the upper warpgroups of a 192 / 256-row tile skip up to 3 key tiles,
     and may run none: bottom-right causal with more queries than keys) and only release the
-    skipped stages. MSLK_FMHA_SM90_TRIM=0 runs every key tile in every warpgroup."""
+    skipped stages."""
     monkeypatch.setenv("MSLK_FMHA_SM90_CFG", str(row))
-    if trim != "-":
-        monkeypatch.setenv("MSLK_FMHA_SM90_TRIM", trim)
     d = tile_rows()[row][0]
     g = torch.Generator().manual_seed(row + 10 * idx + mq)
     q, k, v = (rand((1, mq, 3, d), torch.bfloat16, "cuda", g), rand((1, mkv, 3, d), torch.bfloat16, "cuda", g),
@@ -308,8 +305,20 @@ def test_sm90_cfg_env_errors(monkeypatch):
     q = torch.randn(1, 8, 1, 64, device="cuda", dtype=torch.bfloat16)
     for bad in ("x", "-1", "999"):
         monkeypatch.setenv("MSLK_FMHA_SM90_CFG", bad)
-        with pytest.raises(ValueError, match=f"MSLK_FMHA_SM90_CFG must be a row of kTileCfgs .*got '{bad}'"):
+        with pytest.raises(ValueError, match=f"MSLK_FMHA_SM90_CFG must be a whole number from 0 to .*got '{bad}'"):
             torch.ops.mslk.fmha_fused_fwd(q, q, q)
+
+
+@needs_cuda
+@pytest.mark.parametrize("var,bad", [("MSLK_FMHA_SM90_L2_MIB", "x"), ("MSLK_FMHA_SM90_L2_MIB", "-1"),
+                                     ("MSLK_FMHA_SM90_STREAMK", "2"), ("MSLK_FMHA_SM90_OTMA", "off"),
+                                     ("MSLK_FMHA_SM90_OVEC", "yes")])
+def test_sm90_tuning_env_errors(monkeypatch, var, bad):
+    """Every tuning variable is read by the glue (env.h): a malformed value is a ValueError naming it."""
+    q = torch.randn(1, 8, 1, 64, device="cuda", dtype=torch.bfloat16)
+    monkeypatch.setenv(var, bad)
+    with pytest.raises(ValueError, match=f"{var} must be .*got '{bad}'"):
+        torch.ops.mslk.fmha_fused_fwd(q, q, q)
 
 
 @needs_sm90
@@ -331,15 +340,12 @@ def test_sm90_l2_sections(sm90, monkeypatch, mib, d, causal):
 
 
 @needs_sm90
-@pytest.mark.parametrize("walk", ["packed", "rectangle"])
 @pytest.mark.parametrize("nseq", [3, 128, 129])
 @pytest.mark.parametrize("causal", [False, True])
-def test_sm90_varlen_tile_walks(sm90, monkeypatch, walk, nseq, causal):
+def test_sm90_varlen_tile_walks(sm90, monkeypatch, nseq, causal):
     """Varlen problems of up to kPackedSeqs (128) sequences walk a packed list of the query tiles
-    that hold rows; more sequences, or MSLK_FMHA_SM90_PACKED=0, walk the num_m x lanes rectangle.
-    Both against the oracle, with empty, one-row and long sequences among short ones."""
-    if walk == "rectangle":
-        monkeypatch.setenv("MSLK_FMHA_SM90_PACKED", "0")
+    that hold rows; more sequences walk the num_m x lanes rectangle. Both against the oracle, with
+    empty, one-row and long sequences among short ones."""
     g = torch.Generator().manual_seed(nseq + causal)
     ql = torch.randint(0, 200, (nseq,), generator=g).tolist()
     ql[0], ql[-1], ql[nseq // 2] = 0, 1, 700
@@ -368,14 +374,14 @@ def test_sm90_causal_runs_the_non_persistent_row(sm90, d):
     dense non-causal problems to its default."""
     rows = tile_rows()
     default = next(i for i, r in enumerate(rows) if r[0] == d)
-    banded = next((i for i, r in enumerate(rows) if r[0] == d and r[5] == 0), default)
+    banded = next((i for i, r in enumerate(rows) if r[0] == d and r[4] == 0), default)
     q = torch.randn(1, 300, 2, d, device="cuda", dtype=torch.bfloat16)
     dense = 6 if d == 64 else default  # kDenseAlts: one round either way, and d64's BM 192 row costs less
     assert _sm90_rows_run(lambda: run_op(q, q, q, None, 0.1)) == [dense]
     assert _sm90_rows_run(lambda: run_op(q, q, q, ab.LowerTriangularMask(), 0.1)) == [banded]
     varlen = ab.BlockDiagonalMask.from_seqlens([100, 200]).to("cuda")
     assert _sm90_rows_run(lambda: run_op(q, q, q, varlen, 0.1)) == [banded]
-    assert rows[banded][5] == 0, "every head dim has a non-persistent row for causal masks"
+    assert rows[banded][4] == 0, "every head dim has a non-persistent row for causal masks"
 
 
 @needs_sm90
@@ -433,7 +439,7 @@ def test_sm90_stream_k_tail(sm90, monkeypatch, streamk, dtype, d, B, H, mq, mkv,
     q, k, v = (rand((B, m, H, d), dtype, "cuda", g) for m in (mq, mkv, mkv))
     check_sm90(q, k, v, None)
     if streamk == "on":
-        _, bn, _, _, _, _, wgs = tile_rows()[cfg]
+        _, bn, _, _, _, wgs = tile_rows()[cfg]
         num_work, n_kt = -(-mq // (64 * wgs)) * H * B, -(-mkv // bn)
         grid = min(num_work * n_kt, 132) if num_work < 132 else 132
         ws = grid * ((d // 8 + 1) * 128 * wgs * 16 + wgs * 8)  # stream_k_workspace_bytes

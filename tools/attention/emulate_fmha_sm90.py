@@ -18,7 +18,7 @@ What it mirrors from the kernel, line by line:
     the use it means (no warp arrives a use ahead or behind), that at a CTA's exit every barrier
     has completed one phase per use and holds no half-arrived phase, that no stage is overwritten
     while a consumer reads it and that every consumer reads the tile it expects;
-  * the per-warpgroup key-tile trim of the rows without ping-pong (TRIM, args.trim): a warpgroup
+  * the per-warpgroup key-tile trim of the rows without ping-pong (TRIM): a warpgroup
     runs the work tile's key tiles up to the last key its rows may see (n_run) and only waits for
     and releases the stages of the rest -- checking that no skipped key tile holds a key any of
     its rows may see; stats count the skipped (warpgroup, key tile) pairs and the warpgroups that
@@ -41,12 +41,12 @@ LOG2E, LN2 = 1.4426950408889634, 0.6931471805599453
 UNB = 1 << 40
 COLB = 64
 TILE_CFG = {64: (64, 8), 128: (128, 2), 256: (64, 2)}  # d -> (BN, stages), as kTileCfgs
-OVERLAP = {64: True, 128: True, 256: True}  # kTileCfgs' overlap; main() also runs the other order
+OVERLAP = {64: True, 128: True, 256: True}  # the kernel's order; main() also models one tile at a time
 PINGPONG = {64: False, 128: True, 256: True}  # kTileCfgs' pingpong (only with overlap)
 PERSISTENT = {64: True, 128: True, 256: True}  # kTileCfgs' persistent
 WGS = {64: 4, 128: 2, 256: 2}  # kTileCfgs' wgs: consumer warpgroups, BM = 64 * wgs query rows a tile
 SMS = 3  # emulated SM count: few, so that CTAs walk several work tiles
-TRIM = True  # args.trim (MSLK_FMHA_SM90_TRIM=0 clears it): rows without ping-pong trim each warpgroup's key tiles
+TRIM = True  # the kernel always trims: rows without ping-pong trim each warpgroup's key tiles
 # Protocol faults for the tests to plant in the trim's code (None: the kernel as it is):
 # "no_full_wait": the skipped tiles' stages released without waiting for their loads;
 # "release_before_full": released first, then their loads waited for; "no_skip_release": the

@@ -1,38 +1,24 @@
-// Kernel choice (MSLK_FMHA_KERNEL) and head-dim dispatch of the fused attention forward. The FA2
-// kernel takes the smallest instantiation whose padded head dim holds both K and Kv (extra
+// Kernel choice (FmhaFwdTuning::kernel) and head-dim dispatch of the fused attention forward. The
+// FA2 kernel takes the smallest instantiation whose padded head dim holds both K and Kv (extra
 // columns are zero-filled on load and skipped where possible).
-#include <cstdlib>
-#include <cstring>
-
 #include "attention/kernels/fmha_fwd.h"
 #include "attention/kernels/fmha_fwd_sm90.h"
 
 namespace mslk::attention {
 
-FmhaKernelChoice fmha_kernel_choice() {
-  const char* e = std::getenv("MSLK_FMHA_KERNEL");  // per call: tests and benchmarks flip it
-  if (e == nullptr || *e == '\0' || std::strcmp(e, "auto") == 0) return FmhaKernelChoice::kAuto;
-  if (std::strcmp(e, "sm80") == 0) return FmhaKernelChoice::kSm80;
-  if (std::strcmp(e, "sm90") == 0) return FmhaKernelChoice::kSm90;
-  return FmhaKernelChoice::kInvalid;
+int64_t fmha_fwd_workspace_bytes(const FmhaFwdParams& p, const FmhaFwdTuning& t) {
+  return t.kernel != FmhaKernelChoice::kSm80 ? fmha_fwd_sm90_workspace_bytes(p, t) : 0;
 }
 
-int64_t fmha_fwd_workspace_bytes(const FmhaFwdParams& p) {
-  const FmhaKernelChoice c = fmha_kernel_choice();
-  return c == FmhaKernelChoice::kAuto || c == FmhaKernelChoice::kSm90 ? fmha_fwd_sm90_workspace_bytes(p) : 0;
-}
-
-cudaError_t fmha_fwd(const FmhaFwdParams& p, cudaStream_t stream) {
+cudaError_t fmha_fwd(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t stream) {
   const int d = p.K > p.Kv ? p.K : p.Kv;
   if (d <= 0 || d > 256 || p.K % 8 != 0 || p.Kv % 8 != 0) return cudaErrorInvalidValue;
-  switch (fmha_kernel_choice()) {
-    case FmhaKernelChoice::kInvalid:
-      return cudaErrorInvalidValue;
+  switch (t.kernel) {
     case FmhaKernelChoice::kSm90:
-      return fmha_fwd_sm90(p, stream);  // cudaErrorNotSupported: the glue names the env var
+      return fmha_fwd_sm90(p, t, stream);  // cudaErrorNotSupported: the glue names the env var
     case FmhaKernelChoice::kAuto:
       if (fmha_fwd_sm90_supports(p)) {
-        const cudaError_t err = fmha_fwd_sm90(p, stream);  // checks the device is sm_90
+        const cudaError_t err = fmha_fwd_sm90(p, t, stream);  // checks the device is sm_90
         if (err != cudaErrorNotSupported) return err;
       }
       break;

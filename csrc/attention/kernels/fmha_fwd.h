@@ -63,11 +63,26 @@ struct FmhaFwdParams {
   int64_t workspace_bytes;
 };
 
+// Which kernel runs (MSLK_FMHA_KERNEL): the Hopper kernel where it takes the problem on an sm_90
+// device, else FA2 (kAuto); always FA2 (kSm80); the Hopper kernel or cudaErrorNotSupported (kSm90).
+enum class FmhaKernelChoice { kAuto, kSm80, kSm90 };
+
+// Switches of the fused forward, filled by the torch glue from the environment (env.h) and passed
+// beside the params: the kernel layer reads no environment. The defaults are "variable unset".
+struct FmhaFwdTuning {
+  FmhaKernelChoice kernel = FmhaKernelChoice::kAuto;
+  int sm90_cfg = -1;       // MSLK_FMHA_SM90_CFG: this kTileCfgs row for problems of its head dim; -1: by problem
+  int sm90_l2_mib = -1;    // MSLK_FMHA_SM90_L2_MIB: K/V MiB per L2 section; -1: kL2SectionMiB, 0: one section
+  int sm90_stream_k = -1;  // MSLK_FMHA_SM90_STREAMK: -1 by the waste threshold, 0 never, 1 wherever SMs idle
+  bool sm90_o_tma = true;  // MSLK_FMHA_SM90_OTMA: O through shared memory and TMA stores where the row allows
+  bool sm90_o_vec = true;  // MSLK_FMHA_SM90_OVEC: 16-byte O stores where aligned (else 4-byte pairs)
+};
+
 // Launches on `stream`; returns the launch error (cudaSuccess when nothing to do).
-cudaError_t fmha_fwd(const FmhaFwdParams& p, cudaStream_t stream);
+cudaError_t fmha_fwd(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t stream);
 // Bytes of p.workspace the kernel fmha_fwd picks would use (0: none). Host-only; call it with
 // every other field set and the device current.
-int64_t fmha_fwd_workspace_bytes(const FmhaFwdParams& p);
+int64_t fmha_fwd_workspace_bytes(const FmhaFwdParams& p, const FmhaFwdTuning& t);
 
 // One instantiation per padded head dim (64, 128, 256), each in its own TU.
 cudaError_t fmha_fwd_d64(const FmhaFwdParams& p, cudaStream_t stream);

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "attention/kernels/fmha_fwd.h"
+#include "common/device_attrs.h"
 
 namespace mslk::attention::fwd_detail {
 
@@ -386,7 +387,10 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
   if (p.num_seqs <= 0 || p.H <= 0 || p.max_seqlen_q <= 0) return cudaSuccess;
   const size_t smem = size_t(BM + 4 * BN) * D * sizeof(T);
   auto kern = fmha_fwd_kernel<T, D, BM, BN>;
-  cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  static mslk::cuda::SmemLimitOnce smem_limit;  // the cap raised once per device
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = smem_limit.ensure(kern, dev, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid((p.max_seqlen_q + BM - 1) / BM, p.H, p.num_seqs);
   kern<<<grid, BM / 16 * 32, smem, stream>>>(p);

@@ -1,8 +1,6 @@
 // Host-side predicate and head-dim dispatch of the Hopper fused attention forward.
 #include <cstdint>
 
-#include <cstdlib>
-
 #include "attention/kernels/fmha_fwd_sm90.h"
 #include "attention/kernels/fmha_fwd_sm90_configs.h"
 #include "attention/kernels/fmha_fwd_sm90_work.h"
@@ -23,12 +21,10 @@ bool rows_ok(int64_t s, int rows) { return tma_stride_ok(s) && (s != 0 || rows <
 #endif
 
 bool device_is_sm90() {
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-    return false;
-  return major == 9 && minor == 0;
+  int dev = 0;
+  mslk::cuda::DeviceAttrs a;
+  if (mslk::cuda::current_device_attrs(&dev, &a) != cudaSuccess) return (void)cudaGetLastError(), false;
+  return a.cc_major == 9 && a.cc_minor == 0;
 }
 }  // namespace
 
@@ -55,14 +51,6 @@ int fmha_fwd_sm90_head_dim(const FmhaFwdParams& p) {
 #endif
 }
 
-int fmha_fwd_sm90_forced_cfg() {
-  const char* s = std::getenv("MSLK_FMHA_SM90_CFG");
-  if (s == nullptr || *s == '\0') return -1;
-  char* end = nullptr;
-  const long v = std::strtol(s, &end, 10);
-  return *end == '\0' && v >= 0 && v < sm90::kNumTileCfgs ? int(v) : -2;
-}
-
 int fmha_fwd_sm90_num_cfgs() { return sm90::kNumTileCfgs; }
 
 namespace {
@@ -79,25 +67,25 @@ struct Walk {
   int grid;
   sm90::StreamK sk;
 };
-Walk walk_of(const FmhaFwdParams& p, const sm90::TileCfg& cfg, int sms) {
+Walk walk_of(const FmhaFwdParams& p, const FmhaFwdTuning& t, const sm90::TileCfg& cfg, int sms) {
   Walk w{0, 0, sm90::StreamK{0, 0, 0, 0}};
   const int bm = 64 * cfg.wgs;
   w.num_work = int64_t((p.max_seqlen_q + bm - 1) / bm) * p.H * p.num_seqs;
   if (w.num_work >= (int64_t(1) << 30) || sms <= 0) return w;
-  const sm90::StreamKPolicy pol = sm90::stream_k_policy(cfg.d);
+  const sm90::StreamKPolicy pol = sm90::stream_k_policy(cfg.d, t.sm90_stream_k);
   w.sk = sm90::stream_k_plan(p, int(w.num_work), sms, cfg.bn, pol.min_gain, pol.min_key_tiles, pol.cap_parts);
   w.grid = w.sk.grid;
   return w;
 }
 
 // kDenseAlts: the head dim's dense row of least modelled time; c when d has no alternatives.
-int dense_cfg(const FmhaFwdParams& p, int d, int c) {
+int dense_cfg(const FmhaFwdParams& p, const FmhaFwdTuning& t, int d, int c) {
   const int sms = device_sms();
   double best = 0;
   for (const sm90::DenseAlt& a : sm90::kDenseAlts) {
     const sm90::TileCfg& cfg = sm90::kTileCfgs[a.cfg];
     if (a.d != d || !cfg.persistent || sms <= 0) continue;
-    const Walk w = walk_of(p, cfg, sms);
+    const Walk w = walk_of(p, t, cfg, sms);
     if (w.grid <= 0) continue;
     const double rounds = w.sk.n_sk > 0 ? double(w.num_work) / w.grid + sm90::kDenseSplitKeyTiles / w.sk.n_kt
                                         : double((w.num_work + w.grid - 1) / w.grid);
@@ -110,33 +98,33 @@ int dense_cfg(const FmhaFwdParams& p, int d, int c) {
 // The kTileCfgs row for p (head dim d). Work tiles of unequal cost (causal masks; varlen blocks of
 // unequal lengths) balance better under the hardware's block scheduler than under the static
 // persistent walk.
-int row_for(const FmhaFwdParams& p, int d) {
+int row_for(const FmhaFwdParams& p, const FmhaFwdTuning& t, int d) {
   const bool causal = p.mask_kind == kMaskCausalTopLeft || p.mask_kind == kMaskCausalBottomRight;
   const bool dense = p.mask_kind == kMaskNone && p.seqstart_q == nullptr && p.seqlen_k == nullptr &&
                      p.window_left < 0 && p.window_right < 0;
   int c = causal || p.seqstart_q != nullptr ? sm90::banded_cfg(d) : sm90::default_cfg(d);
-  if (dense) c = dense_cfg(p, d, c);
-  if (const int f = fmha_fwd_sm90_forced_cfg(); f >= 0 && sm90::kTileCfgs[f].d == d) c = f;
+  if (dense) c = dense_cfg(p, t, d, c);
+  if (const int f = t.sm90_cfg; f >= 0 && f < sm90::kNumTileCfgs && sm90::kTileCfgs[f].d == d) c = f;
   return c;
 }
 }  // namespace
 
-cudaError_t fmha_fwd_sm90(const FmhaFwdParams& p, cudaStream_t stream) {
+cudaError_t fmha_fwd_sm90(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t stream) {
   const int d = fmha_fwd_sm90_head_dim(p);
   if (d == 0 || !device_is_sm90()) return cudaErrorNotSupported;
-  const int c = row_for(p, d);
-  if (c != sm90::default_cfg(d)) return fmha_fwd_sm90_variant(c, p, stream);
-  if (d == 64) return fmha_fwd_sm90_d64(p, stream);
-  if (d == 128) return fmha_fwd_sm90_d128(p, stream);
-  return fmha_fwd_sm90_d256(p, stream);
+  const int c = row_for(p, t, d);
+  if (c != sm90::default_cfg(d)) return fmha_fwd_sm90_variant(c, p, t, stream);
+  if (d == 64) return fmha_fwd_sm90_d64(p, t, stream);
+  if (d == 128) return fmha_fwd_sm90_d128(p, t, stream);
+  return fmha_fwd_sm90_d256(p, t, stream);
 }
 
-int64_t fmha_fwd_sm90_workspace_bytes(const FmhaFwdParams& p) {
+int64_t fmha_fwd_sm90_workspace_bytes(const FmhaFwdParams& p, const FmhaFwdTuning& t) {
   const int d = fmha_fwd_sm90_head_dim(p);
   if (d == 0 || !device_is_sm90()) return 0;
-  const sm90::TileCfg& cfg = sm90::kTileCfgs[row_for(p, d)];
+  const sm90::TileCfg& cfg = sm90::kTileCfgs[row_for(p, t, d)];
   if (!cfg.persistent) return 0;
-  const Walk w = walk_of(p, cfg, device_sms());
+  const Walk w = walk_of(p, t, cfg, device_sms());
   return w.sk.n_sk > 0 ? sm90::stream_k_workspace_bytes(d, cfg.wgs, w.grid) : 0;
 }
 }  // namespace mslk::attention

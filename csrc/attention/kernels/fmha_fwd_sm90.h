@@ -20,25 +20,18 @@ inline bool fmha_fwd_sm90_supports(const FmhaFwdParams& p) { return fmha_fwd_sm9
 
 // Runs the problem on the current device (which must be sm_90); cudaErrorNotSupported when
 // !fmha_fwd_sm90_supports(p) or the head dim does not match the instantiation.
-cudaError_t fmha_fwd_sm90(const FmhaFwdParams& p, cudaStream_t stream);
+cudaError_t fmha_fwd_sm90(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t stream);
 // Workspace bytes fmha_fwd_sm90 would use for p (its stream-K tail; 0 when it takes none or cannot
 // run p). Host-only.
-int64_t fmha_fwd_sm90_workspace_bytes(const FmhaFwdParams& p);
-cudaError_t fmha_fwd_sm90_d64(const FmhaFwdParams& p, cudaStream_t stream);
-cudaError_t fmha_fwd_sm90_d128(const FmhaFwdParams& p, cudaStream_t stream);
-cudaError_t fmha_fwd_sm90_d256(const FmhaFwdParams& p, cudaStream_t stream);
-// A candidate row `cfg` of kTileCfgs (fmha_fwd_sm90_configs.h), for problems of its head dim.
-cudaError_t fmha_fwd_sm90_variant(int cfg, const FmhaFwdParams& p, cudaStream_t stream);
+int64_t fmha_fwd_sm90_workspace_bytes(const FmhaFwdParams& p, const FmhaFwdTuning& t);
+cudaError_t fmha_fwd_sm90_d64(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t stream);
+cudaError_t fmha_fwd_sm90_d128(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t stream);
+cudaError_t fmha_fwd_sm90_d256(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t stream);
+// A row `cfg` of kTileCfgs (fmha_fwd_sm90_configs.h) other than its head dim's default, for
+// problems of that head dim.
+cudaError_t fmha_fwd_sm90_variant(int cfg, const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t stream);
 
-// MSLK_FMHA_SM90_CFG (tuning, read on every call): -1 when unset, the kTileCfgs row it names, or
-// -2 when it names no row (the glue raises).
-int fmha_fwd_sm90_forced_cfg();
+// Rows of kTileCfgs (the range of FmhaFwdTuning::sm90_cfg).
 int fmha_fwd_sm90_num_cfgs();
-
-// Kernel choice from the environment variable MSLK_FMHA_KERNEL, read on every call:
-// unset/"auto" -> sm90 kernel where supported on an sm_90 device, else FA2; "sm80" -> FA2;
-// "sm90" -> the sm90 kernel or cudaErrorNotSupported. Any other value -> kInvalid.
-enum class FmhaKernelChoice { kAuto, kSm80, kSm90, kInvalid };
-FmhaKernelChoice fmha_kernel_choice();
 
 }  // namespace mslk::attention

@@ -2,11 +2,11 @@
 #include "attention/kernels/fmha_fwd_sm90_launch.cuh"
 
 namespace mslk::attention {
-cudaError_t fmha_fwd_sm90_d64(const FmhaFwdParams& p, cudaStream_t stream) {
+cudaError_t fmha_fwd_sm90_d64(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t stream) {
 #if MSLK_HAS_CUTLASS
-  return sm90::launch_dtype<64>(p, stream);
+  return sm90::launch_dtype<64>(p, t, stream);
 #else
-  (void)p, (void)stream;
+  (void)p, (void)t, (void)stream;
   return cudaErrorNotSupported;
 #endif
 }

@@ -4,11 +4,11 @@
 #include "attention/kernels/fmha_fwd_sm90_kernel.cuh"
 
 #if MSLK_HAS_CUTLASS
+#include "common/device_attrs.h"
 #include "common/tensor_map.h"
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 
 namespace mslk::attention::sm90 {
 
@@ -44,15 +44,12 @@ inline bool encode_map(CUtensorMap* map, const void* base, bool bf16, int cols, 
 }
 
 // Lanes per L2 section (work_index): as many as keep their K and V within kL2SectionMiB, a third of
-// the H200's 50 MB L2 (H200, 2026-11-30, bench/attention/results_tune_fmha_sm90.md: non-causal d128
-// 422 TFLOP/s with one section, 506 / 500 / 499 / 480 with 8 / 16 / 24 / 40 MiB; d256 522 -> 560 /
-// 557 / 513 / 534). MSLK_FMHA_SM90_L2_MIB=<n> (read per call, for tuning) overrides it; 0 puts every
-// lane in one section (the order before sections).
+// the H200's 50 MB L2 (figures: docs/design/attention_sm90.md). FmhaFwdTuning::sm90_l2_mib
+// overrides it (>= 0); 0 puts every lane in one section.
 constexpr int kL2SectionMiB = 16;
-inline int l2_group(const FmhaFwdParams& p) {
+inline int l2_group(const FmhaFwdParams& p, int l2_mib) {
   const int lanes = p.H * p.num_seqs;
-  int mib = kL2SectionMiB;
-  if (const char* e = std::getenv("MSLK_FMHA_SM90_L2_MIB"); e != nullptr && *e != '\0') mib = std::atoi(e);
+  const int mib = l2_mib >= 0 ? l2_mib : kL2SectionMiB;
   if (mib <= 0) return lanes;
   // keys per lane: a batch's Mkv, or the mean key-lane length of a varlen / paged problem
   const int64_t keys = p.seqstart_q == nullptr ? int64_t(p.Mkv)
@@ -64,14 +61,14 @@ inline int l2_group(const FmhaFwdParams& p) {
 }
 
 template <typename Element, int D, int C>
-cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
+cudaError_t launch(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t stream) {
   using Tr = Traits<Element, D, C>;
   if (fmha_fwd_sm90_head_dim(p) != D) return cudaErrorNotSupported;
   if (p.num_seqs <= 0 || p.H <= 0 || p.max_seqlen_q <= 0) return cudaSuccess;
   Args a{};
   a.p = p;
   a.scale_log2 = p.scale * 1.4426950408889634f;
-  a.group = l2_group(p);
+  a.group = l2_group(p, t.sm90_l2_mib);
   const bool bf16 = p.is_bf16 != 0;
   if (!encode_map(&a.tq, p.q, bf16, p.K, p.Mq, p.H, p.B, p.q_sm, p.q_sh, p.q_sb, Tr::kBM, &a.q_hm, &a.q_bm) ||
       !encode_map(&a.tk, p.k, bf16, p.K, p.Mkv, p.H, p.B, p.k_sm, p.k_sh, p.k_sb, Tr::kBN, &a.k_hm, &a.k_bm) ||
@@ -83,33 +80,23 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
   if (num_work >= (int64_t(1) << 30)) return cudaErrorNotSupported;
   a.sk = StreamK{int(num_work), 0, 0, 0};  // whole tiles (the persistent rows' walk; see below)
   a.packed = Tr::kPackedList && packed_tiles(p) && packed_max < (int64_t(1) << 30);
-  // MSLK_FMHA_SM90_PACKED=0 (read per call, for A/B timing) walks the rectangle instead.
-  if (const char* e = std::getenv("MSLK_FMHA_SM90_PACKED"); e != nullptr && *e == '0') a.packed = 0;
-  // 16-byte O stores where every row start is 16-byte aligned; MSLK_FMHA_SM90_OVEC=0 (read per call,
-  // for A/B timing) keeps the 4-byte stores.
-  a.o_vec = reinterpret_cast<uintptr_t>(p.out) % 16 == 0 && p.o_sm % 8 == 0 && p.o_sh % 8 == 0 &&
+  // 16-byte O stores where every row start is 16-byte aligned (t.sm90_o_vec off: 4-byte pairs).
+  a.o_vec = t.sm90_o_vec && reinterpret_cast<uintptr_t>(p.out) % 16 == 0 && p.o_sm % 8 == 0 && p.o_sh % 8 == 0 &&
             p.o_sb % 8 == 0 && p.Kv % 8 == 0;
-  if (const char* e = std::getenv("MSLK_FMHA_SM90_OVEC"); e != nullptr && *e == '0') a.o_vec = 0;
   // TMA stores of O (Traits::kOSmem rows) where the map's extents clip exactly this problem's rows:
   // dense rows (no seqstart_q; packed varlen rows past a sequence belong to the next one).
-  // MSLK_FMHA_SM90_OTMA=0 (read per call, for A/B timing): the register stores above.
-  a.o_tma = Tr::kOSmem && a.o_vec && p.seqstart_q == nullptr &&
+  a.o_tma = t.sm90_o_tma && Tr::kOSmem && a.o_vec && p.seqstart_q == nullptr &&
             encode_map(&a.to, p.out, bf16, p.Kv, p.Mq, p.H, p.B, p.o_sm, p.o_sh, p.o_sb, 64, &a.o_hm, &a.o_bm);
-  if (const char* e = std::getenv("MSLK_FMHA_SM90_OTMA"); e != nullptr && *e == '0') a.o_tma = 0;
-  a.trim = 1;  // MSLK_FMHA_SM90_TRIM=0 (read per call, for A/B timing): every warpgroup runs every key tile
-  if (const char* e = std::getenv("MSLK_FMHA_SM90_TRIM"); e != nullptr && *e == '0') a.trim = 0;
   // The packed list (work_of) holds about Mq / BM + num_seqs tiles a head when the sequences tile
   // the packed rows; CTAs loop over whatever more the device-side lengths give.
   if (a.packed) num_work = std::min(num_work, (int64_t(p.Mq) / Tr::kBM + p.num_seqs) * p.H);
   int grid = int(num_work);
   if constexpr (Tr::kPersistent) {
     int dev = 0, sms = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (e != cudaSuccess) return e;
+    if (const cudaError_t e = mslk::cuda::current_device_sms(&dev, &sms); e != cudaSuccess) return e;
     grid = int(num_work < sms ? num_work : sms);  // one CTA per SM (smem and registers allow one)
     // The stream-K tail, where the caller gave the workspace (fmha_fwd_sm90_workspace_bytes).
-    const StreamKPolicy pol = stream_k_policy(D);
+    const StreamKPolicy pol = stream_k_policy(D, t.sm90_stream_k);
     const StreamK sk = stream_k_plan(p, int(num_work), sms, Tr::kBN, pol.min_gain, pol.min_key_tiles, pol.cap_parts);
     const int64_t need = stream_k_workspace_bytes(D, Tr::kWGs, sk.grid);
     if (sk.n_sk > 0 && p.workspace != nullptr && p.workspace_bytes >= need) {
@@ -129,15 +116,18 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
   }
   const size_t smem = sizeof(SharedStorage<Element, D, C>) + 1024;
   auto kern = fmha_fwd_sm90_kernel<Element, D, C>;
-  cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  static mslk::cuda::SmemLimitOnce smem_limit;  // the cap raised once per device
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = smem_limit.ensure(kern, dev, smem);
   if (err != cudaSuccess) return err;
   kern<<<grid, Tr::kThreads, smem, stream>>>(a);
   return cudaGetLastError();
 }
 
 template <int D, int C = default_cfg(D)>
-cudaError_t launch_dtype(const FmhaFwdParams& p, cudaStream_t stream) {
-  return p.is_bf16 ? launch<cutlass::bfloat16_t, D, C>(p, stream) : launch<cutlass::half_t, D, C>(p, stream);
+cudaError_t launch_dtype(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t stream) {
+  return p.is_bf16 ? launch<cutlass::bfloat16_t, D, C>(p, t, stream) : launch<cutlass::half_t, D, C>(p, t, stream);
 }
 
 }  // namespace mslk::attention::sm90

@@ -132,19 +132,9 @@ struct StreamK {
 // The least share of the run that the tail's idle SMs must waste (counted as if a part-filled
 // round cost a full one) before splitting. A part-filled last round costs less than it counts (the
 // busy SMs run faster), and a split costs a partial's write and read, an extra Q load and pipeline
-// fill. H200, 2026-12-01, medians of 7 interleaved reps, split vs whole, TFLOP/s: B1 H5 S4096 d128
-// (160 tiles, 39% counted waste) 543 vs 379; B1 H40 S1024 d64 (160 tiles) 268 vs 219; at 3%
-// counted waste (B2 H32 S4096 d128, B1 H8 S8192 d128, B2 H16 S4096 d256, B4 H16 S2048 d64)
-// 576 vs 576, 591 vs 589, 604 vs 607, 408 vs 415.
-// Fewer tiles than SMs (H200, 2026-12-01, medians of 5 interleaved reps, split vs whole): B1 H2
-// S4096 d256 520 vs 351, B1 H1 S8192 d128 522 vs 329, B1 H3 S4096 d128 490 vs 445, B1 H4 S2048 d64
-// 132 vs 123; forced onto 8 key tiles a tile (B1 H8 S1024 d128) 131 vs 148, which the key-tile
-// floor below keeps whole.
+// fill (figures: docs/design/attention_sm90.md, "Stream-K tail").
 constexpr double kStreamKMinGain = 0.05;
-// Head dims whose default row splits at a smaller waste. d128 at 3% counted waste, after the TMA
-// store epilogue (H200, 2026-12-02, medians of 7-9 interleaved reps, split vs whole, TFLOP/s): B2 H32
-// S4096 608 vs 593 and 599 vs 589, B1 H32 S8192 612 vs 597, B1 H8 S8192 603 vs 600; at d64 / d256
-// the same waste stayed even or lost (B4 H16 S2048 d64 432 vs 435, B2 H16 S4096 d256 638 vs 639).
+// Head dims whose default row splits at a smaller waste (d128 gains at 3%; d64 / d256 do not).
 struct StreamKGain {
   int d;
   double min_gain;
@@ -156,14 +146,12 @@ constexpr double stream_k_min_gain(int d) {
   return kStreamKMinGain;
 }
 // And the least key tiles a work tile must have (a split adds an item to a CTA: a Q load, a pipeline
-// fill and an epilogue; measured gains had 16-32 key tiles, B1 H40 S1024 d64 (16) 268 vs 219).
+// fill and an epilogue; the measured gains had 16-32 key tiles).
 constexpr int kStreamKMinKeyTiles = 16;
 // With fewer tiles than SMs a tile's first CTA merges its other parts' partials one after another,
 // each a read of its O from L2 (estimated at half a key tile's time), so the time of a tile over k
 // parts is about n_kt / k + k / 2 key tiles: least near k = sqrt(2 n_kt). cap_parts limits k to that
-// (at least 2); without it, k is SMs / tiles. H200, 2026-12-01, medians of 5 interleaved reps,
-// TFLOP/s, capped / every SM / whole: 128 queries x 16384 keys d128, one head 32 / 10 / 6; two
-// heads x 8192 keys 37 / 17 / 11; eight heads 144 / 124 / 42; d64 256 x 32768 keys 44 / 20 / 6.
+// (at least 2); without it, k is SMs / tiles.
 __host__ __device__ inline int stream_k_max_parts(int n_kt) {
   int k = 2;
   while ((k + 1) * (k + 1) <= 2 * n_kt) ++k;
@@ -219,19 +207,18 @@ __host__ __device__ inline bool stream_k_item(const StreamK& s, int b, int grid,
   *kb_hi = u1 - first < s.n_kt ? u1 - first : s.n_kt;
   return true;
 }
-// MSLK_FMHA_SM90_STREAMK (read per call, for A/B timing): 0 runs every tail as whole tiles, 1 splits
-// any tail that has idle SMs (work tiles of 2 key tiles or more), every idle SM taking a part;
-// unset: where the waste passes stream_k_min_gain(d) and the tiles hold kStreamKMinKeyTiles, a tile in at
-// most stream_k_max_parts parts.
+// forced (FmhaFwdTuning::sm90_stream_k, MSLK_FMHA_SM90_STREAMK): 0 runs every tail as whole tiles,
+// 1 splits any tail that has idle SMs (work tiles of 2 key tiles or more), every idle SM taking a
+// part; -1: where the waste passes stream_k_min_gain(d) and the tiles hold kStreamKMinKeyTiles, a
+// tile in at most stream_k_max_parts parts.
 struct StreamKPolicy {
   double min_gain;
   int min_key_tiles;
   bool cap_parts;  // stream_k_max_parts (forced: every idle SM takes a part)
 };
-inline StreamKPolicy stream_k_policy(int d) {  // d: the row's head dim (stream_k_min_gain)
-  const char* e = std::getenv("MSLK_FMHA_SM90_STREAMK");
-  if (e != nullptr && *e == '0') return {-1.0, 2, true};
-  if (e != nullptr && *e == '1') return {0.0, 2, false};
+inline StreamKPolicy stream_k_policy(int d, int forced) {  // d: the row's head dim (stream_k_min_gain)
+  if (forced == 0) return {-1.0, 2, true};
+  if (forced == 1) return {0.0, 2, false};
   return {stream_k_min_gain(d), kStreamKMinKeyTiles, true};
 }
 // Workspace of the stream-K partials: a slot per CTA, each consumer thread's O (D/2 floats), row

@@ -1,0 +1,144 @@
+// Masking and online softmax of the Hopper attention forward, over a wgmma accumulator seen as
+// (2 rows, columns) a thread (acc_rowcol): the band of allowed keys (BandMask) and the running row
+// maxima and sums (OnlineSoftmax). Neither touches O or P beyond the rescale, so a backward or a
+// decode kernel over the same accumulator layout can take them as they are.
+#pragma once
+#include "attention/kernels/fmha_fwd_sm90_device.cuh"
+
+#if MSLK_HAS_CUTLASS
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace mslk::attention::sm90 {
+using namespace cute;
+
+constexpr float kMaxDrift = 8.f;  // log2 units a row max may pass its softmax reference (FA4's lazy rescale)
+
+// The band on kj - qi of one warpgroup's rows in a work tile (both in [0, 2^31), so the difference
+// fits int32; the bounds clamped to int32 keep every comparison exact and the per-element test in
+// 32-bit arithmetic).
+template <int BN>
+struct BandMask {
+  int dlo, dhi;      // row qi allows keys [qi + dlo, min(qi + dhi, lk - 1)]
+  int n0_lo, n0_hi;  // key tiles starting in [n0_lo, n0_hi] lie wholly inside the band
+  int r0, lk;        // the work tile's first query row, the key lane's length
+
+  // A key tile at n0 that crosses the band or the key-lane end (else every element is allowed).
+  __device__ __forceinline__ bool needed(int n0) const { return n0 > lk - BN || n0 < n0_lo || n0 > n0_hi; }
+
+  // S = scale * S with the keys outside the band at -inf. Once a row, the bounds as offsets from
+  // this thread's first column, so an element costs two compares against a constant column offset
+  // (clamped to int32: the offsets compared are in [0, BN)).
+  template <class TS, class TC>
+  __device__ __forceinline__ void apply(TS& S_rc, const TC& Sc_rc, int n0, const float& scale_log2) const {
+    const int col0 = get<1>(Sc_rc(0, 0));
+    const int64_t key0 = int64_t(n0) + col0;
+    auto clamp32 = [](int64_t v) { return int(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v); };
+    int lo[2], hi[2];
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int64_t qi = int64_t(r0) + get<0>(Sc_rc(r, 0));
+      lo[r] = clamp32(qi + dlo - key0);
+      hi[r] = clamp32(min(qi + dhi, int64_t(lk) - 1) - key0);
+    }
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(S_rc); ++c) {
+        const int j = get<1>(Sc_rc(r, c)) - col0;  // a compile-time constant
+        const float x = S_rc(r, c) * scale_log2;   // a constant-bank operand: no register
+        S_rc(r, c) = j < lo[r] || j > hi[r] ? -INFINITY : x;
+      }
+    }
+  }
+};
+
+// Running softmax statistics of a thread's two accumulator rows (log2 domain).
+struct OnlineSoftmax {
+  float m_i[2] = {-INFINITY, -INFINITY};  // running row max, the reference of exp2
+  float l_i[2] = {0.f, 0.f};              // running row sum, this thread's columns only
+  float alpha[2];                         // rescale factor of O from the last update
+
+  // Scale, mask, online softmax of S (key tile at n0): S becomes exp2(scale * S - m), m_i and l_i
+  // advance, alpha[r] = exp2(m_old - m_new) is left for O. A tile that needs no mask keeps S raw:
+  // the row max of scale * S is scale * max(S) (scale * min(S) for a negative scale), and the scale
+  // folds into the exponent's FFMA, one multiply an element fewer. A masked tile is scaled first
+  // (scale * -inf is NaN for scale = 0) and then f = 1.
+  template <int BN, class TS, class TC>
+  __device__ __forceinline__ void update(TS& S_rc, const TC& Sc_rc, const BandMask<BN>& mask, int n0,
+                                         const float& scale_log2) {
+    const bool need_mask = mask.needed(n0);
+    if (need_mask) mask.apply(S_rc, Sc_rc, n0, scale_log2);
+    const float f = need_mask ? 1.f : scale_log2;  // the multiplier S still needs
+    // Row extremes of both rows at once, two partial chains a row (four independent FMNMX chains
+    // instead of two rows one after the other), then the quad's 4 lanes (they share a row).
+    // max(f * S) = f * max(S) for f >= 0, f * min(S) for f < 0 (a uniform branch outside the rows).
+    constexpr int NC = std::decay_t<decltype(size<1>(S_rc))>::value;
+    static_assert(NC % 2 == 0, "column pairs");
+    float mx[2];
+    auto row_extremes = [&](auto is_max) __attribute__((always_inline)) {
+      auto op = [](float a, float b) { return decltype(is_max)::value ? fmaxf(a, b) : fminf(a, b); };
+      float a0[2], a1[2];
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) a0[r] = S_rc(r, 0), a1[r] = S_rc(r, 1);
+      CUTE_UNROLL
+      for (int c = 2; c < NC; c += 2) {
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r) a0[r] = op(a0[r], S_rc(r, c)), a1[r] = op(a1[r], S_rc(r, c + 1));
+      }
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = op(a0[r], a1[r]);
+        mx[r] = op(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = op(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      }
+    };
+    if (f >= 0.f)  // uniform
+      row_extremes(cute::true_type{});
+    else
+      row_extremes(cute::false_type{});
+    float m_use[2];
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      mx[r] *= f;
+      // The reference max moves only when the row max passes it by more than kMaxDrift (log2
+      // units): softmax does not depend on the reference, P = exp2(S - m) <= 2^kMaxDrift stays
+      // well inside float32 sums and 16-bit P, and O needs no rescale for this row (alpha = 1).
+      const bool move = mx[r] > m_i[r] + kMaxDrift;  // m_i = -inf: any finite max moves it
+      const float m_ref = move ? mx[r] : m_i[r];
+      m_use[r] = m_ref == -INFINITY ? 0.f : m_ref;  // all masked so far: keep exp2 finite
+      alpha[r] = move ? fast_exp2(m_i[r] - m_use[r]) : 1.f;
+      m_i[r] = m_ref;
+    }
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      float s0 = 0.f, s1 = 0.f;  // two partial sums: half the FADD chain
+      CUTE_UNROLL
+      for (int c = 0; c < NC; c += 2) {
+        const float e0 = fast_exp2(fmaf(S_rc(r, c), f, -m_use[r]));
+        const float e1 = fast_exp2(fmaf(S_rc(r, c + 1), f, -m_use[r]));
+        S_rc(r, c) = e0;
+        S_rc(r, c + 1) = e1;
+        s0 += e0;
+        s1 += e1;
+      }
+      l_i[r] = l_i[r] * alpha[r] + (s0 + s1);
+    }
+  }
+
+  // O *= alpha, row by row; skipped when no row of the warp moved its reference.
+  template <class TO>
+  __device__ __forceinline__ void rescale(TO& O_rc) const {
+    if (__all_sync(0xffffffffu, alpha[0] == 1.f && alpha[1] == 1.f)) return;
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(O_rc); ++c) O_rc(r, c) *= alpha[r];
+    }
+  }
+};
+
+}  // namespace mslk::attention::sm90
+#endif  // MSLK_HAS_CUTLASS

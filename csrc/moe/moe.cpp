@@ -5,12 +5,15 @@
 // are out of range instead of writing out of bounds.
 #include "moe/moe.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/zeros_like.h>
 #include <ATen/ops/scatter_add.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
+
+#include <algorithm>
 
 #include "common/checks.h"
 
@@ -59,18 +62,70 @@ Count count_of(const OptTensor& v, const Tensor& ref, const char* op, const char
   return {v->data_ptr(), v->scalar_type() == at::kLong};
 }
 
-// scale_ub as one float32 on ref's device; the kernels read it there.
+// scale_ub as one float32 on ref's device; the kernels read it there. Its sign is checked only
+// when it lies on the CPU: reading a device value would cost a host sync.
 std::optional<Tensor> prepare_ub(const OptTensor& ub, const Tensor& ref, const char* op) {
   if (!ub) return std::nullopt;
   TORCH_CHECK_VALUE(ub->numel() == 1, op, ": argument 'scale_ub' must hold one value, got shape ", ub->sizes());
   check_dtype(*ub, op, "scale_ub", {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf});
+  if (ub->is_cpu()) {
+    const double v = ub->item<double>();
+    TORCH_CHECK_VALUE(v > 0, op, ": argument 'scale_ub' must be positive, got ", v);
+  }
   return ub->to(ref.device(), at::kFloat).reshape({1}).contiguous();
 }
+
+// An output must not share memory with an input: the kernels read rows the adds already changed.
+void check_no_overlap(const Tensor& out, const char* out_arg, const Tensor& in, const char* in_arg, const char* op) {
+  TORCH_CHECK_VALUE(at::get_overlap_status(out, in) == at::MemOverlapStatus::No, op, ": '", out_arg,
+                    "' must not share memory with '", in_arg, "'");
+}
+
+// On the CPU, every entry of index in [0, n): the message names both arguments. (On CUDA the
+// kernels skip out-of-range entries; checking would cost a host sync.)
+void check_ids_cpu(const Tensor& index, int64_t n, const char* op, const char* arg, const char* n_arg) {
+  if (!index.is_cpu() || index.numel() == 0) return;
+  const Tensor v = index.to(at::kLong).contiguous();
+  const int64_t* p = v.data_ptr<int64_t>();
+  for (int64_t i = 0; i < v.numel(); ++i)
+    TORCH_CHECK_VALUE(p[i] >= 0 && p[i] < n, op, ": ", arg, "[", i, "] = ", p[i], " is out of range for '", n_arg,
+                      "' with ", n, " rows");
+}
+
+// Token rows the kernels add: floating point. Integer rows are accepted too (the reference adds
+// any dtype); they take ATen's index_add_ in the glue.
+void check_token_dtype(const Tensor& t, const char* op, const char* arg) {
+  check_dtype(t, op, arg, {at::kBFloat16, at::kHalf, at::kFloat, at::kInt, at::kLong});
+}
+
+bool is_integral_tokens(const Tensor& t) { return t.scalar_type() == at::kInt || t.scalar_type() == at::kLong; }
 
 void check_expert_range(int64_t start, int64_t end, int64_t E, const char* op, const char* s_arg,
                         const char* e_arg) {
   TORCH_CHECK_VALUE(0 <= start && start <= end && end <= E, op, ": need 0 <= ", s_arg, " <= ", e_arg,
                     " <= E (", E, "), got ", s_arg, "=", start, ", ", e_arg, "=", end);
+}
+
+// Integer rows of scatter_add_padded_tokens: the slots' source rows built on the host from the
+// counts (a sync on CUDA, on this path only), then ATen's index_add_.
+void scatter_padded_aten(const Tensor& in, const Tensor& counts, const Tensor& tok, const Tensor& out,
+                         const char* op) {
+  const int64_t EP = in.size(0), T = in.size(1), E = counts.numel(), per_rank = E / EP;
+  const Tensor c = counts.to(at::kCPU, at::kLong).contiguous();
+  const int64_t* cv = c.data_ptr<int64_t>();
+  Tensor src = at::empty({T}, c.options());
+  int64_t* sv = src.data_ptr<int64_t>();
+  int64_t n = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    TORCH_CHECK_VALUE(cv[e] >= 0, op, ": token_counts[", e, "] = ", cv[e], " is negative");
+    TORCH_CHECK_VALUE(cv[e] <= T - n, op, ": the token counts sum past the rows of each rank's block ",
+                      "(in_tokens.size(1) = ", T, ") at token_counts[", e, "]");
+    for (int64_t k = 0; k < cv[e]; ++k, ++n) sv[n] = (e / per_rank) * T + n;
+  }
+  const Tensor t = tok.slice(0, 0, n);
+  check_ids_cpu(t, out.size(0), op, "token_indices", "out_tokens");
+  Tensor o = out;
+  o.index_add_(0, t.to(at::kLong), in.reshape({EP * T, in.size(2)}).index_select(0, src.slice(0, 0, n).to(in.device())));
 }
 
 }  // namespace
@@ -117,15 +172,14 @@ std::tuple<Tensor, Tensor, Tensor> index_shuffling(const MoeBackend& b, const Te
 }
 
 namespace {
-GatherParams gather_params(const char* op, const Tensor& x, const Tensor& tok, const Tensor& exp, const Tensor& scores,
-                           const OptTensor& valid) {
+// Mixed int32/int64 index tensors: the int32 one is widened (the kernels read one index type);
+// `held` keeps the copy alive while the params point at it.
+GatherParams gather_params(const char* op, const Tensor& x, const Tensor& tok, const Tensor& exp,
+                           const Tensor& scores, const OptTensor& valid, Tensor& held) {
   check_float(x, op, "x");
   check_dense(x, op, "x", 2);
   check_index(tok, op, "token_indices", x, "x");
   check_index(exp, op, "expert_indices", x, "x");
-  TORCH_CHECK_TYPE(tok.scalar_type() == exp.scalar_type(), op,
-                   ": 'token_indices' and 'expert_indices' must have the same dtype, got ", tok.scalar_type(),
-                   " and ", exp.scalar_type());
   TORCH_CHECK_VALUE(tok.numel() == exp.numel(), op, ": 'token_indices' and 'expert_indices' must have the same ",
                     "length, got ", tok.numel(), " and ", exp.numel());
   check_float(scores, op, "scores");
@@ -134,14 +188,19 @@ GatherParams gather_params(const char* op, const Tensor& x, const Tensor& tok, c
   TORCH_CHECK_VALUE(scores.size(0) == x.size(0), op, ": 'scores' must be [T, E] with T = x.size(0) = ", x.size(0),
                     ", got shape ", scores.sizes());
   GatherParams p{};
+  p.tok = tok.data_ptr();
+  p.exp = exp.data_ptr();
+  p.idx64 = tok.scalar_type() == at::kLong;
+  if (tok.scalar_type() != exp.scalar_type()) {
+    held = (p.idx64 ? exp : tok).to(at::kLong);
+    (p.idx64 ? p.exp : p.tok) = held.data_ptr();
+    p.idx64 = true;
+  }
   p.x = x.data_ptr();
   p.dtype = dtype_of(x);
   p.T = x.size(0);
   p.D = x.size(1);
   p.A = tok.numel();
-  p.tok = tok.data_ptr();
-  p.exp = exp.data_ptr();
-  p.idx64 = tok.scalar_type() == at::kLong;
   p.scores = scores.data_ptr();
   p.score_dtype = dtype_of(scores);
   p.E = scores.size(1);
@@ -155,7 +214,8 @@ GatherParams gather_params(const char* op, const Tensor& x, const Tensor& tok, c
 Tensor gather_scale_dense_tokens(const MoeBackend& b, const Tensor& x, const Tensor& tok, const Tensor& exp,
                                  const Tensor& scores, const OptTensor& valid) {
   c10::OptionalDeviceGuard guard(x.device());
-  GatherParams p = gather_params("gather_scale_dense_tokens", x, tok, exp, scores, valid);
+  Tensor held;
+  GatherParams p = gather_params("gather_scale_dense_tokens", x, tok, exp, scores, valid, held);
   Tensor out = at::empty({p.A, p.D}, x.options());
   p.out = out.data_ptr();
   if (p.A > 0 && p.D > 0) b.gather(p);
@@ -167,7 +227,8 @@ std::tuple<Tensor, Tensor> gather_scale_quant_dense_tokens(const MoeBackend& b, 
                                                            const OptTensor& scale_ub, const OptTensor& valid) {
   constexpr const char* op = "gather_scale_quant_dense_tokens";
   c10::OptionalDeviceGuard guard(x.device());
-  GatherParams p = gather_params(op, x, tok, exp, scores, valid);
+  Tensor held;
+  GatherParams p = gather_params(op, x, tok, exp, scores, valid, held);
   const auto ub = prepare_ub(scale_ub, x, op);
   Tensor out = at::empty({p.A, p.D}, x.options().dtype(at::kFloat8_e4m3fn));
   Tensor scale = at::empty({p.A}, x.options().dtype(at::kFloat));
@@ -181,7 +242,7 @@ std::tuple<Tensor, Tensor> gather_scale_quant_dense_tokens(const MoeBackend& b, 
 void scatter_add_dense_tokens(const MoeBackend& b, const Tensor& out, const Tensor& in, const Tensor& tok,
                               const OptTensor& valid) {
   constexpr const char* op = "scatter_add_dense_tokens";
-  check_float(out, op, "out_tokens");
+  check_token_dtype(out, op, "out_tokens");
   check_dense(out, op, "out_tokens", 2);
   check_dense(in, op, "in_tokens", 2);
   check_same_device(in, out, op, "in_tokens", "out_tokens");
@@ -191,7 +252,23 @@ void scatter_add_dense_tokens(const MoeBackend& b, const Tensor& out, const Tens
   check_index(tok, op, "token_indices", out, "out_tokens");
   TORCH_CHECK_VALUE(tok.numel() == in.size(0), op, ": 'token_indices' must have one entry per row of 'in_tokens' (",
                     in.size(0), "), got ", tok.numel());
+  check_no_overlap(out, "out_tokens", in, "in_tokens", op);
+  check_no_overlap(out, "out_tokens", tok, "token_indices", op);
   c10::OptionalDeviceGuard guard(out.device());
+  if (is_integral_tokens(out)) {
+    // Integer rows: ATen's index_add_. The valid count is read on the host (a sync on CUDA, on
+    // this path only).
+    int64_t n = in.size(0);
+    if (valid) {
+      count_of(valid, out, op, "valid_token_count", "out_tokens");
+      n = std::clamp<int64_t>(valid->item<int64_t>(), 0, n);
+    }
+    const Tensor t = tok.slice(0, 0, n);
+    check_ids_cpu(t, out.size(0), op, "token_indices", "out_tokens");
+    Tensor o = out;
+    o.index_add_(0, t.to(at::kLong), in.slice(0, 0, n));
+    return;
+  }
   ScatterAddParams p{};
   p.out = out.data_ptr();
   p.in = in.data_ptr();
@@ -216,7 +293,7 @@ void scatter_add_dense_tokens(const MoeBackend& b, const Tensor& out, const Tens
 void scatter_add_padded_tokens(const MoeBackend& b, const Tensor& in, const Tensor& counts, const Tensor& tok,
                                const Tensor& out) {
   constexpr const char* op = "scatter_add_padded_tokens";
-  check_float(in, op, "in_tokens");
+  check_token_dtype(in, op, "in_tokens");
   check_dense(in, op, "in_tokens", 3);
   check_dense(out, op, "out_tokens", 2);
   check_same_device(out, in, op, "out_tokens", "in_tokens");
@@ -231,7 +308,12 @@ void scatter_add_padded_tokens(const MoeBackend& b, const Tensor& in, const Tens
                     ") must be divisible by the number of ranks (in_tokens.size(0) = ", EP, ")");
   TORCH_CHECK_VALUE(tok.numel() == T, op, ": 'token_indices' must have in_tokens.size(1) = ", T,
                     " entries, got ", tok.numel());
+  check_no_overlap(out, "out_tokens", in, "in_tokens", op);
   c10::OptionalDeviceGuard guard(in.device());
+  if (is_integral_tokens(in)) {
+    scatter_padded_aten(in, counts, tok, out, op);
+    return;
+  }
   ScatterPaddedParams p{};
   p.in = in.data_ptr();
   p.dtype = dtype_of(in);
@@ -256,14 +338,18 @@ void scatter_add_padded_tokens(const MoeBackend& b, const Tensor& in, const Tens
 namespace {
 struct ShuffleSetup {
   ShufflingParams p;
-  Tensor ws;
+  Tensor ws, tokens, counts;  // the packed inputs p points at
 };
 
-ShuffleSetup shuffle_params(const MoeBackend& b, const char* op, const Tensor& tokens, const Tensor& counts,
+// tokens and token_counts as the kernels read them: packed rows. The spec allows any row stride
+// (last dim of stride 1); such inputs are copied here, so the kernels keep one layout.
+ShuffleSetup shuffle_params(const MoeBackend& b, const char* op, const Tensor& tokens_in, const Tensor& counts_in,
                             OptInt start, OptInt end, bool padded, bool combine) {
-  check_dense(tokens, op, "tokens", 2);
-  check_dtype(counts, op, "token_counts", {at::kInt, at::kLong});
-  check_dense(counts, op, "token_counts", 2);
+  check_dim(tokens_in, op, "tokens", 2, 2);
+  check_last_dim_contiguous(tokens_in, op, "tokens");
+  check_dtype(counts_in, op, "token_counts", {at::kInt, at::kLong});
+  check_dim(counts_in, op, "token_counts", 2, 2);
+  const Tensor tokens = tokens_in.contiguous(), counts = counts_in.contiguous();
   check_same_device(counts, tokens, op, "token_counts", "tokens");
   const int64_t T = tokens.size(0), EP = counts.size(0), E = counts.size(1);
   const int64_t s = start.value_or(0), e = end.value_or(E);
@@ -275,6 +361,8 @@ ShuffleSetup shuffle_params(const MoeBackend& b, const char* op, const Tensor& t
     TORCH_CHECK_VALUE(EP * E <= kMaxShufflingCounts, op, ": token_counts [EP, E] may hold at most ",
                       kMaxShufflingCounts, " entries on CUDA, got shape ", counts.sizes());
   ShuffleSetup r{};
+  r.tokens = tokens;
+  r.counts = counts;
   ShufflingParams& p = r.p;
   p.in = tokens.data_ptr();
   p.T = T;
@@ -299,7 +387,7 @@ std::tuple<Tensor, Tensor> combine_shuffling(const MoeBackend& b, const Tensor& 
                                              OptInt start, OptInt end, bool padded) {
   c10::OptionalDeviceGuard guard(tokens.device());
   ShuffleSetup r = shuffle_params(b, "combine_shuffling", tokens, counts, start, end, padded, true);
-  Tensor out = b.needs_workspace ? at::empty_like(tokens) : at::zeros_like(tokens);
+  Tensor out = b.needs_workspace ? at::empty_like(r.tokens) : at::zeros_like(r.tokens);
   Tensor out_counts = at::empty({r.p.EG + 1}, counts.options());
   r.p.out = out.data_ptr();
   r.p.out_counts = out_counts.data_ptr();
@@ -312,7 +400,7 @@ Tensor split_shuffling(const MoeBackend& b, const Tensor& tokens, const Tensor& 
   c10::OptionalDeviceGuard guard(tokens.device());
   ShuffleSetup r = shuffle_params(b, "split_shuffling", tokens, counts, start, end, padded, false);
   // The CPU reference always zero-fills the rows it does not write (deterministic results).
-  Tensor out = (init_with_zeros || !b.needs_workspace) ? at::zeros_like(tokens) : at::empty_like(tokens);
+  Tensor out = (init_with_zeros || !b.needs_workspace) ? at::zeros_like(r.tokens) : at::empty_like(r.tokens);
   r.p.out = out.data_ptr();
   b.shuffling(r.p);
   return out;
@@ -378,6 +466,8 @@ void scatter_add_along_first_dim(const MoeBackend& b, const Tensor& dst, const T
                     src.sizes(), " and ", dst.sizes());
   TORCH_CHECK_VALUE(index.numel() == src.size(0), op, ": 'Index' must have one entry per row of 'Src' (", src.size(0),
                     "), got ", index.numel());
+  check_ids_cpu(index, dst.size(0), op, "Index", "Dst");
+  check_no_overlap(dst, "Dst", src, "Src", op);
   c10::OptionalDeviceGuard guard(dst.device());
   const bool fast = dst.is_contiguous() && src.is_contiguous() && index.is_contiguous() &&
                     (dst.scalar_type() == at::kBFloat16 || dst.scalar_type() == at::kHalf ||

@@ -8,10 +8,21 @@ import mslk.moe as moe
 from test.conftest import requires_cuda
 from test.moe.moe_reference import fp8_row_reference, gather_reference, shuffle_reference
 
-def fp8_close(q, s, rq, rs):
-    """Within one E4M3 step: products rounded in float32 vs float64 may straddle a rounding edge."""
-    deq, ref = q.float() * s[:, None], rq.float() * rs[:, None]
-    assert ((deq - ref).abs() <= 0.126 * ref.abs() + rs[:, None] * 2.0**-8).all()
+def fp8_ordinal(q):
+    """E4M3 codes as signed integers in value order: adjacent representable values differ by 1."""
+    bits = q.view(torch.uint8).to(torch.int32)
+    mag = bits & 0x7F
+    return torch.where(bits & 0x80 != 0, -mag, mag)
+
+
+def fp8_close(q, s, rq, rs, max_off=0.01):
+    """Codes equal to the reference's, except at most one E4M3 step on a small fraction (products
+    rounded in float32 vs float64 may straddle a rounding edge); scales agree separately."""
+    assert torch.allclose(s.float(), rs.float(), rtol=1e-5, atol=0)
+    d = (fp8_ordinal(q) - fp8_ordinal(rq)).abs()
+    assert int(d.max()) <= 1 if d.numel() else True, f"codes off by up to {int(d.max())} steps"
+    off = int((d != 0).sum())
+    assert off <= max(1, max_off * d.numel()), f"{off} of {d.numel()} codes one step off"
 
 
 TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 2e-3}
@@ -151,8 +162,6 @@ def test_errors():
         moe.gather_scale_dense_tokens(x, torch.tensor([0, 9], dtype=torch.int32), i, s)
     with pytest.raises(ValueError, match=r"expert_indices\[0\] = 2"):
         moe.gather_scale_dense_tokens(x, i, torch.tensor([2, 0], dtype=torch.int32), s)
-    with pytest.raises(TypeError, match="same dtype"):
-        moe.gather_scale_dense_tokens(x, i, i.long(), s)
     with pytest.raises(ValueError, match="scores"):
         moe.gather_scale_dense_tokens(x, i, i, torch.rand(5, 2))
     with pytest.raises(ValueError, match="contiguous"):

@@ -4,6 +4,8 @@
 
 #include <ATen/core/DimVector.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/clamp_max.h>
+#include <ATen/ops/clamp_min.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
@@ -11,6 +13,8 @@
 #include <ATen/ops/minimum.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
+
+#include <cmath>
 
 #include "common/checks.h"
 #include "common/fp8.h"
@@ -74,12 +78,43 @@ Tensor flat(const Tensor& t) {
   return t.reshape({-1}).contiguous();
 }
 
-// scale_ub as one float32 on the input's device (the kernels read it there).
+// Block sizes and row alignments beyond this are no real layout, and past it the tile counts
+// and padded widths would overflow int64.
+constexpr int64_t kMaxTile = int64_t(1) << 31;
+
+void check_tile(int64_t v, const char* op, const char* arg) {
+  check_positive(v, op, arg);
+  TORCH_CHECK_VALUE(v <= kMaxTile, op, ": argument '", arg, "' must be at most 2**31, got ", v);
+}
+
+// A one-value tensor that must be a positive number (NaN fails too).
+void check_positive_scalar(const Tensor& t, const char* op, const char* arg) {
+  if (!t.is_cpu()) return;
+  const double v = t.item<double>();
+  TORCH_CHECK_VALUE(v > 0, op, ": argument '", arg, "' must be positive, got ", v);
+}
+
+// scale_ub as one float32 on the input's device (the kernels read it there). Its sign is checked
+// only when it lies on the CPU: reading a device value would cost a host sync.
 std::optional<Tensor> prepare_ub(const std::optional<Tensor>& ub, const Tensor& ref, const char* op) {
   if (!ub) return std::nullopt;
   TORCH_CHECK_VALUE(ub->numel() == 1, op, ": argument 'scale_ub' must hold one value, got shape ", ub->sizes());
   check_dtype(*ub, op, "scale_ub", {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf});
+  check_positive_scalar(*ub, op, "scale_ub");
   return ub->to(ref.device(), at::kFloat).reshape({1}).contiguous();
+}
+
+// CPU m_sizes: every size non-negative and the sizes together within x's M rows.
+void check_segments(const Tensor& m_sizes, int64_t M, const char* op) {
+  const Tensor s = m_sizes.to(at::kLong).contiguous();
+  const int64_t* v = s.data_ptr<int64_t>();
+  int64_t sum = 0;
+  for (int64_t g = 0; g < s.numel(); ++g) {
+    TORCH_CHECK_VALUE(v[g] >= 0, op, ": argument 'm_sizes' must be non-negative, got m_sizes[", g, "] = ", v[g]);
+    TORCH_CHECK_VALUE(v[g] <= M - sum, op, ": argument 'm_sizes' must sum to at most x.size(0) = ", M,
+                      ", got more by m_sizes[", g, "] = ", v[g]);
+    sum += v[g];
+  }
 }
 
 const float* ptr_or_null(const std::optional<Tensor>& t) { return t ? t->data_ptr<float>() : nullptr; }
@@ -115,12 +150,14 @@ at::IntArrayRef leading_shape(const Tensor& a) {
 TensorPair quantize_fp8_row(const Fp8Backend& b, const Tensor& a, const std::optional<Tensor>& scale_ub,
                             const std::optional<Tensor>& zero_start_index_M, bool /*use_triton*/,
                             std::optional<at::Device> output_device, std::optional<int64_t> align_rows_to,
-                            double eps_opt) {
+                            std::optional<double> eps) {
   constexpr const char* op = "quantize_fp8_row";
   check_input(a, op, "a");
   check_dim(a, op, "a", 1, 64);
-  TORCH_CHECK_VALUE(eps_opt > 0, op, ": argument 'eps_opt' must be positive, got ", eps_opt);
-  if (align_rows_to) check_positive(*align_rows_to, op, "align_rows_to");
+  const double eps_opt = eps.value_or(1.0 / 512);  // None: the schema's default
+  TORCH_CHECK_VALUE(std::isfinite(eps_opt) && eps_opt > 0, op,
+                    ": argument 'eps_opt' must be positive and finite, got ", eps_opt);
+  if (align_rows_to) check_tile(*align_rows_to, op, "align_rows_to");
   c10::OptionalDeviceGuard guard(a.device());
   const auto ub = prepare_ub(scale_ub, a, op);
   const RowsOf rows = as_rows(a);
@@ -166,8 +203,8 @@ TensorPair quantize_fp8_block(const Fp8Backend& b, const Tensor& x, int64_t bloc
   constexpr const char* op = "quantize_fp8_block";
   check_input(x, op, "x");
   check_dim(x, op, "x", 2, 2);
-  check_positive(block_m, op, "block_m");
-  check_positive(block_k, op, "block_k");
+  check_tile(block_m, op, "block_m");
+  check_tile(block_k, op, "block_k");
   c10::OptionalDeviceGuard guard(x.device());
   const auto ub = prepare_ub(scale_ub, x, op);
   const RowsOf rows = as_rows(x);
@@ -225,8 +262,14 @@ TensorPair quantize_fp8_group(const Fp8Backend& b, const Tensor& x, int64_t grou
     check_dtype(*m_sizes, op, "m_sizes", {at::kInt, at::kLong});
     check_dim(*m_sizes, op, "m_sizes", 1, 1);
     check_same_device(*m_sizes, x, op, "m_sizes", "x");
-    if (!k_major) {  // each group's scales M-major inside its segment (prefix sums stay on device)
-      starts = at::cat({at::zeros({1}, m_sizes->options().dtype(at::kLong)), at::cumsum(*m_sizes, 0, at::kLong)});
+    if (m_sizes->is_cpu()) check_segments(*m_sizes, M, op);
+    if (!k_major) {
+      // Each group's scales M-major inside its segment. The prefix sums stay on the device; there
+      // the sizes cannot be checked without a host sync, so the rule of the grouped GEMMs applies:
+      // a negative size counts as 0 and rows past x's end are dropped (starts clamped to [0, M]),
+      // which keeps every scale index in bounds.
+      const Tensor sizes = at::clamp_min(m_sizes->to(at::kLong), 0);
+      starts = at::clamp_max(at::cat({at::zeros({1}, sizes.options()), at::cumsum(sizes, 0)}), M);
       p.seg_starts = starts.data_ptr<int64_t>();
       p.num_segments = static_cast<int>(m_sizes->numel());
     }
@@ -262,8 +305,8 @@ Tensor dequantize_fp8_block(const Fp8Backend& b, const Tensor& xq, const Tensor&
   check_dtype(x_scale, op, "x_scale", {at::kFloat});
   check_dim(xq, op, "xq", 2, 2);
   check_last_dim_contiguous(xq, op, "xq");
-  check_positive(block_m, op, "block_m");
-  check_positive(block_k, op, "block_k");
+  check_tile(block_m, op, "block_m");
+  check_tile(block_k, op, "block_k");
   check_same_device(x_scale, xq, op, "x_scale", "xq");
   c10::OptionalDeviceGuard guard(xq.device());
   const int64_t M = xq.size(0), K = xq.size(1);

@@ -26,7 +26,7 @@ struct Fp8Backend {
 TensorPair quantize_fp8_row(const Fp8Backend& b, const Tensor& a, const std::optional<Tensor>& scale_ub,
                             const std::optional<Tensor>& zero_start_index_M, bool use_triton,
                             std::optional<at::Device> output_device, std::optional<int64_t> align_rows_to,
-                            double eps_opt);
+                            std::optional<double> eps_opt);
 TensorPair quantize_fp8_block(const Fp8Backend& b, const Tensor& x, int64_t block_m, int64_t block_k,
                               const std::optional<Tensor>& scale_ub, bool use_triton,
                               std::optional<at::Device> output_device, bool k_major);
@@ -42,7 +42,8 @@ Tensor dequantize_fp8_block(const Fp8Backend& b, const Tensor& xq, const Tensor&
 template <const Fp8Backend* B>
 struct Fp8Ops {
   static TensorPair row(const Tensor& a, const std::optional<Tensor>& ub, const std::optional<Tensor>& zs,
-                        bool use_triton, std::optional<at::Device> dev, std::optional<int64_t> align, double eps) {
+                        bool use_triton, std::optional<at::Device> dev, std::optional<int64_t> align,
+                        std::optional<double> eps) {
     return quantize_fp8_row(*B, a, ub, zs, use_triton, dev, align, eps);
   }
   static TensorPair block(const Tensor& x, int64_t bm, int64_t bk, const std::optional<Tensor>& ub,

@@ -6,7 +6,7 @@ TORCH_LIBRARY_FRAGMENT(triton, m) {
   m.def(
       "quantize_fp8_row(Tensor a, Tensor? scale_ub=None, Tensor? zero_start_index_M=None, "
       "bool use_triton=True, Device? output_device=None, int? align_rows_to=None, "
-      "float eps_opt=0.001953125) -> (Tensor, Tensor)");
+      "float? eps_opt=0.001953125) -> (Tensor, Tensor)");
   m.def(
       "quantize_fp8_block(Tensor x, int block_m=256, int block_k=256, Tensor? scale_ub=None, "
       "bool use_triton=True, Device? output_device=None, bool k_major=True) -> (Tensor, Tensor)");

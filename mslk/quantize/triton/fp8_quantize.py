@@ -40,6 +40,11 @@ def quantize_fp8_row(a: Tensor, scale_ub: Optional[Tensor] = None, zero_start_in
 
 def scale_fp8_row(a: Tensor, x_scale: Tensor, w_scale: Tensor) -> Tensor:
     """Apply activation (per row of a) and weight (per column of a) scales to an accumulator."""
+    if a.dim() != 2:
+        raise ValueError(f"scale_fp8_row: argument 'a' must have 2 dimensions [M, N], got shape {tuple(a.shape)}")
+    for name, s, n in (("x_scale", x_scale, a.shape[0]), ("w_scale", w_scale, a.shape[1])):
+        if s.dim() != 1 or s.shape[0] != n:
+            raise ValueError(f"scale_fp8_row: argument '{name}' must have shape [{n}], got {tuple(s.shape)}")
     return a * x_scale[:, None] * w_scale[None, :]
 
 

@@ -90,6 +90,10 @@ def test_scatter_add_along_first_dim_out_of_range_names_args():
     with pytest.raises(ValueError, match=r"Index\[1\] = 5 is out of range for 'Dst'"):
         moe.scatter_add_along_first_dim(torch.zeros(8, 5).t(), src, torch.tensor([0, 5, 1]))
     assert torch.equal(dst, torch.zeros(5, 8))
+    # row-sliced (strided, not dense) Dst and Src that do not share memory are accepted
+    big = torch.zeros(10, 8)
+    moe.scatter_add_along_first_dim(big[::2], torch.ones(12, 8)[::4], torch.tensor([0, 4, 4]))
+    assert big[0].eq(1).all() and big[8].eq(2).all() and big.sum() == 24
 
 
 @pytest.mark.parametrize("padded", [False, True])

@@ -179,12 +179,12 @@ def test_env_var_selects_the_kernel(monkeypatch):
     monkeypatch.delenv(ENV, raising=False)  # auto: CUTLASS
     names = _kernel_names(run)
     assert any("cutlass" in n and "GroupProblemShape" in n for n in names), names
-    assert any("bf16_grouped_setup_kernel" in n for n in names), names
+    assert any("grouped_setup_kernel" in n and "Bf16GroupedPolicy" in n for n in names), names
     dy = rand_bf16((130, N), "cuda")
     names = _kernel_names(lambda: ops.bf16bf16bf16_grouped_grad(dy, w, ms))
     assert any("cutlass" in n and "GroupProblemShape" in n for n in names), names
     names = _kernel_names(lambda: ops.bf16bf16bf16_grouped_wgrad(dy, x, ms))
-    assert any("bf16_wgrad_setup_kernel" in n for n in names), names
+    assert any("grouped_setup_kernel" in n and "Bf16WgradPolicy" in n for n in names), names
 
 
 @pytest.mark.parametrize("ks", [[64, 128, 32, 256], [64, 72, 36, 256]])  # K=36: the whole list loops

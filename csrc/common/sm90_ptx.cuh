@@ -52,6 +52,19 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
+// Parity wait without the watchdog, for streaming rings whose consumers wait on every chunk:
+// the watchdog's scheduling around the wait cost the FP8 quantizer's 256x256 ring 8-14% on the
+// H200 (docs/design/quantize.md). Protocols that can deadlock on a bug use mbar_wait.
+__device__ __forceinline__ void mbar_wait_spin(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n"
+      "WAIT_%=:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+
 // ---- TMA loads: one box of a 2-D / 3-D / 4-D tensor map into shared memory, completing its bytes
 // of the transaction on `bar`; out-of-bounds elements land as zeros and count toward the bytes.
 __device__ __forceinline__ void tma_load_2d(const CUtensorMap* map, uint64_t* bar, void* dst, int c, int r) {

@@ -74,14 +74,14 @@ __global__ void __launch_bounds__(kConsumers, 1) fp8_ring_kernel(const __grid_co
 #pragma unroll
     for (int c = 0; c < NCH; ++c) {
       const int s = (k + c) % t.slots;
-      ptx::mbar_wait(&full[s], ((k + c) / t.slots) & 1);
+      ptx::mbar_wait_spin(&full[s], ((k + c) / t.slots) & 1);
       const uint4* chunk = reinterpret_cast<const uint4*>(ring + int64_t(s) * kChunkBytes);
 #pragma unroll
       for (int i = 0; i < kNV; ++i) v[c][i] = chunk[ct + i * kConsumers];
       __syncwarp();
       if (lane == 0) ptx::mbar_arrive(&empty[s]);  // this warp is done with the chunk
       if (threadIdx.x == 0) {  // refill the slot once every warp has read it
-        ptx::mbar_wait(&empty[s], ((k + c) / t.slots) & 1);
+        ptx::mbar_wait_spin(&empty[s], ((k + c) / t.slots) & 1);
         issue(k + c + t.slots);
       }
 #pragma unroll

@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kThreads) fp8_bulk_kernel(Fp8TileParams p, int
   int it = 0;
   for (int64_t r = blockIdx.x; r < M; r += gridDim.x, ++it) {
     const int s = it % stages;
-    ptx::mbar_wait(&full[s], (it / stages) & 1);
+    ptx::mbar_wait_spin(&full[s], (it / stages) & 1);
     const uint4* v = reinterpret_cast<const uint4*>(ring + s * stage_bytes);
     uint8_t* out = p.out + r * p.out_stride;
     if constexpr (L == 0) {

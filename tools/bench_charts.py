@@ -5,11 +5,13 @@ the physical floor where the table has one.
     python3 tools/bench_charts.py            # after a benchmark run
 """
 import json
+import math
 import re
 import sys
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")  # no display on the build machines
 import matplotlib.pyplot as plt  # noqa: E402
@@ -68,7 +70,7 @@ CHARTS = {
         unit="us",
         bars={"mslk": "mslk us", "torch.compile": "torch.compile us"},
         floor=("floor (bytes at copy BW)", lambda n: n["mslk us"] / n["time / floor"] if n["time / floor"] else None),
-        log=False),
+        log=True),
 }
 
 
@@ -110,7 +112,7 @@ def draw(table, spec, rows, path, part):
 
     nb = len(names)
     bar_h = 0.8 / nb
-    fig_h = 1.6 + len(rows) * (0.16 * nb + 0.1)
+    fig_h = 1.4 + len(rows) * (0.16 * nb + 0.1)
     fig, ax = plt.subplots(figsize=(11, fig_h))
     colors = ["#1f6fb4", "#e8892b", "#3a9a3a", "#9467bd"][: len(spec["bars"])]
     if spec["floor"]:
@@ -128,7 +130,11 @@ def draw(table, spec, rows, path, part):
     ax.set_yticklabels(labels, fontsize=8)
     ax.set_ylim(len(rows) - 0.5, -0.5)  # table order, top to bottom, no empty margin
     if spec["log"]:
+        # Bars on a log axis start at the left edge; a power of ten there keeps their lengths comparable.
+        low = min(x for v in values for x in v if x)
         ax.set_xscale("log")
+        ax.set_xlim(left=10 ** math.floor(math.log10(low)))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
     ax.set_xlim(right=ax.get_xlim()[1] * (1.6 if spec["log"] else 1.08))  # room for the value labels
     better = "lower is better" if spec["unit"] == "us" else "higher is better"
     ax.set_xlabel(f"{'time (us)' if spec['unit'] == 'us' else spec['unit']}, {better}"
@@ -136,11 +142,9 @@ def draw(table, spec, rows, path, part):
     ax.grid(axis="x", which="both", alpha=0.3)
     ax.set_axisbelow(True)
     title = table["title"] + (f" (part {part})" if part else "")
-    # Title and legend are placed in inches from the top so that tall and short charts look alike.
-    fig.suptitle(f"{title}\n{table['date']}, {table['device']}", fontsize=10, y=1 - 0.1 / fig_h, va="top")
-    fig.legend(*ax.get_legend_handles_labels(), loc="upper center", bbox_to_anchor=(0.5, 1 - 0.55 / fig_h),
-               ncol=len(names), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.85 / fig_h))
+    ax.set_title(f"{title}\n{table['date']}, {table['device']}", fontsize=10, pad=24)  # pad: room for the legend
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(names), fontsize=8, frameon=False)
+    fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})  # no version stamp: reruns diff cleanly
     plt.close(fig)
 

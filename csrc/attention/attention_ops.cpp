@@ -38,7 +38,31 @@ TORCH_LIBRARY_FRAGMENT(mslk, m) {
       "fmha_fused_fwd(Tensor q, Tensor k, Tensor v, Tensor? bias=None, Tensor? seqstart_q=None, "
       "Tensor? seqstart_k=None, Tensor? seqlen_k=None, int max_seqlen_q=-1, int mask_kind=0, "
       "int window_left=-1, int window_right=-1, float scale=1.0, Tensor? block_tables=None, "
-      "int page_size=0) -> (Tensor, Tensor)");
+      "int page_size=0, float dropout_p=0.0, Tensor? rng_state=None) -> (Tensor, Tensor)");
+
+  // Dropout of the fused ops (kernels/fmha_dropout.h): with dropout_p in (0, 1), the probability
+  // P[i, j] of (batch b, head h) is kept, and scaled by 1 / (1 - dropout_p), iff
+  // fmha_dropout_keep(seed, offset, b * H + h, i, j), where i, j are q / k rows in the packed
+  // [B, M, H, *] tensors (varlen: rows of the packed batch) and rng_state is an int64 CPU tensor
+  // [seed, offset]. The LSE is that of the undropped softmax. The same rng_state in the backward
+  // gives the same mask.
+
+  // Fused attention backward: gradients of fmha_fused_fwd for the same descriptor (no paged K/V).
+  //   grad_out, out [B, Mq, H, Kv]; lse [B, H, Mq] float32 (float64 for float64 on CPU) as the
+  //   forward returned it (varlen: packed [1, H, total_Mq]). max_seqlen_k: an upper bound of the
+  //   key lane lengths (-1: Mkv). Returns dq [B, Mq, H, K], dk [B, Mkv, H, K], dv [B, Mkv, H, Kv]
+  //   (contiguous, the inputs' dtype; per head, so an expand()ed K/V gets per-head gradients that
+  //   the caller sums), and dbias in bias's shape and dtype when bias_requires_grad (else an empty
+  //   tensor). deterministic: bit-identical results across runs (dq without atomics).
+  m.def(
+      "fmha_fused_bwd(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
+      "Tensor? bias=None, Tensor? seqstart_q=None, Tensor? seqstart_k=None, Tensor? seqlen_k=None, "
+      "int max_seqlen_q=-1, int max_seqlen_k=-1, int mask_kind=0, int window_left=-1, "
+      "int window_right=-1, float scale=1.0, float dropout_p=0.0, Tensor? rng_state=None, "
+      "bool bias_requires_grad=False, bool deterministic=False) -> (Tensor, Tensor, Tensor, Tensor)");
+
+  // The dropout keep-mask of the fused ops, [B, H, Mq, Mkv] bool, for tests and debugging.
+  m.def("fmha_dropout_mask(Tensor rng_state, int B, int H, int Mq, int Mkv, float dropout_p, Device device) -> Tensor");
 
   // Attention merge (merge_params.h): shards attn [B, M, G, H, Kq] (last stride 1) with LSE
   // [B, G, H, M] float32 -> the attention over every shard's keys, and its LSE when write_lse.

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "attention/kernels/fmha_dropout.h"
+
 namespace mslk::attention {
 
 enum FmhaMaskKind : int {
@@ -61,6 +63,8 @@ struct FmhaFwdParams {
   // keeps its float32 partials there; without it the tail runs whole tiles.
   void* workspace;
   int64_t workspace_bytes;
+  // Dropout of P (p == 0: none); only the FA2 kernel applies it (the sm90 kernel declines p > 0).
+  FmhaDropout dropout;
 };
 
 // Which kernel runs (MSLK_FMHA_KERNEL): the Hopper kernel where it takes the problem on an sm_90

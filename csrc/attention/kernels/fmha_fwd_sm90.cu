@@ -10,7 +10,7 @@ namespace mslk::attention {
 namespace {
 // Tripwire: a new FmhaFwdParams field (e.g. a paged-KV block table) must be added to the checks
 // below as "not supported" before the sm90 kernel may see such problems.
-static_assert(sizeof(FmhaFwdParams) == 320, "FmhaFwdParams changed: update fmha_fwd_sm90_head_dim()");
+static_assert(sizeof(FmhaFwdParams) == 352, "FmhaFwdParams changed: update fmha_fwd_sm90_head_dim()");
 
 #if MSLK_HAS_CUTLASS
 // TMA needs 16-byte aligned bases and byte strides that are multiples of 16 and < 2^40.
@@ -32,6 +32,7 @@ int fmha_fwd_sm90_head_dim(const FmhaFwdParams& p) {
 #if MSLK_HAS_CUTLASS
   if (p.bias != nullptr) return 0;
   if (p.block_table != nullptr) return 0;  // paged K/V: the FA2 kernel reads it through the block table
+  if (p.dropout.p > 0.f) return 0;         // dropout: only the FA2 kernel applies it
   if (p.K <= 0 || p.Kv <= 0 || p.K % 8 != 0 || p.Kv % 8 != 0 || p.K > 256 || p.Kv > 256) return 0;
   if (p.Mq <= 0 || p.Mkv <= 0 || p.B <= 0 || p.H <= 0) return 0;
   if (p.mask_kind < kMaskNone || p.mask_kind > kMaskLocalBottomRight) return 0;

@@ -19,122 +19,13 @@
 #include <cstdint>
 
 #include "attention/kernels/fmha_fwd.h"
+#include "attention/kernels/fmha_sm80_device.cuh"
 #include "common/device_attrs.h"
 
 namespace mslk::attention::fwd_detail {
 
-template <typename T> struct Traits;
-template <> struct Traits<__half> {
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  }
-  static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  static __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-};
-template <> struct Traits<__nv_bfloat16> {
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  }
-  static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  static __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-};
+using namespace sm80;  // NOLINT: the shared device helpers
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-// 16-byte async copy; src_bytes == 0 zero-fills the destination without reading src.
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-__device__ __forceinline__ void ldsm_x4(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3, uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3, uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr));
-}
-
-// Element offset of (row, col) in a swizzled [rows][D] tile.
-template <int D> __device__ __forceinline__ int swz(int row, int col) {
-  return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
-}
-
-// Async load of a [ROWS][D] tile: row r of the tile is base + off + r * row_stride; rows >= rows_valid
-// and columns >= cols_valid (a multiple of 8) are zero-filled.
-template <typename T, int D, int ROWS, int THREADS>
-__device__ __forceinline__ void load_tile(T* s, const T* base, int64_t off, int64_t row_stride, int rows_valid,
-                                          int cols_valid, int tid) {
-  constexpr int CPR = D / 8;  // 16-byte chunks per row
-  static_assert(ROWS * CPR % THREADS == 0, "tile chunks must divide evenly among the threads");
-#pragma unroll
-  for (int n = 0; n < ROWS * CPR / THREADS; ++n) {
-    const int i = tid + n * THREADS;
-    const int r = i / CPR, c = (i % CPR) * 8;
-    const bool ok = r < rows_valid && c < cols_valid;
-    const T* src = ok ? base + off + r * row_stride + c : base;
-    cp_async_16(smem_u32(s + swz<D>(r, c)), src, ok ? 16 : 0);
-  }
-}
-
-// Element offset of tile row r of a K/V tile: dense rows (off + r * row_stride), or through the
-// page table (paged K/V); -1 for a row that must read as zeros.
-struct DenseRows {
-  int64_t off, row_stride;
-  __device__ __forceinline__ int64_t operator()(int r) const { return off + r * row_stride; }
-};
-struct PagedRows {
-  const int* bt;     // this lane's block-table row
-  int64_t first;     // logical key of tile row 0
-  int64_t head_off;  // element offset of this head in a row
-  int64_t row_stride, kv_rows;
-  int page_size;
-  __device__ __forceinline__ int64_t operator()(int r) const {
-    const int64_t x = first + r;
-    const int64_t page = bt[x / page_size];
-    const int64_t row = page * page_size + x % page_size;
-    return page < 0 || row >= kv_rows ? -1 : head_off + row * row_stride;
-  }
-};
-
-// Async load of a [ROWS][D] K/V tile whose row r sits at element offset rows(r) (see above);
-// rows >= rows_valid, rows at offset -1 and columns >= cols_valid are zero-filled.
-template <typename T, int D, int ROWS, int THREADS, typename Rows>
-__device__ __forceinline__ void load_rows(T* s, const T* base, const Rows& rows, int rows_valid, int cols_valid,
-                                          int tid) {
-  constexpr int CPR = D / 8;
-  static_assert(ROWS * CPR % THREADS == 0, "tile chunks must divide evenly among the threads");
-#pragma unroll
-  for (int n = 0; n < ROWS * CPR / THREADS; ++n) {
-    const int i = tid + n * THREADS;
-    const int r = i / CPR, c = (i % CPR) * 8;
-    const int64_t ro = r < rows_valid && c < cols_valid ? rows(r) : -1;
-    const T* src = ro >= 0 ? base + ro + c : base;
-    cp_async_16(smem_u32(s + swz<D>(r, c)), src, ro >= 0 ? 16 : 0);
-  }
-}
-
-constexpr int64_t kUnbounded = int64_t(1) << 40;
 
 template <typename T, int D, int BM, int BN>
 __global__ void __launch_bounds__(BM / 16 * 32) fmha_fwd_kernel(const FmhaFwdParams p) {

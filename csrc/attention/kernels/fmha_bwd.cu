@@ -1,13 +1,139 @@
-// Dispatch of the fused attention backward. Placeholder until the kernels land: declines every
-// problem, so the glue takes its general path.
+// Dispatch of the fused attention backward: what it takes, the workspace layout, and the two
+// small kernels around the per-head-dim ones (fmha_bwd_d*.cu):
+//   preprocess  D_i = sum_c dO[i, c] * O[i, c] per (batch, head, query row), float32;
+//   convert     dq = scale * dq_accum in the input dtype (atomic mode only).
+// Workspace: [dsum: B * H * Mq floats, padded to 256 bytes][dq_accum: B * Mq * H * K floats, atomic
+// mode only]; dq_accum is cleared on the stream before the main kernel adds to it.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
 #include "attention/kernels/fmha_bwd.h"
+#include "attention/kernels/fmha_bwd_impl.h"
+#include "common/device_attrs.h"
 
 namespace mslk::attention {
+namespace {
 
-bool fmha_bwd_supports(const FmhaBwdParams&) { return false; }
+constexpr int kThreads = 256;
 
-int64_t fmha_bwd_workspace_bytes(const FmhaBwdParams&) { return 0; }
+__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
-cudaError_t fmha_bwd(const FmhaBwdParams&, cudaStream_t) { return cudaErrorNotSupported; }
+// One warp per (b, m, h) row of all B * Mq * H (rows outside every varlen query block are computed
+// too: they are never read).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fmha_bwd_preprocess(const FmhaBwdParams p, float* dsum) {
+  const int64_t row = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= int64_t(p.B) * p.Mq * p.H) return;
+  const int h = int(row % p.H);
+  const int64_t bm = row / p.H;
+  const int m = int(bm % p.Mq), b = int(bm / p.Mq);
+  const T* o = static_cast<const T*>(p.out) + int64_t(b) * p.o_sb + int64_t(m) * p.o_sm + int64_t(h) * p.o_sh;
+  const T* d = static_cast<const T*>(p.dout) + int64_t(b) * p.do_sb + int64_t(m) * p.do_sm + int64_t(h) * p.do_sh;
+  float acc = 0.f;
+  for (int c = lane; c < p.Kv; c += 32) acc += to_f(o[c]) * to_f(d[c]);
+#pragma unroll
+  for (int x = 16; x > 0; x >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, x);
+  if (lane == 0) dsum[(int64_t(b) * p.H + h) * p.Mq + m] = acc;
+}
+
+// dq[b, m, h, c] = scale * dq_accum[b, m, h, c] over all rows (rows no query block holds get zeros).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fmha_bwd_convert_dq(const FmhaBwdParams p, const float* acc) {
+  const int64_t n = int64_t(p.B) * p.Mq * p.H * p.K;
+  for (int64_t e = int64_t(blockIdx.x) * kThreads + threadIdx.x; e < n; e += int64_t(gridDim.x) * kThreads) {
+    const int c = int(e % p.K);
+    const int64_t r = e / p.K;
+    const int h = int(r % p.H);
+    const int64_t bm = r / p.H;
+    const int m = int(bm % p.Mq), b = int(bm / p.Mq);
+    static_cast<T*>(p.dq)[int64_t(b) * p.dq_sb + int64_t(m) * p.dq_sm + int64_t(h) * p.dq_sh + c] =
+        from_f<T>(acc[e] * p.scale);
+  }
+}
+
+int64_t dsum_bytes(const FmhaBwdParams& p) { return (int64_t(p.B) * p.H * p.Mq * 4 + 255) / 256 * 256; }
+int64_t dq_accum_bytes(const FmhaBwdParams& p) {
+  return p.deterministic ? 0 : int64_t(p.B) * p.Mq * p.H * p.K * 4;
+}
+
+bool aligned(const void* ptr, int bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
+
+// cp.async reads 16-byte chunks: bases 16-byte aligned, row / head / batch strides multiples of 8.
+bool loadable(const void* ptr, int64_t sb, int64_t sm, int64_t sh) {
+  return ptr != nullptr && aligned(ptr, 16) && sb % 8 == 0 && sm % 8 == 0 && sh % 8 == 0;
+}
+// Epilogues store column pairs as 32-bit words.
+bool storable(const void* ptr, int64_t sb, int64_t sm, int64_t sh) {
+  return ptr != nullptr && aligned(ptr, 4) && sb % 2 == 0 && sm % 2 == 0 && sh % 2 == 0;
+}
+
+bool device_is_sm80_plus() {
+  int dev = 0;
+  mslk::cuda::DeviceAttrs a;
+  if (mslk::cuda::current_device_attrs(&dev, &a) != cudaSuccess) return (void)cudaGetLastError(), false;
+  return a.cc_major >= 8;
+}
+
+cudaError_t bwd_d(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
+  const int d = p.K > p.Kv ? p.K : p.Kv;
+  return d <= 64 ? fmha_bwd_d64(p, w, stream) : d <= 128 ? fmha_bwd_d128(p, w, stream) : fmha_bwd_d256(p, w, stream);
+}
+
+template <typename T>
+cudaError_t run(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
+  const int64_t rows = int64_t(p.B) * p.Mq * p.H;
+  if (rows == 0) return bwd_d(p, w, stream);  // no queries: dK = dV = 0
+  fmha_bwd_preprocess<T><<<unsigned((rows * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(p, w.dsum);
+  cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess && w.dq_accum != nullptr) err = cudaMemsetAsync(w.dq_accum, 0, dq_accum_bytes(p), stream);
+  if (err != cudaSuccess) return err;
+  err = bwd_d(p, w, stream);
+  if (err != cudaSuccess || w.dq_accum == nullptr) return err;
+  const int64_t n = rows * p.K;
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  fmha_bwd_convert_dq<T><<<unsigned(blocks < 65536 ? blocks : 65536), kThreads, 0, stream>>>(p, w.dq_accum);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool fmha_bwd_supports(const FmhaBwdParams& p) {
+  if (p.is_bf16 != 0 && p.is_bf16 != 1) return false;
+  if (p.K <= 0 || p.Kv <= 0 || p.K % 8 != 0 || p.Kv % 8 != 0 || p.K > 256 || p.Kv > 256) return false;
+  if (p.B < 0 || p.H < 0 || p.Mq < 0 || p.Mkv < 0) return false;
+  if (p.mask_kind < kMaskNone || p.mask_kind > kMaskLocalBottomRight) return false;
+  if (p.seqstart_q != nullptr && (p.B != 1 || p.seqstart_k == nullptr)) return false;
+  if (p.dropout.p < 0.f || p.dropout.p >= 1.f) return false;
+  if (!loadable(p.q, p.q_sb, p.q_sm, p.q_sh) || !loadable(p.k, p.k_sb, p.k_sm, p.k_sh) ||
+      !loadable(p.v, p.v_sb, p.v_sm, p.v_sh) || !loadable(p.dout, p.do_sb, p.do_sm, p.do_sh))
+    return false;
+  if (p.out == nullptr || p.lse == nullptr) return false;
+  if (!storable(p.dq, p.dq_sb, p.dq_sm, p.dq_sh) || !storable(p.dk, p.dk_sb, p.dk_sm, p.dk_sh) ||
+      !storable(p.dv, p.dv_sb, p.dv_sm, p.dv_sh))
+    return false;
+  return device_is_sm80_plus();
+}
+
+int64_t fmha_bwd_workspace_bytes(const FmhaBwdParams& p) { return dsum_bytes(p) + dq_accum_bytes(p); }
+
+cudaError_t fmha_bwd(const FmhaBwdParams& p, cudaStream_t stream) {
+  if (!fmha_bwd_supports(p)) return cudaErrorNotSupported;
+  if (int64_t(p.B) * p.H == 0 || p.num_seqs <= 0) return cudaSuccess;
+  const int64_t need = fmha_bwd_workspace_bytes(p);
+  if (need > 0 && (p.workspace == nullptr || p.workspace_bytes < need || !aligned(p.workspace, 16)))
+    return cudaErrorInvalidValue;
+  FmhaBwdScratch w;
+  w.dsum = static_cast<float*>(p.workspace);
+  w.dq_accum = p.deterministic ? nullptr
+                               : reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + dsum_bytes(p));
+  return p.is_bf16 ? run<__nv_bfloat16>(p, w, stream) : run<__half>(p, w, stream);
+}
 
 }  // namespace mslk::attention

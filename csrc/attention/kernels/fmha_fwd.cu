@@ -13,6 +13,8 @@ int64_t fmha_fwd_workspace_bytes(const FmhaFwdParams& p, const FmhaFwdTuning& t)
 cudaError_t fmha_fwd(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t stream) {
   const int d = p.K > p.Kv ? p.K : p.Kv;
   if (d <= 0 || d > 256 || p.K % 8 != 0 || p.Kv % 8 != 0) return cudaErrorInvalidValue;
+  // Dropout indexes keys by their row in the packed K; paged K/V has no such row (the glue rejects it).
+  if (p.dropout.p > 0.f && p.block_table != nullptr) return cudaErrorNotSupported;
   switch (t.kernel) {
     case FmhaKernelChoice::kSm90:
       return fmha_fwd_sm90(p, t, stream);  // cudaErrorNotSupported: the glue names the env var

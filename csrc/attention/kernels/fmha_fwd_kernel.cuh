@@ -11,6 +11,9 @@
 // (row & 7), so ldmatrix over 8 consecutive rows is bank-conflict free (D/8 >= 8 chunks).
 // Masks are evaluated from the POD descriptor (no materialized mask); tiles that lie wholly
 // outside the allowed band are skipped, tiles wholly inside it skip the per-element test.
+// Dropout (kDropout, chosen per launch so that the plain kernel carries none of it) zeroes the
+// dropped probabilities after they are summed into l (the LSE stays the undropped one); the kept
+// ones are scaled by 1 / (1 - p) once, in the epilogue, rather than per element.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -27,7 +30,7 @@ namespace mslk::attention::fwd_detail {
 using namespace sm80;  // NOLINT: the shared device helpers
 
 
-template <typename T, int D, int BM, int BN>
+template <typename T, int D, int BM, int BN, bool kDropout>
 __global__ void __launch_bounds__(BM / 16 * 32) fmha_fwd_kernel(const FmhaFwdParams p) {
   constexpr int NWARPS = BM / 16;
   constexpr int THREADS = NWARPS * 32;
@@ -214,6 +217,29 @@ __global__ void __launch_bounds__(BM / 16 * 32) fmha_fwd_kernel(const FmhaFwdPar
       }
     }
 
+    if constexpr (kDropout) {
+      // element (row i, key j) of the block: fmha_dropout_keep(bh, q0 + i, k0 + j)
+      // The keep bits first, in a rolled loop (bit 2 * (rr * NB + nb) + (e & 1)), so that the Philox
+      // rounds do not compete with the score registers.
+      static_assert(NB <= 8, "one 32-bit word of keep bits");
+      const int64_t bh = int64_t(bq) * p.H + h;
+      uint32_t keep = 0;
+#pragma unroll 1
+      for (int x = 0; x < 2 * NB; ++x) {
+        const int rr = x / NB, nb = x % NB;
+        const int64_t qi = int64_t(q0) + r0 + wrow + g + rr * 8;
+        keep |= dropout_keep2(p.dropout, bh, qi, int64_t(k0) + n0 + nb * 8 + 2 * t4) << (2 * x);
+      }
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb) {
+          if (!((keep >> (2 * (rr * NB + nb))) & 1u)) sc[nb][2 * rr] = 0.f;
+          if (!((keep >> (2 * (rr * NB + nb) + 1)) & 1u)) sc[nb][2 * rr + 1] = 0.f;
+        }
+      }
+    }
+
     cp_async_wait<1>();  // V[it] landed (K[it+1] may be in flight)
     __syncthreads();
 
@@ -252,7 +278,8 @@ __global__ void __launch_bounds__(BM / 16 * 32) fmha_fwd_kernel(const FmhaFwdPar
     float l = l_i[rr];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = l > 0.f ? 1.f / l : 0.f;
+    float inv = l > 0.f ? 1.f / l : 0.f;
+    if constexpr (kDropout) inv *= p.dropout.rescale;
     const int i = r0 + wrow + g + rr * 8;
     if (i < lq) {
       T* orow = out + int64_t(bq) * p.o_sb + int64_t(q0 + i) * p.o_sm + int64_t(h) * p.o_sh;
@@ -271,13 +298,13 @@ __global__ void __launch_bounds__(BM / 16 * 32) fmha_fwd_kernel(const FmhaFwdPar
   }
 }
 
-template <typename T, int D>
+template <typename T, int D, bool kDropout>
 cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
   constexpr int BM = D >= 256 ? 64 : 128;
   constexpr int BN = D >= 256 ? 32 : 64;
   if (p.num_seqs <= 0 || p.H <= 0 || p.max_seqlen_q <= 0) return cudaSuccess;
   const size_t smem = size_t(BM + 4 * BN) * D * sizeof(T);
-  auto kern = fmha_fwd_kernel<T, D, BM, BN>;
+  auto kern = fmha_fwd_kernel<T, D, BM, BN, kDropout>;
   static mslk::cuda::SmemLimitOnce smem_limit;  // the cap raised once per device
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
@@ -288,9 +315,14 @@ cudaError_t launch(const FmhaFwdParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+template <typename T, int D>
+cudaError_t launch_dropout(const FmhaFwdParams& p, cudaStream_t stream) {
+  return p.dropout.p > 0.f ? launch<T, D, true>(p, stream) : launch<T, D, false>(p, stream);
+}
+
 template <int D>
 cudaError_t launch_dtype(const FmhaFwdParams& p, cudaStream_t stream) {
-  return p.is_bf16 ? launch<__nv_bfloat16, D>(p, stream) : launch<__half, D>(p, stream);
+  return p.is_bf16 ? launch_dropout<__nv_bfloat16, D>(p, stream) : launch_dropout<__half, D>(p, stream);
 }
 
 }  // namespace mslk::attention::fwd_detail

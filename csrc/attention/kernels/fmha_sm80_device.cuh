@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "attention/kernels/fmha_dropout.h"
 #include "attention/kernels/fmha_fwd.h"
 
 namespace mslk::attention::sm80 {
@@ -162,6 +163,14 @@ struct MaskBand {
     return d >= lo && d <= hi;
   }
 };
+
+// Keep bits of elements (i, j) and (i, j + 1) of head bh (bit 0: j): one Philox call, two where the
+// pair straddles a group of four keys.
+__device__ __forceinline__ uint32_t dropout_keep2(const FmhaDropout& d, int64_t bh, int64_t i, int64_t j) {
+  uint32_t bits = fmha_dropout_keep4(d, bh, i, j >> 2) >> (j & 3);
+  if ((j & 3) == 3) bits |= fmha_dropout_keep4(d, bh, i, (j >> 2) + 1) << 1;
+  return bits & 3u;
+}
 
 // The (query block, key lane) of sequence s (FmhaFwdParams comment), clamped so that an
 // inconsistent descriptor (device-side values the glue cannot check) stays in bounds: queries

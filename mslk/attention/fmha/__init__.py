@@ -98,10 +98,20 @@ def _requires_grad(*xs) -> bool:
     return torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in xs)
 
 
+_OUTPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _check_output_dtype(output_dtype, api: str) -> None:
+    if output_dtype is not None and output_dtype not in _OUTPUT_DTYPES:
+        raise TypeError(f"{api}: output_dtype must be None or one of {', '.join(map(str, _OUTPUT_DTYPES))}; "
+                        f"got {output_dtype!r}")
+
+
 def memory_efficient_attention(query, key, value, attn_bias=None, p: float = 0.0, scale: Optional[float] = None,
                                *, op: Optional[AttentionOp] = None, output_dtype: Optional[torch.dtype] = None
                                ) -> torch.Tensor:
     """softmax(scale * q k^T + bias) v, dispatched to a backend (or the pinned `op=(FwOp, BwOp)`)."""
+    _check_output_dtype(output_dtype, "memory_efficient_attention")
     bias_t = attn_bias if isinstance(attn_bias, torch.Tensor) else None
     if _requires_grad(query, key, value, bias_t):
         raise NotImplementedError(_NO_BACKWARD)
@@ -116,6 +126,7 @@ def memory_efficient_attention_forward(query, key, value, attn_bias=None, p: flo
     """Forward only (no backward context). `op` is a forward operator class, not a pair."""
     if isinstance(op, tuple):
         raise ValueError("memory_efficient_attention_forward: pass a forward operator class, not an (FwOp, BwOp) pair")
+    _check_output_dtype(output_dtype, "memory_efficient_attention_forward")
     fw = _fw_op_of(op, "memory_efficient_attention_forward")
     inp = Inputs(query=query, key=key, value=value, attn_bias=attn_bias, p=p, scale=scale, output_dtype=output_dtype)
     return _run_forward(inp, fw, needs_gradient=False)[0]
@@ -129,6 +140,7 @@ def memory_efficient_attention_forward_requires_grad(query, key, value, attn_bia
     if p != 0.0:
         raise NotImplementedError("memory_efficient_attention_forward_requires_grad: dropout (p != 0) is not "
                                   "supported by the manual forward/backward API")
+    _check_output_dtype(output_dtype, "memory_efficient_attention_forward_requires_grad")
     fw = _fw_op_of(op, "memory_efficient_attention_forward_requires_grad")
     inp = Inputs(query=query, key=key, value=value, attn_bias=attn_bias, p=p, scale=scale, output_dtype=output_dtype)
     out, ctx = _run_forward(inp, fw, needs_gradient=True)
@@ -151,6 +163,7 @@ def memory_efficient_attention_partial(query, key, value, attn_bias=None, p: flo
     to float32 (float64 for float64 inputs)."""
     if p != 0.0:
         raise NotImplementedError("memory_efficient_attention_partial: dropout is not supported")
+    _check_output_dtype(output_dtype, "memory_efficient_attention_partial")
     bias_t = attn_bias if isinstance(attn_bias, torch.Tensor) else None
     if _requires_grad(query, key, value, bias_t):
         if not _allow_backward:
@@ -164,13 +177,20 @@ def memory_efficient_attention_partial(query, key, value, attn_bias=None, p: flo
     return out, ctx.lse
 
 
-def _stack(x: Union[torch.Tensor, Sequence[torch.Tensor]], name: str) -> torch.Tensor:
-    if isinstance(x, torch.Tensor):
-        return x
-    x = list(x)
-    if len(x) == 0:
+def _stack(x: Union[torch.Tensor, Sequence[torch.Tensor]], name: str, dtypes) -> torch.Tensor:
+    shards = [x] if isinstance(x, torch.Tensor) else list(x)
+    if len(shards) == 0:
         raise ValueError(f"merge_attentions: {name} is empty")
-    return torch.stack(x, dim=0)
+    for i, t in enumerate(shards):
+        at = name if isinstance(x, torch.Tensor) else f"{name}[{i}]"
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"merge_attentions: {at} must be a tensor; got {type(t).__name__}")
+        if t.dtype not in dtypes:
+            raise TypeError(f"merge_attentions: {at} must be {' / '.join(map(str, dtypes))}; got {t.dtype}")
+        if t.shape != shards[0].shape:
+            raise ValueError(f"merge_attentions: the tensors of {name} must have one shape; {name}[0] is "
+                             f"{tuple(shards[0].shape)}, {at} is {tuple(t.shape)}")
+    return x if isinstance(x, torch.Tensor) else torch.stack(shards, dim=0)
 
 
 def merge_attentions(attn_split, lse_split, write_lse: bool = True, output_dtype: Optional[torch.dtype] = None
@@ -183,19 +203,19 @@ def merge_attentions(attn_split, lse_split, write_lse: bool = True, output_dtype
     if not lists and any(isinstance(x, torch.Tensor) and x.requires_grad for x in (attn_split, lse_split)) \
             and not write_lse:
         raise ValueError("merge_attentions: inputs requiring gradients require write_lse=True")
-    attn = _stack(attn_split, "attn_split")
-    lse = _stack(lse_split, "lse_split")
+    _check_output_dtype(output_dtype, "merge_attentions")
+    attn = _stack(attn_split, "attn_split", _OUTPUT_DTYPES)
+    lse = _stack(lse_split, "lse_split", (torch.float32, torch.float64))
     if lists and (attn.requires_grad or lse.requires_grad) and not write_lse:
         raise ValueError("merge_attentions: inputs requiring gradients require write_lse=True")
     if attn.ndim not in (5, 6):
-        raise ValueError(f"merge_attentions: attn_split must be [S, B, M, (G,) H, K]; got {tuple(attn.shape)}")
-    if lse.ndim != attn.ndim - 1:
-        raise ValueError(f"merge_attentions: lse_split must be [S, B, (G,) H, M] for attn_split "
-                         f"{tuple(attn.shape)}; got {tuple(lse.shape)}")
+        raise ValueError(f"merge_attentions: attn_split (stacked) must be [S, B, M, H, K] or [S, B, M, G, H, K]; "
+                         f"got {tuple(attn.shape)}")
     S, B, M = attn.shape[:3]
     heads = attn.shape[3:-1]
     if tuple(lse.shape) != (S, B, *heads, M):
-        raise ValueError(f"merge_attentions: lse_split shape {tuple(lse.shape)} != expected {(S, B, *heads, M)}")
+        raise ValueError(f"merge_attentions: lse_split (stacked) must be [S, B, (G,) H, M] = {(S, B, *heads, M)} for "
+                         f"attn_split {tuple(attn.shape)}; got {tuple(lse.shape)}")
     if attn.dtype in _MERGE_KERNEL_DTYPES and lse.dtype == torch.float32 and (
             output_dtype is None or output_dtype in _MERGE_KERNEL_DTYPES):
         if lists or attn.requires_grad or lse.requires_grad:  # differentiable path

@@ -214,12 +214,14 @@ def test_invalid_kernel_choice(monkeypatch):
 
 
 @needs_cuda
-@pytest.mark.skipif(IS_SM90, reason="checks the refusal off sm_90")
-def test_sm90_forced_off_hopper_raises(monkeypatch):
+def test_sm90_forced_refusal_raises(monkeypatch):
+    """A problem the forced Hopper kernel declines raises naming the variable: any problem off
+    sm_90; on sm_90 one with dropout (only FA2 applies it)."""
     monkeypatch.setenv("MSLK_FMHA_KERNEL", "sm90")
     q = torch.zeros(1, 8, 2, 64, dtype=torch.half, device="cuda")
+    drop = dict(dropout_p=0.1, rng_state=torch.tensor([1, 2], dtype=torch.int64)) if IS_SM90 else {}
     with pytest.raises(RuntimeError, match="MSLK_FMHA_KERNEL"):
-        run_op(q, q, q, None, 0.125)
+        torch.ops.mslk.fmha_fused_fwd(q, q, q, None, scale=0.125, **drop)
 
 
 from bench.attention.tune_fmha_sm90 import tile_rows  # noqa: E402

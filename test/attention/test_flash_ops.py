@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from mslk.attention import fmha
-from mslk.attention.fmha import _raw_ops
+from mslk.attention.fmha import _backward, _raw_ops
 from mslk.attention.fmha import attn_bias as ab
 from mslk.attention.fmha import cutlass, dispatch, flash, flash3, reference
 from mslk.attention.fmha.common import Inputs, _kernel_registered
@@ -293,8 +293,8 @@ def test_class_availability_is_honest():
     assert flash3.FwOp.is_available() == (reg and sm90)
     assert flash3.FwOp_KVSplit.is_available() == flash3.FwOp.is_available()
     assert dispatch.fa3_available() == flash3.FwOp.is_available()
-    for op in (flash.BwOp, flash3.BwOp):
-        assert not op.is_available()
+    bw = _backward.bwd_registered("CUDA")
+    assert flash.BwOp.is_available() == bw and flash3.BwOp.is_available() == (bw and sm90)
     for op in (flash.FwOp, flash3.FwOp):
         info = op.info()
         assert info == "available" if op.is_available() else info.startswith("unavailable: ")
@@ -316,12 +316,12 @@ def test_class_support_reasons():
     q = torch.zeros(1, 4, 2, 64, dtype=torch.half)
     for op in (flash.FwOp, flash3.FwOp):
         assert any("dtype" in r for r in _reasons(op, q=q.float()))
-        assert any("dropout" in r for r in _reasons(op, p=0.1))
+        assert any("dropout" in r for r in _reasons(op, p=0.1)) == (op is flash3.FwOp)  # FA2 has dropout
         assert any("attn_bias type" in r for r in _reasons(op, attn_bias=torch.zeros(1, 2, 4, 4)))
         assert any("Partial" in r for r in _reasons(op, is_partial=True))
         assert any("output dtype" in r for r in _reasons(op, output_dtype=torch.float32))
         assert any("> 256" in r for r in _reasons(op, q=torch.zeros(1, 4, 2, 320, dtype=torch.half)))
-        assert not op.SUPPORTS_DROPOUT and not op.SUPPORTS_PARTIAL and op.VARLEN_LSE_PACKED
+        assert op.SUPPORTS_DROPOUT == (op is flash.FwOp) and not op.SUPPORTS_PARTIAL and op.VARLEN_LSE_PACKED
     assert torch.float8_e4m3fn not in flash3.FwOp.SUPPORTED_DTYPES  # no FP8 attention kernel
     assert any("query.shape[-1] != value.shape[-1]" in r
                for r in _reasons(flash.FwOp, v=torch.zeros(1, 4, 2, 128, dtype=torch.half)))

@@ -246,8 +246,8 @@ def test_input_errors():
         fmha.memory_efficient_attention_partial(q, k, v, p=0.1)
     with pytest.raises(ValueError, match="not an"):
         fmha.memory_efficient_attention_forward(q, k, v, op=fmha.MemoryEfficientAttentionCutlassOp)
-    with pytest.raises(NotImplementedError, match="backward"):
-        mea(q.requires_grad_(), k, v)
+    with pytest.raises(ValueError, match="backward"):  # a pinned backward that cannot take the inputs
+        mea(q.requires_grad_(), k, v, op=(None, fmha.flash.BwOp))
 
 
 def test_pinned_unsupported_op_lists_reasons():
@@ -258,7 +258,7 @@ def test_pinned_unsupported_op_lists_reasons():
     assert "fa2F" in msg and "device=cpu" in msg and "dtype=torch.float32" in msg
     assert ("not available" in msg) == (not fmha.flash.FwOp.is_available())
     with pytest.raises(ValueError, match="dropout > 0.0"):
-        fmha.memory_efficient_attention(q, k, v, p=0.2, op=(fmha.reference.FwOp, None))
+        fmha.memory_efficient_attention(q, k, v, p=0.2, op=(fmha.flash3.FwOp, None))
     inp = fmha.Inputs(q.half(), k.half(), rand((1, 6, 2, 24)).half())
     assert "query.shape[-1] != value.shape[-1]" in fmha.flash.FwOp.not_supported_reasons(inp)
     assert any("not in [64, 128, 192, 256]" in r for r in fmha.flash3.FwOp.not_supported_reasons(inp))
@@ -269,9 +269,8 @@ def test_operator_classes_and_dispatch():
     from mslk.attention.fmha import (ck, ck_decoder, ck_splitk, cute_blackwell, cute_hopper, cutlass,
                                      cutlass_blackwell, dispatch, flash, flash3, flash_mtia, reference,
                                      triton_splitk)
-    hw = [cutlass.BwOp, flash.BwOp, flash3.BwOp,
-          ck.FwOp, ck.BwOp, ck_decoder.FwOp, ck_splitk.FwOp, triton_splitk.FwOp, cute_hopper.FwOp,
-          cute_hopper.BwOp, cute_blackwell.FwOp, cute_blackwell.FwOpDecode, cute_blackwell.BwOp,
+    hw = [ck.FwOp, ck.BwOp, ck_decoder.FwOp, ck_splitk.FwOp, triton_splitk.FwOp, cute_hopper.FwOp,
+          cute_blackwell.FwOp, cute_blackwell.FwOpDecode, cute_blackwell.BwOp,
           cutlass_blackwell.FwOp, cutlass_blackwell.FwOpDecode, cutlass_blackwell.BwOp, flash_mtia.FwOp,
           flash_mtia.BwOp, *triton_splitk.FwOp_Map.values(), ck_splitk.FwOp_S1, ck_splitk.FwOp_S128]
     for op in hw:
@@ -282,7 +281,12 @@ def test_operator_classes_and_dispatch():
                                              for i in range(torch.cuda.device_count()))
     assert cutlass.FwOp.is_available() == fused and flash.FwOp.is_available() == fused
     assert flash3.FwOp.is_available() == flash3.FwOp_KVSplit.is_available() == (fused and sm90)
-    for op in (*hw, cutlass.FwOp, flash.FwOp, flash3.FwOp, flash3.FwOp_KVSplit):
+    # the fused backward (mslk::fmha_fused_bwd) backs cutlass / flash (and flash3 / cute_hopper on sm_90)
+    fused_bw = hasattr(torch.ops.mslk, "fmha_fused_bwd") and _kernel_registered("mslk::fmha_fused_bwd", "CUDA")
+    assert cutlass.BwOp.is_available() == flash.BwOp.is_available() == fused_bw
+    assert flash3.BwOp.is_available() == cute_hopper.BwOp.is_available() == (fused_bw and sm90)
+    for op in (*hw, cutlass.FwOp, flash.FwOp, flash3.FwOp, flash3.FwOp_KVSplit, cutlass.BwOp, flash.BwOp,
+               flash3.BwOp, cute_hopper.BwOp, reference.BwOp):
         for attr in ("SUPPORTED_DTYPES", "SUPPORTED_MAX_K", "SUPPORTED_ATTN_BIAS_TYPES", "SUPPORTS_DROPOUT",
                      "NAME", "SUPPORTED_DEVICES"):
             assert hasattr(op, attr)

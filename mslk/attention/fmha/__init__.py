@@ -8,7 +8,13 @@ Forward operators: on CUDA, mslk's fused kernel (torch.ops.mslk.fmha_fused_fwd: 
 FlashAttention-3-style Hopper kernel on sm_90, a FlashAttention-2-style one elsewhere and for
 tensor biases and paged K/V) behind flash3.FwOp (sm_90), flash.FwOp and cutlass.FwOp, each with the
 limits of its class; `reference.FwOp` (exact, unfused) takes everything else, on CPU too.
-Backward is not implemented yet: calls that need gradients raise NotImplementedError.
+
+Backward (autograd through memory_efficient_attention, the manual forward_requires_grad /
+backward pair, and memory_efficient_attention_partial(_allow_backward=True)): mslk's fused
+backward, torch.ops.mslk.fmha_fused_bwd, behind flash3.BwOp (sm_90), flash.BwOp, cutlass.BwOp
+(tensor-bias gradient, fp32) and cute_hopper.BwOp; `reference.BwOp` (exact) takes everything
+else, on CPU too. Dropout (p > 0) works on the autograd path (cutlass, flash and reference
+operators); the manual and partial APIs reject it, as the spec says.
 """
 
 from __future__ import annotations
@@ -37,8 +43,8 @@ from mslk.attention.fmha.attn_bias import (  # noqa: F401
 from mslk.attention.fmha.common import (  # noqa: F401
     AttentionBwOpBase, AttentionFwOpBase, AttentionOp, AttentionOpBase, Context, Gradients, Inputs,
 )
-from mslk.attention.fmha.dispatch import _dispatch_fw, _get_use_fa3, _set_use_fa3, fa3_available  # noqa: F401
-from mslk.attention.fmha import _merge_ops
+from mslk.attention.fmha.dispatch import _dispatch_bw, _dispatch_fw, _get_use_fa3, _set_use_fa3, fa3_available  # noqa: F401
+from mslk.attention.fmha import _autograd, _merge_ops
 from mslk.attention.fmha.torch_attention_compat import ensure_pt_flash_ok, is_pt_cutlass_compatible  # noqa: F401
 
 MemoryEfficientAttentionCutlassOp = (cutlass.FwOp, cutlass.BwOp)
@@ -51,29 +57,34 @@ MemoryEfficientAttentionCkDecoderOp = (ck_decoder.FwOp, ck.BwOp)
 MemoryEfficientAttentionSplitKCkOp = (ck_splitk.FwOp, ck.BwOp)
 MemoryEfficientAttentionCuteFlashAttentionOp = (cute_blackwell.FwOp, cute_blackwell.BwOp)
 
-# Explicit enumerations (not the dispatch priority). reference.FwOp is this build's addition.
+# Explicit enumerations (not the dispatch priority). reference.FwOp / BwOp are this build's addition.
 ALL_FW_OPS: List[Type[AttentionFwOpBase]] = [
     cutlass.FwOp, flash.FwOp, flash3.FwOp, ck.FwOp, ck_decoder.FwOp, ck_splitk.FwOp, triton_splitk.FwOp,
     cutlass_blackwell.FwOp, cute_hopper.FwOp, cute_blackwell.FwOp, flash_mtia.FwOp, reference.FwOp,
 ]
 ALL_BW_OPS: List[Type[AttentionBwOpBase]] = [
     cutlass.BwOp, flash.BwOp, flash3.BwOp, ck.BwOp, cutlass_blackwell.BwOp, cute_hopper.BwOp, cute_blackwell.BwOp,
-    flash_mtia.BwOp,
+    flash_mtia.BwOp, reference.BwOp,
 ]
 
-_NO_BACKWARD = ("memory_efficient_attention: backward is not implemented in this build yet (forward only); "
-                "call under torch.no_grad() or detach the inputs")
-
-
 def _fw_op_of(op, api: str) -> Optional[Type[AttentionFwOpBase]]:
+    return _op_pair(op, api)[0]
+
+
+def _op_pair(op, api: str) -> Tuple[Optional[Type[AttentionFwOpBase]], Optional[Type[AttentionBwOpBase]]]:
     if op is None:
-        return None
+        return None, None
     if isinstance(op, tuple):
         if len(op) != 2:
             raise ValueError(f"{api}: op must be a forward operator class or an (FwOp, BwOp) pair; got {op!r}")
-        return op[0]
+        fw, bw = op
+        if fw is not None and not (isinstance(fw, type) and issubclass(fw, AttentionFwOpBase)):
+            raise ValueError(f"{api}: op[0] must be a forward operator class or None; got {fw!r}")
+        if bw is not None and not (isinstance(bw, type) and issubclass(bw, AttentionBwOpBase)):
+            raise ValueError(f"{api}: op[1] must be a backward operator class or None; got {bw!r}")
+        return fw, bw
     if isinstance(op, type) and issubclass(op, AttentionFwOpBase):
-        return op
+        return op, None
     raise ValueError(f"{api}: op must be a forward operator class; got {op!r}")
 
 
@@ -110,12 +121,12 @@ def _check_output_dtype(output_dtype, api: str) -> None:
 def memory_efficient_attention(query, key, value, attn_bias=None, p: float = 0.0, scale: Optional[float] = None,
                                *, op: Optional[AttentionOp] = None, output_dtype: Optional[torch.dtype] = None
                                ) -> torch.Tensor:
-    """softmax(scale * q k^T + bias) v, dispatched to a backend (or the pinned `op=(FwOp, BwOp)`)."""
+    """softmax(scale * q k^T + bias) v (dropout p), dispatched to a backend (or the pinned
+    `op=(FwOp, BwOp)`); differentiable w.r.t. query, key, value and a tensor bias."""
     _check_output_dtype(output_dtype, "memory_efficient_attention")
-    bias_t = attn_bias if isinstance(attn_bias, torch.Tensor) else None
-    if _requires_grad(query, key, value, bias_t):
-        raise NotImplementedError(_NO_BACKWARD)
-    fw = _fw_op_of(op, "memory_efficient_attention")
+    fw, bw = _op_pair(op, "memory_efficient_attention")
+    if _requires_grad(query, key, value, _autograd.bias_tensor(attn_bias)):
+        return _autograd.attention(query, key, value, attn_bias, p, scale, fw, bw, output_dtype)[0]
     inp = Inputs(query=query, key=key, value=value, attn_bias=attn_bias, p=p, scale=scale, output_dtype=output_dtype)
     return _run_forward(inp, fw, needs_gradient=False)[0]
 
@@ -136,7 +147,9 @@ def memory_efficient_attention_forward_requires_grad(query, key, value, attn_bia
                                                      scale: Optional[float] = None, *, op=None,
                                                      output_dtype: Optional[torch.dtype] = None
                                                      ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Manual-backward forward: returns (out, lse). Dropout is rejected."""
+    """Manual-backward forward: returns (out, lse), the LSE in the layout of the forward operator
+    (variable-length biases: padded [num_seqs, H, max_Mq] for cutlass.FwOp, packed [1, H, total]
+    otherwise); memory_efficient_attention_backward takes either. Dropout is rejected."""
     if p != 0.0:
         raise NotImplementedError("memory_efficient_attention_forward_requires_grad: dropout (p != 0) is not "
                                   "supported by the manual forward/backward API")
@@ -148,11 +161,37 @@ def memory_efficient_attention_forward_requires_grad(query, key, value, attn_bia
 
 
 def memory_efficient_attention_backward(grad, output, lse, query, key, value, attn_bias=None, p: float = 0.0,
-                                        scale: Optional[float] = None, *, op=None):
-    """Explicit backward. Not implemented in this build yet."""
+                                        scale: Optional[float] = None, *, op=None
+                                        ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Explicit backward of (output, lse) from memory_efficient_attention_forward_requires_grad:
+    returns (dq, dk, dv) in the shapes of query, key, value. `op`: a backward operator class or an
+    (FwOp, BwOp) pair (None: dispatch). Dropout is rejected; no tensor-bias gradient."""
+    api = "memory_efficient_attention_backward"
     if p != 0.0:
-        raise NotImplementedError("memory_efficient_attention_backward: dropout is not supported")
-    raise NotImplementedError("memory_efficient_attention_backward: no backward operator in this build yet")
+        raise NotImplementedError(f"{api}: dropout (p != 0) is not supported by the manual forward/backward API")
+    if isinstance(op, tuple):
+        bw = _op_pair(op, api)[1]
+    elif op is None or (isinstance(op, type) and issubclass(op, AttentionBwOpBase)):
+        bw = op
+    else:
+        raise ValueError(f"{api}: op must be a backward operator class or an (FwOp, BwOp) pair; got {op!r}")
+    inp = Inputs(query=query, key=key, value=value, attn_bias=attn_bias, p=p, scale=scale)
+    inp.validate_inputs()
+    out_shape = (*query.shape[:-1], value.shape[-1])
+    for name, x in (("grad", grad), ("output", output)):
+        if not isinstance(x, torch.Tensor) or tuple(x.shape) != out_shape:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"{api}: {name} must have the output shape {out_shape}; got {got}")
+    if not isinstance(lse, torch.Tensor):
+        raise ValueError(f"{api}: lse must be a tensor; got {type(lse).__name__}")
+    inp.normalize_bmhk()
+    n_shape = (*inp.query.shape[:-1], inp.value.shape[-1])
+    if bw is None:
+        bw = _dispatch_bw(inp)
+    else:
+        _autograd.check_bw(bw, inp, False)
+    g = bw.apply(Context(lse=lse, out=output.reshape(n_shape)), inp, grad.reshape(n_shape))
+    return g.dq.reshape(query.shape), g.dk.reshape(key.shape), g.dv.reshape(value.shape)
 
 
 def memory_efficient_attention_partial(query, key, value, attn_bias=None, p: float = 0.0,
@@ -160,17 +199,17 @@ def memory_efficient_attention_partial(query, key, value, attn_bias=None, p: flo
                                        output_dtype: Optional[torch.dtype] = None, _allow_backward: bool = False
                                        ) -> Tuple[torch.Tensor, torch.Tensor]:
     """(out, lse) over one K/V shard; combine shards with merge_attentions. Output dtype defaults
-    to float32 (float64 for float64 inputs)."""
+    to float32 (float64 for float64 inputs). Forward-only unless _allow_backward (then both out
+    and lse are differentiable; merge_training wraps this for training)."""
     if p != 0.0:
         raise NotImplementedError("memory_efficient_attention_partial: dropout is not supported")
     _check_output_dtype(output_dtype, "memory_efficient_attention_partial")
-    bias_t = attn_bias if isinstance(attn_bias, torch.Tensor) else None
-    if _requires_grad(query, key, value, bias_t):
+    fw, bw = _op_pair(op, "memory_efficient_attention_partial")
+    if _requires_grad(query, key, value, _autograd.bias_tensor(attn_bias)):
         if not _allow_backward:
             raise ValueError("memory_efficient_attention_partial is forward-only; use "
                              "merge_training.memory_efficient_attention_partial_autograd for training")
-        raise NotImplementedError(_NO_BACKWARD)
-    fw = _fw_op_of(op, "memory_efficient_attention_partial")
+        return _autograd.attention(query, key, value, attn_bias, p, scale, fw, bw, output_dtype, partial=True)
     inp = Inputs(query=query, key=key, value=value, attn_bias=attn_bias, p=p, scale=scale, output_dtype=output_dtype,
                  is_partial=True)
     out, ctx = _run_forward(inp, fw, needs_gradient=True)

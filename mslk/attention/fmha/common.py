@@ -196,6 +196,7 @@ class Gradients:
     db: Optional[torch.Tensor] = None
 
 
+@torch.compiler.assume_constant_result  # a registry lookup: torch.compile folds it instead of breaking the graph
 def _kernel_registered(op_name: str, key: str) -> bool:
     try:
         return torch._C._dispatch_has_kernel_for_dispatch_key(op_name, key)

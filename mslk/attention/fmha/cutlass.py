@@ -1,19 +1,19 @@
-"""General CUDA attention (the spec's `cutlass` class), backed by mslk's own fused kernel.
+"""General CUDA attention (the spec's `cutlass` class), backed by mslk's own fused kernels.
 
 `FwOp` runs `torch.ops.mslk.fmha_fused_fwd` (csrc/attention/kernels/fmha_fwd_kernel.cuh): a
 FlashAttention-2 style forward on SM80+ tensor cores (mma.sync), with every supported mask
 evaluated inside the kernel from a small descriptor. What it supports today is a subset of the
 spec's cutlass contract (which allows FP32 and head dims up to 65536): fp16/bf16, head dims up to
-256 (K != Kv allowed), no dropout, BMK/BMHK/BMGHK layouts, and the masks in
+256 (K != Kv allowed), dropout, BMK/BMHK/BMGHK layouts, and the masks in
 SUPPORTED_ATTN_BIAS_TYPES, paged K/V included (read through the block table inside the kernel).
 Varlen LSE uses the padded layout [num_seqs, H, max_Mq] (+inf past each sequence), as the spec's
 cutlass does. On sm_90 the op runs a FlashAttention-3-style Hopper kernel
-(csrc/attention/kernels/fmha_fwd_sm90_kernel.cuh) for every problem without a tensor bias or
-paged K/V; the environment variable MSLK_FMHA_KERNEL (auto / sm80 / sm90) overrides the choice.
+(csrc/attention/kernels/fmha_fwd_sm90_kernel.cuh) for every problem without a tensor bias, paged
+K/V or dropout; the environment variable MSLK_FMHA_KERNEL (auto / sm80 / sm90) overrides the choice.
 
-Both kernels passed the CUDA test suite on the H200 (2026-11-30); the operator is available
-wherever the CUDA kernel is registered, and automatic dispatch picks it on CUDA. BwOp has no
-kernel yet.
+`BwOp` runs `torch.ops.mslk.fmha_fused_bwd` (see _backward.py): fp16/bf16/fp32, dropout (the
+forward's rng_state), the tensor-bias gradient, BMK/BMHK/BMGHK, K != Kv; it takes the padded or
+the packed variable-length LSE. Both classes are available wherever the ops have CUDA kernels.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import torch
 
 from mslk.attention.fmha import _backends as _b
 from mslk.attention.fmha import attn_bias as _ab
+from mslk.attention.fmha._backward import FusedBw, draw_rng_state
 from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase, Context, Inputs, _kernel_registered
 
 _OP_NAME = "mslk::fmha_fused_fwd"
@@ -132,8 +133,8 @@ def _packed_to_padded_lse(lse: torch.Tensor, seqstart_py, max_len: int) -> torch
 
 
 class FwOp(AttentionFwOpBase):
-    """mslk's fused attention forward (fp16/bf16, K, Kv <= 256, in-kernel masks): the Hopper
-    kernel on sm_90 where it applies, the FlashAttention-2 style kernel elsewhere."""
+    """mslk's fused attention forward (fp16/bf16, K, Kv <= 256, in-kernel masks, dropout): the
+    Hopper kernel on sm_90 where it applies, the FlashAttention-2 style kernel elsewhere."""
 
     OPERATOR = None  # resolved lazily: torch.ops.mslk.fmha_fused_fwd
     NAME = "cutlassF-pt"
@@ -143,7 +144,7 @@ class FwOp(AttentionFwOpBase):
     SUPPORTED_MAX_K = 256
     SUPPORTED_MIN_K = 1
     SUPPORTED_ATTN_BIAS_TYPES = (*_DENSE_MASKS, *_VARLEN_MASKS, *_b.PAGED_MASKS)
-    SUPPORTS_DROPOUT = False
+    SUPPORTS_DROPOUT = True
     SUPPORTS_CUSTOM_SCALE = True
     SUPPORTS_DIFFERENT_VALUE_EMBED = True
     SUPPORTS_OUTPUT_DTYPE = False
@@ -162,6 +163,8 @@ class FwOp(AttentionFwOpBase):
         reasons = super().not_supported_reasons(d)
         if isinstance(d.attn_bias, torch.Tensor) and d.attn_bias.dtype not in (torch.float32, d.query.dtype):
             reasons.append(f"attn_bias dtype {d.attn_bias.dtype} (supported: float32 or the query dtype)")
+        if d.p != 0.0 and isinstance(d.attn_bias, _ab._PagedBase):
+            reasons.append("dropout with paged K/V")
         return reasons
 
     @classmethod
@@ -184,6 +187,9 @@ class FwOp(AttentionFwOpBase):
             if grouped and tb.ndim >= 3:
                 # [.., G, H, Mq, Mkv] broadcast -> [B, G*H, Mq, Mkv]
                 tb = tb.expand(B, G, H, q.shape[1], k.shape[1]).reshape(B, G * H, q.shape[1], k.shape[1])
+        rng = draw_rng_state() if inp.p > 0.0 else None
+        if rng is not None:
+            desc.update(dropout_p=float(inp.p), rng_state=rng)
         out, lse = torch.ops.mslk.fmha_fused_fwd(q, k, v, tb, scale=inp.scale_float, **desc)
         if isinstance(bias, _ab.VARLEN_BIASES) and not cls.VARLEN_LSE_PACKED:
             lse = _packed_to_padded_lse(lse, bias.q_seqinfo.seqstart_py, bias.q_seqinfo.max_seqlen)
@@ -192,18 +198,28 @@ class FwOp(AttentionFwOpBase):
             lse = lse.reshape(lse.shape[0], G, H, lse.shape[-1])
         if inp.query.ndim == 3:
             out = out[:, :, 0]
-        return out, Context(lse=lse, out=out)
+        return out, Context(lse=lse, out=out, rng_state=rng)
 
 
-class BwOp(AttentionBwOpBase):
+class BwOp(FusedBw, AttentionBwOpBase):
+    """Attention backward on torch.ops.mslk.fmha_fused_bwd (fp16/bf16/fp32, dropout, bias gradient)."""
+
     NAME = "cutlassB-pt"
     SUPPORTED_DEVICES = {"cuda"}
+    CUDA_MINIMUM_COMPUTE_CAPABILITY = (8, 0)
     SUPPORTED_DTYPES = set(_b.FP)
     SUPPORTED_MAX_K = 65536
     SUPPORTED_ATTN_BIAS_TYPES = (*_b.BASIC_MASKS, *_b.LOCAL_MASKS, *_b.VARLEN_MASKS, *_b.TENSOR_BIASES,
                                  *_b.PADDED_MASKS[:2])
     SUPPORTS_DROPOUT = True
     SUPPORTS_DIFFERENT_VALUE_EMBED = True
+    SUPPORTS_BMGHK = True
     SUPPORTS_ATTN_BIAS_GRAD = True
     VARLEN_LSE_PACKED = False
-    UNAVAILABLE_REASON = _b.NO_KERNEL_YET
+
+    @classmethod
+    def not_supported_reasons(cls, d: Inputs):
+        reasons = super().not_supported_reasons(d)
+        if isinstance(d.attn_bias, torch.Tensor) and d.attn_bias.dtype not in (torch.float32, d.query.dtype):
+            reasons.append(f"attn_bias dtype {d.attn_bias.dtype} (supported: float32 or the query dtype)")
+        return reasons

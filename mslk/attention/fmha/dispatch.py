@@ -1,8 +1,10 @@
 """Automatic backend selection.
 
 Priority lists are data: the first available operator whose `not_supported_reasons` is empty
-wins. The reference operator is last (the CPU/general fallback). Backends without a kernel in
-this build (all but the reference today) report unavailable and are never picked.
+wins. The reference operators are last (the CPU/general fallback). Backends without a kernel in
+this build report unavailable and are never picked. Backward: FlashAttention 3 (when allowed),
+FlashAttention 2, cutlass, then the reference; a tensor-bias gradient needs an operator with
+SUPPORTS_ATTN_BIAS_GRAD.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import textwrap
 from typing import List, Sequence, Type
 
 from mslk.attention.fmha import cutlass, cute_hopper, flash, flash3, reference, triton_splitk
-from mslk.attention.fmha.common import AttentionFwOpBase, Inputs
+from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase, Inputs
 
 _USE_FLASH_ATTENTION_3 = True
 
@@ -38,7 +40,15 @@ def _fw_priority(inp: Inputs) -> List[Type[AttentionFwOpBase]]:
     return ops
 
 
-def _format_not_supported(op_name: str, tried: Sequence[Type[AttentionFwOpBase]], inp: Inputs) -> str:
+def _bw_priority(inp: Inputs) -> List[Type[AttentionBwOpBase]]:
+    ops: List[Type[AttentionBwOpBase]] = []
+    if _get_use_fa3():
+        ops.append(flash3.BwOp)
+    ops += [flash.BwOp, cutlass.BwOp, cute_hopper.BwOp, reference.BwOp]
+    return ops
+
+
+def _format_not_supported(op_name: str, tried: Sequence[type], inp: Inputs) -> str:
     lines = [f"No operator found for `{op_name}` with inputs:",
              f"     query       : shape={tuple(inp.query.shape)} ({inp.query.dtype})",
              f"     key         : shape={tuple(inp.key.shape)} ({inp.key.dtype})",
@@ -58,3 +68,21 @@ def _dispatch_fw(inp: Inputs, needs_gradient: bool) -> Type[AttentionFwOpBase]:
         if op.is_available() and not op.not_supported_reasons(inp):
             return op
     raise NotImplementedError(_format_not_supported("memory_efficient_attention_forward", ops, inp))
+
+
+def bw_not_supported_reasons(op: Type[AttentionBwOpBase], inp: Inputs, bias_requires_grad: bool) -> List[str]:
+    reasons = list(op.not_supported_reasons(inp))
+    if bias_requires_grad and not op.SUPPORTS_ATTN_BIAS_GRAD:
+        reasons.append("no attention-bias gradient (the bias tensor requires grad)")
+    return reasons
+
+
+def _dispatch_bw(inp: Inputs, bias_requires_grad: bool = False) -> Type[AttentionBwOpBase]:
+    ops = _bw_priority(inp)
+    for op in ops:
+        if op.is_available() and not bw_not_supported_reasons(op, inp, bias_requires_grad):
+            return op
+    msg = _format_not_supported("memory_efficient_attention_backward", ops, inp)
+    if bias_requires_grad:
+        msg += "\n(the attention bias requires grad: only operators with SUPPORTS_ATTN_BIAS_GRAD qualify)"
+    raise NotImplementedError(msg)

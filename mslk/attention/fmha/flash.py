@@ -1,13 +1,14 @@
-"""FlashAttention 2 (the spec's `flash` classes), backed by mslk's fused attention forward.
+"""FlashAttention 2 (the spec's `flash` classes), backed by mslk's fused attention ops.
 
 `FwOp` runs `torch.ops.mslk.fmha_fused_fwd` -- the same kernels as cutlass.FwOp (the Hopper kernel
-on sm_90 where it applies, the FlashAttention-2 style kernel otherwise and for paged K/V) -- with
-FlashAttention 2's contract: fp16/bf16, K == Kv <= 256, no tensor bias, packed variable-length LSE
-([1, H, total_Mq], VARLEN_LSE_PACKED), paged K/V with a page size divisible by 256. GQA/MQA
-(BMGHK with K/V expanded along H, or BMHK with expanded heads) reads K/V in place. What it does not
-have: dropout (no dropout in the kernel), partial attention / custom output dtype (the kernel
-writes the query dtype). It is available wherever the fused op has a CUDA kernel. `BwOp` has no
-kernel yet.
+on sm_90 where it applies, the FlashAttention-2 style kernel otherwise and for paged K/V or
+dropout) -- with FlashAttention 2's contract: fp16/bf16, K == Kv <= 256, no tensor bias, dropout,
+packed variable-length LSE ([1, H, total_Mq], VARLEN_LSE_PACKED), paged K/V with a page size
+divisible by 256. GQA/MQA (BMGHK with K/V expanded along H, or BMHK with expanded heads) reads K/V
+in place. What it does not have: partial attention / custom output dtype (the kernel writes the
+query dtype). `BwOp` runs `torch.ops.mslk.fmha_fused_bwd` (see _backward.py) within FlashAttention
+2's backward contract (fp16/bf16, K == Kv <= 256, dropout, dense / local / block-diagonal masks,
+no BMGHK). Both are available wherever the fused ops have CUDA kernels.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from mslk.attention.fmha import _backends as _b
 from mslk.attention.fmha import _raw_ops  # (registers the raw backend ops, spec "Raw backend ops")
 from mslk.attention.fmha import attn_bias as _ab
 from mslk.attention.fmha import cutlass as _cutlass
+from mslk.attention.fmha._backward import FusedBw, draw_rng_state
 from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase, Context, Inputs
 
 NO_FUSED_KERNEL = "needs a CUDA build of mslk (torch.ops.mslk.fmha_fused_fwd has no CUDA kernel here)"
@@ -30,15 +32,17 @@ def fused_apply(cls, inp: Inputs) -> Tuple[torch.Tensor, Context]:
     (cutlass.mask_descriptor) and the fused op through _raw_ops.fused_attention, which reads
     grouped K/V in place. LSE: [B, H, M] ([B, G, H, M] for BMGHK); for variable-length biases
     packed [1, H, total_Mq] when cls.VARLEN_LSE_PACKED, else padded [num_seqs, H, max_Mq] (+inf
-    past each sequence), as cutlass.FwOp."""
+    past each sequence), as cutlass.FwOp. With dropout (inp.p > 0) grouped K/V are expanded to
+    one head per query head: the dropout mask is indexed by query head, as the backward reads it."""
     q, k, v = inp.query, inp.key, inp.value
+    dropout = inp.p > 0.0
     ndim = q.ndim
     if ndim == 3:
         q, k, v = q.unsqueeze(2), k.unsqueeze(2), v.unsqueeze(2)
     if ndim == 5:
         B, Mq, G, H, K = q.shape
         q = q.reshape(B, Mq, G * H, K)
-        if H == 1 or (k.stride(3) == 0 and v.stride(3) == 0):
+        if not dropout and (H == 1 or (k.stride(3) == 0 and v.stride(3) == 0)):
             # K/V expanded along H (GQA/MQA): one K/V head per group, read in place
             k, v = k[:, :, :, 0], v[:, :, :, 0]
         else:
@@ -48,7 +52,13 @@ def fused_apply(cls, inp: Inputs) -> Tuple[torch.Tensor, Context]:
     desc = _cutlass.mask_descriptor(bias, q.device)
     if desc.pop("bias") is not None:
         raise NotImplementedError(f"{cls.NAME}: tensor biases are not supported")
-    out, lse = _raw_ops.fused_attention(q, k, v, scale=inp.scale_float, **desc)
+    rng = None
+    if dropout:
+        rng = draw_rng_state()
+        out, lse = torch.ops.mslk.fmha_fused_fwd(q, k, v, None, scale=inp.scale_float, dropout_p=float(inp.p),
+                                                 rng_state=rng, **desc)
+    else:
+        out, lse = _raw_ops.fused_attention(q, k, v, scale=inp.scale_float, **desc)
     if isinstance(bias, _ab.VARLEN_BIASES) and not cls.VARLEN_LSE_PACKED:
         lse = _cutlass._packed_to_padded_lse(lse, bias.q_seqinfo.seqstart_py, bias.q_seqinfo.max_seqlen)
     if ndim == 5:
@@ -56,11 +66,11 @@ def fused_apply(cls, inp: Inputs) -> Tuple[torch.Tensor, Context]:
         lse = lse.reshape(lse.shape[0], G, H, lse.shape[-1])
     if ndim == 3:
         out = out[:, :, 0]
-    return out, Context(lse=lse, out=out)
+    return out, Context(lse=lse, out=out, rng_state=rng)
 
 
 class FwOp(AttentionFwOpBase):
-    """FlashAttention 2 forward on mslk's fused kernel (fp16/bf16, K == Kv <= 256)."""
+    """FlashAttention 2 forward on mslk's fused kernel (fp16/bf16, K == Kv <= 256, dropout)."""
 
     OPERATOR = None  # resolved lazily: torch.ops.mslk.fmha_fused_fwd
     NAME = "fa2F"
@@ -70,7 +80,7 @@ class FwOp(AttentionFwOpBase):
     SUPPORTED_MAX_K = 256
     SUPPORTED_MIN_K = 1
     SUPPORTED_ATTN_BIAS_TYPES = (*_b.STANDARD_MASKS, *_b.PAGED_MASKS[:3])
-    SUPPORTS_DROPOUT = False  # the fused kernel has no dropout
+    SUPPORTS_DROPOUT = True  # the FlashAttention-2 style kernel applies it
     SUPPORTS_CUSTOM_SCALE = True
     SUPPORTS_DIFFERENT_VALUE_EMBED = False
     SUPPORTS_OUTPUT_DTYPE = False
@@ -91,6 +101,8 @@ class FwOp(AttentionFwOpBase):
         b = d.attn_bias
         if isinstance(b, _ab._PagedBase) and b.page_size % cls.PAGE_SIZE_MULTIPLE != 0:
             reasons.append(f"paged K/V: page_size={b.page_size} is not divisible by {cls.PAGE_SIZE_MULTIPLE}")
+        if d.p != 0.0 and isinstance(b, _ab._PagedBase):
+            reasons.append("dropout with paged K/V")
         return reasons
 
     @classmethod
@@ -98,7 +110,9 @@ class FwOp(AttentionFwOpBase):
         return fused_apply(cls, inp)
 
 
-class BwOp(AttentionBwOpBase):
+class BwOp(FusedBw, AttentionBwOpBase):
+    """FlashAttention 2 backward on torch.ops.mslk.fmha_fused_bwd (fp16/bf16, K == Kv <= 256, dropout)."""
+
     NAME = "fa2B"
     SUPPORTED_DEVICES = {"cuda"}
     CUDA_MINIMUM_COMPUTE_CAPABILITY = (8, 0)
@@ -108,4 +122,3 @@ class BwOp(AttentionBwOpBase):
     SUPPORTS_DROPOUT = True
     SUPPORTS_BMGHK = False  # grouped-head BMGHK is forward-only
     VARLEN_LSE_PACKED = True
-    UNAVAILABLE_REASON = _b.NO_KERNEL_YET

@@ -8,8 +8,11 @@ are rejected. What our kernel honours, within FlashAttention 3's contract: fp16/
 no FP8 attention kernel), head dims 64/128/192/256 with K != Kv allowed, no dropout, dense /
 varlen / padded / gappy / paged masks, BMGHK (K/V expanded along H are read in place), packed
 variable-length LSE. No partial attention or custom output dtype (the kernel writes the query
-dtype). FwOp_KVSplit runs the same kernel (no split-KV scheduling: same results). BwOp has no
-kernel yet.
+dtype). FwOp_KVSplit runs the same kernel (no split-KV scheduling: same results). BwOp runs
+`torch.ops.mslk.fmha_fused_bwd` (see _backward.py) within FlashAttention 3's backward contract
+(fp16/bf16, head dims 64/128/192/256, no dropout; dense / local / block-diagonal masks; padded,
+gappy, paged and BMGHK are forward-only), available where that op has a CUDA kernel and a
+compute capability 9.0 GPU is present.
 """
 
 import functools
@@ -18,6 +21,7 @@ import torch
 
 from mslk.attention.fmha import _backends as _b
 from mslk.attention.fmha import _raw_ops
+from mslk.attention.fmha._backward import FusedBw, bwd_registered
 from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase, Inputs
 from mslk.attention.fmha.flash import fused_apply
 
@@ -25,11 +29,22 @@ _K = {64, 128, 192, 256}
 _CAPABILITY = (9, 0)
 
 
+@torch.compiler.assume_constant_result  # (torch.compile folds it)
 @functools.lru_cache(maxsize=None)
 def _has_sm90_device() -> bool:
     if not torch.cuda.is_available():
         return False
     return any(torch.cuda.get_device_capability(i) == _CAPABILITY for i in range(torch.cuda.device_count()))
+
+
+def _newer_than_sm90(d: Inputs):
+    """(A lower capability is reported by the base class.)"""
+    dev = d.query.device
+    if dev.type == "cuda" and torch.cuda.is_available():
+        cap = torch.cuda.get_device_capability(dev)
+        if cap > _CAPABILITY:
+            return [f"requires a device with capability {_CAPABILITY} (Hopper) but your GPU has capability {cap}"]
+    return []
 
 
 class FwOp(_b.HeadDims, AttentionFwOpBase):
@@ -60,14 +75,7 @@ class FwOp(_b.HeadDims, AttentionFwOpBase):
 
     @classmethod
     def not_supported_reasons(cls, d: Inputs):
-        reasons = super().not_supported_reasons(d)
-        dev = d.query.device
-        if dev.type == "cuda" and torch.cuda.is_available():
-            cap = torch.cuda.get_device_capability(dev)
-            if cap > _CAPABILITY:  # (below is reported by the base class)
-                reasons.append(f"requires a device with capability {_CAPABILITY} (Hopper) but your GPU has "
-                               f"capability {cap}")
-        return reasons
+        return super().not_supported_reasons(d) + _newer_than_sm90(d)
 
     @classmethod
     def apply(cls, inp, needs_gradient):
@@ -80,7 +88,9 @@ class FwOp_KVSplit(FwOp):
     NAME = "fa3F_kvsplit"
 
 
-class BwOp(_b.HeadDims, AttentionBwOpBase):
+class BwOp(_b.HeadDims, FusedBw, AttentionBwOpBase):
+    """FlashAttention 3 backward on torch.ops.mslk.fmha_fused_bwd (sm_90, fp16/bf16, K, Kv in {64, 128, 192, 256})."""
+
     NAME = "fa3B"
     SUPPORTED_DEVICES = {"cuda"}
     CUDA_MINIMUM_COMPUTE_CAPABILITY = (9, 0)
@@ -89,6 +99,16 @@ class BwOp(_b.HeadDims, AttentionBwOpBase):
     # padded, gappy, paged and BMGHK are forward-only
     SUPPORTED_ATTN_BIAS_TYPES = (*_b.BASIC_MASKS, *_b.LOCAL_MASKS, *_b.VARLEN_MASKS)
     SUPPORTS_BMGHK = False
+    SUPPORTS_DIFFERENT_VALUE_EMBED = True
     VARLEN_LSE_PACKED = True
-    UNAVAILABLE_REASON = _b.NO_KERNEL_YET
+    UNAVAILABLE_REASON = ("needs a CUDA build of mslk (torch.ops.mslk.fmha_fused_bwd with a CUDA kernel) and a "
+                          "compute capability 9.0 (Hopper) GPU")
     HEAD_DIMS = _K
+
+    @classmethod
+    def is_available(cls) -> bool:
+        return bwd_registered("CUDA") and _has_sm90_device()
+
+    @classmethod
+    def not_supported_reasons(cls, d: Inputs):
+        return super().not_supported_reasons(d) + _newer_than_sm90(d)

@@ -4,25 +4,22 @@
     p1 = memory_efficient_attention_partial_autograd(q, k1, v1)
     out = merge_attentions_autograd(p0, p1)   # == attention over cat(k0, k1), with gradients
 
-Forward runs the existing partial path (`memory_efficient_attention_partial`, the exact reference
-operator in this build). Backward is explicit math in float32 (float64 for float64 inputs), by the
-chain rule through two autograd.Functions:
+A shard is `memory_efficient_attention_partial(..., _allow_backward=True)`: the forward operator's
+(out, lse), both differentiable; its backward is the attention backward operator
+(torch.ops.mslk.fmha_fused_bwd through the BwOp classes) with the LSE gradient folded in, so
+gradients reach query, key, value and a tensor bias. The merge, by the chain rule:
 
-  shard:  S = scale q k^T + bias, P = exp(S - lse), O = P v, lse = logsumexp(S)
-          dV = P^T dO, dP = dO v^T, dS = P * (dP - rowsum(dO * O) + dlse),
-          dq = scale dS k, dk = scale dS^T q
-  merge:  w_i = exp(lse_i - L), L = log sum_i exp(lse_i), out = sum_i w_i O_i
-          dO_i = w_i dout, dlse_i = w_i (<dout, O_i - out> + dL)
-          (the mslk merge kernels, torch.ops.mslk.fmha_merge_attentions_varargs and its backward
-          op, for float32/float16/bfloat16 shards; the same math in torch for float64)
+  w_i = exp(lse_i - L), L = log sum_i exp(lse_i), out = sum_i w_i O_i
+  dO_i = w_i dout, dlse_i = w_i (<dout, O_i - out> + dL)
 
-Shards whose rows are fully masked (lse = -inf) get weight 0 and zero gradients. The attention
-bias is not differentiated (tensor biases are treated as constants). Dropout is unsupported.
+(the mslk merge kernels, torch.ops.mslk.fmha_merge_attentions_varargs and its backward op, for
+float32/float16/bfloat16 shards; the same math in torch for float64). Shards whose rows are fully
+masked (lse = -inf) get weight 0 and zero gradients. Dropout is unsupported.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple
+from typing import Callable, Optional
 
 import torch
 
@@ -57,60 +54,6 @@ class Partial:
         return Partial(attn, lse, self.placeholder)
 
 
-def _to_bmhk(x: torch.Tensor) -> torch.Tensor:
-    if x.ndim == 3:
-        return x.unsqueeze(2)
-    if x.ndim == 5:
-        return x.reshape(*x.shape[:2], x.shape[2] * x.shape[3], x.shape[4])
-    return x
-
-
-class _PartialAttention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, attn_bias, scale, op, output_dtype):
-        from mslk.attention.fmha import memory_efficient_attention_partial
-
-        with torch.no_grad():
-            out, lse = memory_efficient_attention_partial(q.detach(), k.detach(), v.detach(), attn_bias, 0.0, scale,
-                                                          op=op, output_dtype=output_dtype)
-        ctx.attn_bias = attn_bias
-        ctx.scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-        ctx.save_for_backward(q, k, v, out, lse)
-        return out, lse
-
-    @staticmethod
-    def backward(ctx, d_out, d_lse):
-        from mslk.attention.fmha.reference import dense_bias
-
-        q, k, v, out, lse = ctx.saved_tensors
-        acc = _acc(q, out)
-        q4, k4, v4 = (_to_bmhk(x).to(acc) for x in (q, k, v))
-        o4 = _to_bmhk(out).to(acc)
-        do4 = _to_bmhk(d_out).to(acc) if d_out is not None else torch.zeros_like(o4)
-        B, Mq, H, _ = q4.shape
-        lse3 = lse.reshape(B, H, Mq).to(acc)  # [B, (G,) H, M] or packed [1, H, M]
-        dl3 = d_lse.reshape(B, H, Mq).to(acc) if d_lse is not None else torch.zeros_like(lse3)
-        bias = ctx.attn_bias
-        if isinstance(bias, torch.Tensor) and q.ndim == 3 and bias.ndim == 3:
-            bias = bias.unsqueeze(1)
-        if isinstance(bias, torch.Tensor) and q.ndim == 5 and bias.ndim >= 3:
-            bias = bias.expand(*q.shape[:1], q.shape[2], q.shape[3], Mq, k4.shape[1]).reshape(B, H, Mq, -1)
-        b = dense_bias(bias, q4, k4)
-        s = torch.einsum("bmhk,bnhk->bhmn", q4, k4) * ctx.scale
-        if b is not None:
-            s = s + b.to(acc)
-        finite = torch.isfinite(lse3).unsqueeze(-1)
-        p = torch.where(finite, torch.exp(s - torch.where(finite, lse3.unsqueeze(-1), 0.0)), 0.0)
-        dv = torch.einsum("bhmn,bmhk->bnhk", p, do4)
-        dp = torch.einsum("bmhk,bnhk->bhmn", do4, v4)
-        row = (do4 * o4).sum(-1).transpose(1, 2)  # [B, H, M]
-        ds = p * (dp - row.unsqueeze(-1) + dl3.unsqueeze(-1))
-        dq = torch.einsum("bhmn,bnhk->bmhk", ds, k4) * ctx.scale
-        dk = torch.einsum("bhmn,bmhk->bnhk", ds, q4) * ctx.scale
-        return (dq.reshape(q.shape).to(q.dtype), dk.reshape(k.shape).to(k.dtype), dv.reshape(v.shape).to(v.dtype),
-                None, None, None, None)
-
-
 def memory_efficient_attention_partial_autograd(query, key, value, attn_bias=None, p: float = 0.0,
                                                 scale: Optional[float] = None, *, op=None,
                                                 output_dtype: Optional[torch.dtype] = None) -> Partial:
@@ -119,7 +62,10 @@ def memory_efficient_attention_partial_autograd(query, key, value, attn_bias=Non
     if p != 0.0:
         raise NotImplementedError("memory_efficient_attention_partial_autograd: dropout (p != 0) is not "
                                   "supported by the partial attention path")
-    out, lse = _PartialAttention.apply(query, key, value, attn_bias, scale, op, output_dtype)
+    from mslk.attention.fmha import memory_efficient_attention_partial
+
+    out, lse = memory_efficient_attention_partial(query, key, value, attn_bias, 0.0, scale, op=op,
+                                                  output_dtype=output_dtype, _allow_backward=True)
     # lse [B, (G,) H, M] (or packed [1, H, M]) -> the attn layout [B, M, (G,) H, 1]
     lse_l = lse.movedim(-1, 1).unsqueeze(-1)
     if out.ndim == 3:  # BMK

@@ -234,11 +234,12 @@ def test_flash_fwd_unsupported_and_bwd():
         torch.ops.mslk_flash3.flash_fwd(q, k, v, None, None, None, None, 4, 4, 0.0, 1.0, False,
                                         block_table=torch.zeros(1, 1, dtype=torch.int32))
     lse = torch.zeros(1, 2, 4)
-    with pytest.raises(NotImplementedError, match="backward is pending"):
-        torch.ops.mslk_flash.flash_bwd(False, q, q, k, v, q, lse, None, None, 4, 4, 0.0, 1.0, False, -1, -1,
+    with pytest.raises(NotImplementedError, match="dropout"):
+        torch.ops.mslk_flash.flash_bwd(False, q, q, k, v, q, lse, None, None, 4, 4, 0.1, 1.0, False, -1, -1,
                                        torch.zeros(2, dtype=torch.int64))
-    with pytest.raises(NotImplementedError, match="backward is pending"):
-        torch.ops.mslk_flash3.flash_bwd(False, q, q, k, v, q, lse, None, None, 4, 4, 1.0, False, -1, -1)
+    with pytest.raises(ValueError, match="dense mode"):
+        torch.ops.mslk_flash3.flash_bwd(False, q[0], q[0], k[0], v[0], q[0], lse[0], None, None, 4, 4, 1.0, False,
+                                        -1, -1)
 
 
 def test_platform_only_ops_raise_and_have_fakes():
@@ -278,12 +279,12 @@ def test_flash_attn_func_facade():
     torch.testing.assert_close(lse.double(), ref_lse, atol=1e-5, rtol=1e-5)
 
 
-def test_cutlass_blackwell_facade_raises():
-    from mslk.attention.cutlass_blackwell_fmha import cutlass_blackwell_fmha_func
+def test_cutlass_blackwell_decode_raises():
+    from mslk.attention.cutlass_blackwell_fmha import cutlass_blackwell_fmha_decode_forward
 
     q = torch.randn(1, 4, 2, 8)
     with pytest.raises(RuntimeError, match="needs SM100"):
-        cutlass_blackwell_fmha_func(q, q, q)
+        cutlass_blackwell_fmha_decode_forward(q, q, q)
 
 
 def test_unbind_stack_views():

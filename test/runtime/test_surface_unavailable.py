@@ -67,7 +67,7 @@ def test_helper_message_form():
 
 
 def test_every_python_stub_raises_the_one_message():
-    assert len(STUBS) >= 45, sorted(STUBS)
+    assert len(STUBS) >= 43, sorted(STUBS)  # (cutlass_blackwell_fmha_func & co run the fused attention ops)
     for qualname, fn in STUBS.items():
         sig = inspect.signature(fn)
         args, kwargs = [], {}
@@ -160,7 +160,11 @@ OPS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(OPS))
+# Served by mslk's fused attention ops (mslk.attention.fmha._raw_bwd_ops); only their fakes are checked here.
+SERVED = {"fmha_fwd", "fmha_bwd", "cutlass_blackwell_fmha_fwd", "cutlass_blackwell_fmha_bwd"}
+
+
+@pytest.mark.parametrize("name", sorted(set(OPS) - SERVED))
 def test_op_raises_the_one_message(name):
     args, _ = OPS[name]
     with pytest.raises(RuntimeError, match=_expect(f"mslk::{name}")):
@@ -259,4 +263,4 @@ def test_stub_signatures_match_the_spec(surface):
         got = [p.name for p in inspect.signature(fn).parameters.values() if p.kind != p.VAR_KEYWORD]
         assert got == want, (s["module"], s["name"], got, want)
         checked += 1
-    assert checked >= 45
+    assert checked >= 43

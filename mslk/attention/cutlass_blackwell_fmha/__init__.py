@@ -1,7 +1,8 @@
 """Standalone Blackwell FMHA facade (spec group "Attention - Standalone Blackwell FMHA").
 
-The Blackwell (SM100) CUTLASS kernels are not part of this build: the functions and the raw
-torch ops (torch.ops.mslk.fmha_fwd & co, see _ops.py) exist with the spec's signatures and raise.
+The Blackwell (SM100) CUTLASS kernels are not part of this build: cutlass_blackwell_fmha_func and
+the raw torch ops torch.ops.mslk.fmha_fwd / fmha_bwd / cutlass_blackwell_fmha_fwd / _bwd run mslk's
+fused attention ops instead; the decode path raises (see cutlass_blackwell_fmha_interface.py).
 """
 
 from mslk.attention.cutlass_blackwell_fmha import _ops  # noqa: F401

@@ -18,8 +18,8 @@ schemas so that code referencing them finds them; each has a fake (Meta) impleme
   Mask semantics (FlashAttention's): key j is visible from query i of a sequence with Mq queries
   and Mk keys iff i + Mk - Mq - window_left <= j <= i + Mk - Mq + window_right, a negative window
   being unbounded; is_causal forces window_right = 0.
-- mslk_flash::flash_bwd, mslk_flash3::flash_bwd: NotImplementedError (fused attention backward is
-  pending in this build).
+- mslk_flash::flash_bwd, mslk_flash3::flash_bwd: the fused backward (see _raw_bwd_ops.py, which
+  also serves the Blackwell-named raw ops).
 - mslk_flash_mtia::*, xformers::*_ck, xformers::_ck_rand_uniform: MTIA / ROCm only; calling them
   raises mslk.utils.unavailable's RuntimeError ("<op>: not available on this platform: ...").
 """
@@ -35,8 +35,6 @@ from mslk.attention.fmha.common import _kernel_registered
 from mslk.utils import unavailable
 from mslk.utils.torch.library import define as _define
 
-_BWD_PENDING = ("{op}: not implemented in this build: the fused attention backward is pending "
-                "(forward-only attention for now; see mslk.attention.fmha.merge_training for a trainable path)")
 
 _FLASH2_FWD = ("flash_fwd(Tensor query, Tensor key, Tensor value, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, "
                "Tensor? seqused_k, int max_seqlen_q, int max_seqlen_k, float p, float softmax_scale, bool is_causal, "
@@ -302,14 +300,15 @@ def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale:
 
 
 def _fused_flash_fwd(api, query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, softmax_scale,
-                     is_causal, window_left, window_right, block_table):
+                     is_causal, window_left, window_right, block_table, mask=None):
     """FlashAttention forward arguments -> fused_attention; returns (out, lse) in FlashAttention's
     layouts (dense: out [B, M, H, Kv], lse [B, H, M]; varlen: out [total_q, H, Kv], lse
     [H, total_q]). Paged KV: key / value are [num_pages, page_size, Hkv, *] and block_table
     [num_seqs, max_pages] (int32); sequence b's keys are its logical positions [0, n_b) of its
     pages, n_b = seqused_k[b], else cu_seqlens_k[b + 1] - cu_seqlens_k[b], else
-    max_pages * page_size (FlashAttention 2's paged semantics)."""
-    kind, wl, wr = flash_mask_args(is_causal, window_left, window_right)
+    max_pages * page_size (FlashAttention 2's paged semantics). `mask`: the fused op's (mask_kind,
+    window_left, window_right) in place of (is_causal, window_left, window_right)."""
+    kind, wl, wr = mask if mask is not None else flash_mask_args(is_causal, window_left, window_right)
     dev = query.device
     query, key, value = (x if x.shape[-1] <= 1 or x.stride(-1) == 1 else x.contiguous() for x in (query, key, value))
     kw = dict(scale=float(softmax_scale), mask_kind=kind, window_left=wl, window_right=wr)
@@ -388,12 +387,6 @@ def _flash2_fwd_fake(query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k, m
     return out, lse, query.new_empty((2,), dtype=torch.int64)
 
 
-def _bwd_raiser(op):
-    def impl(grads_share_storage, grad, query, key, value, *args):
-        raise NotImplementedError(_BWD_PENDING.format(op=op))
-    return impl
-
-
 def _bwd_fake(grads_share_storage, grad, query, key, value, *args):
     return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
 
@@ -452,9 +445,10 @@ def _ck_rand_fake(p, out):
 
 def register() -> None:
     _define("mslk_flash", _FLASH2_FWD, _flash2_fwd, _flash2_fwd_fake)
-    _define("mslk_flash", _FLASH2_BWD, _bwd_raiser("mslk_flash::flash_bwd"), _bwd_fake)
     _define("mslk_flash3", _FLASH3_FWD, _flash3_fwd, _flash3_fwd_fake)
-    _define("mslk_flash3", _FLASH3_BWD, _bwd_raiser("mslk_flash3::flash_bwd"), _bwd_fake)
+    from mslk.attention.fmha import _raw_bwd_ops  # flash_bwd and the Blackwell-named ops
+
+    _raw_bwd_ops.register()
     unavailable.define_op("mslk_flash_mtia", _FLASH2_FWD, unavailable.MTIA, _flash2_fwd_fake)
     unavailable.define_op("mslk_flash_mtia", _FLASH2_BWD, unavailable.MTIA, _bwd_fake)
     fakes = {"efficient_attention_forward_ck": _ck_fwd_fake, "efficient_attention_backward_ck": _ck_bwd_fake,

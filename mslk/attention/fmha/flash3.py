@@ -15,7 +15,7 @@ gappy, paged and BMGHK are forward-only), available where that op has a CUDA ker
 compute capability 9.0 GPU is present.
 """
 
-import functools
+from typing import List
 
 import torch
 
@@ -29,12 +29,15 @@ _K = {64, 128, 192, 256}
 _CAPABILITY = (9, 0)
 
 
+_SM90_PRESENT: List[bool] = []  # computed once
+
+
 @torch.compiler.assume_constant_result  # (torch.compile folds it)
-@functools.lru_cache(maxsize=None)
 def _has_sm90_device() -> bool:
-    if not torch.cuda.is_available():
-        return False
-    return any(torch.cuda.get_device_capability(i) == _CAPABILITY for i in range(torch.cuda.device_count()))
+    if not _SM90_PRESENT:
+        _SM90_PRESENT.append(torch.cuda.is_available() and any(
+            torch.cuda.get_device_capability(i) == _CAPABILITY for i in range(torch.cuda.device_count())))
+    return _SM90_PRESENT[0]
 
 
 def _newer_than_sm90(d: Inputs):

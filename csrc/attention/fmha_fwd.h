@@ -1,10 +1,13 @@
 // Torch glue shared by the CPU and CUDA implementations of mslk::fmha_fused_fwd (schema in
-// attention_ops.cpp): argument checks and the CPU path (dense mask + reference forward).
+// attention_ops.cpp): argument checks and the CPU path (dense mask + reference forward, with
+// dropout through fmha_reference_bwd.h).
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>
 
 #include <tuple>
+
+#include "attention/kernels/fmha_dropout.h"
 
 namespace mslk::attention {
 
@@ -23,15 +26,20 @@ struct FmhaFwdArgs {
   double scale;
   const std::optional<at::Tensor>& block_tables;
   int64_t page_size;
+  double dropout_p;
+  const std::optional<at::Tensor>& rng_state;
+  const char* op = "mslk::fmha_fused_fwd";  // named in the messages (the backward reuses these checks)
 };
 
-// Shape, dtype, device and descriptor checks common to every backend (no device sync).
-void fmha_fwd_check(const FmhaFwdArgs& a);
+// Shape, dtype, device, descriptor and dropout checks common to every backend (no device sync).
+// Returns the dropout parameters read from rng_state (p = 0: none).
+FmhaDropout fmha_fwd_check(const FmhaFwdArgs& a);
 
 std::tuple<at::Tensor, at::Tensor> fmha_fwd_cpu(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& seqstart_q, const std::optional<at::Tensor>& seqstart_k,
     const std::optional<at::Tensor>& seqlen_k, int64_t max_seqlen_q, int64_t mask_kind, int64_t window_left,
-    int64_t window_right, double scale, const std::optional<at::Tensor>& block_tables, int64_t page_size);
+    int64_t window_right, double scale, const std::optional<at::Tensor>& block_tables, int64_t page_size,
+    double dropout_p, const std::optional<at::Tensor>& rng_state);
 
 }  // namespace mslk::attention

@@ -1,8 +1,8 @@
 // CUDA backend of mslk::fmha_fused_fwd: the fused kernels of kernels/fmha_fwd_kernel.cuh (FA2,
 // mma.sync) and kernels/fmha_fwd_sm90_kernel.cuh (Hopper, TMA + wgmma), fp16/bf16, head dims
-// <= 256, chosen by kernels/fmha_fwd.cu (MSLK_FMHA_KERNEL, read here with the other switches). Pads head dims to a multiple of 8 and
-// copies inputs whose strides or base address are not 16-byte aligned (both kernels load 16-byte
-// chunks); everything else is passed as strides, so expand()ed K/V are read in place.
+// <= 256, chosen by kernels/fmha_fwd.cu (MSLK_FMHA_KERNEL, read here with the other switches).
+// Operands go through fmha_operands.h (head dims padded to a multiple of 8, 16-byte loadable);
+// dropout travels as FmhaDropout (only FA2 applies it).
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "attention/fmha_fwd.h"
+#include "attention/fmha_operands.h"
 #include "attention/kernels/fmha_fwd.h"
 #include "attention/kernels/fmha_fwd_sm90.h"
 #include "common/checks.h"
@@ -23,15 +24,6 @@ constexpr const char* kOp = "mslk::fmha_fused_fwd";
 
 bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
-// Zero-pads the last dim to a multiple of 8 and makes the tensor 16-byte loadable.
-at::Tensor prepare(const at::Tensor& x) {
-  at::Tensor y = x;
-  const int64_t d = x.size(3);
-  if (d % 8 != 0) y = at::constant_pad_nd(y, {0, 8 - d % 8}, 0);
-  bool ok = reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 == 0 && y.stride(3) == 1;
-  for (int i = 0; i < 3; ++i) ok = ok && (y.size(i) == 1 || y.stride(i) % 8 == 0);
-  return ok ? y : y.contiguous();
-}
 // The kernels' switches from the environment, read on every call (tests and benchmarks flip them);
 // a malformed value is a ValueError naming the variable.
 FmhaFwdTuning read_tuning() {
@@ -48,16 +40,15 @@ FmhaFwdTuning read_tuning() {
   });
 }
 
-// Element stride of dim i, 0 when the dim has size 1 (its index is always 0).
-int64_t st(const at::Tensor& x, int i) { return x.size(i) == 1 ? 0 : x.stride(i); }
-
 std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
     const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& seqstart_q, const std::optional<at::Tensor>& seqstart_k,
     const std::optional<at::Tensor>& seqlen_k, int64_t max_seqlen_q, int64_t mask_kind, int64_t window_left,
-    int64_t window_right, double scale, const std::optional<at::Tensor>& block_tables, int64_t page_size) {
-  fmha_fwd_check({q_in, k_in, v_in, bias, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q, mask_kind, window_left,
-                  window_right, scale, block_tables, page_size});
+    int64_t window_right, double scale, const std::optional<at::Tensor>& block_tables, int64_t page_size,
+    double dropout_p, const std::optional<at::Tensor>& rng_state) {
+  const FmhaDropout drop = fmha_fwd_check({q_in, k_in, v_in, bias, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q,
+                                           mask_kind, window_left, window_right, scale, block_tables, page_size,
+                                           dropout_p, rng_state});
   check_dtype(q_in, kOp, "q", {at::kHalf, at::kBFloat16});
   const int64_t B = q_in.size(0), Mq = q_in.size(1), H = q_in.size(2), Mkv = k_in.size(1);
   const int64_t K = q_in.size(3), Kv = v_in.size(3);
@@ -70,7 +61,7 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
   const bool varlen = given(seqstart_q);
   const int64_t num_seqs = varlen ? seqstart_q->numel() - 1 : B;
   TORCH_CHECK_VALUE(num_seqs <= 65535, kOp, ": at most 65535 sequences; got ", num_seqs);
-  const at::Tensor q = prepare(q_in), k = prepare(k_in), v = prepare(v_in);
+  const at::Tensor q = fmha_prepare_operand(q_in), k = fmha_prepare_operand(k_in), v = fmha_prepare_operand(v_in);
   const int64_t Kp = q.size(3), Kvp = v.size(3);
 
   // Varlen: rows outside every query block are never written by the kernel, so start from 0 / -inf.
@@ -85,9 +76,9 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
   p.v = v.data_ptr();
   p.out = out.data_ptr();
   p.lse = lse.data_ptr<float>();
-  p.q_sb = st(q, 0), p.q_sm = st(q, 1), p.q_sh = st(q, 2);
-  p.k_sb = st(k, 0), p.k_sm = st(k, 1), p.k_sh = st(k, 2);
-  p.v_sb = st(v, 0), p.v_sm = st(v, 1), p.v_sh = st(v, 2);
+  p.q_sb = fmha_stride(q, 0), p.q_sm = fmha_stride(q, 1), p.q_sh = fmha_stride(q, 2);
+  p.k_sb = fmha_stride(k, 0), p.k_sm = fmha_stride(k, 1), p.k_sh = fmha_stride(k, 2);
+  p.v_sb = fmha_stride(v, 0), p.v_sm = fmha_stride(v, 1), p.v_sh = fmha_stride(v, 2);
   p.o_sb = out.stride(0), p.o_sm = out.stride(1), p.o_sh = out.stride(2);
   at::Tensor b;
   if (given(bias)) {
@@ -96,7 +87,8 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
     b = b.expand({B, H, Mq, Mkv});  // a view: broadcast dims get stride 0
     p.bias = b.data_ptr();
     p.bias_is_fp32 = b.scalar_type() == at::kFloat;
-    p.bias_sb = st(b, 0), p.bias_sh = st(b, 1), p.bias_sm = st(b, 2), p.bias_sn = st(b, 3);
+    p.bias_sb = fmha_stride(b, 0), p.bias_sh = fmha_stride(b, 1);
+    p.bias_sm = fmha_stride(b, 2), p.bias_sn = fmha_stride(b, 3);
   }
   p.B = int(B), p.H = int(H), p.Mq = int(Mq), p.Mkv = int(Mkv);
   p.K = int(Kp), p.Kv = int(Kvp);
@@ -130,6 +122,7 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
   p.window_right = window_right;
   p.scale = float(scale);
   p.is_bf16 = q.scalar_type() == at::kBFloat16;
+  p.dropout = drop;
   const FmhaFwdTuning tuning = read_tuning();
   at::Tensor workspace;  // the sm90 kernel's stream-K partials (stream-ordered, freed after the launch)
   if (const int64_t bytes = fmha_fwd_workspace_bytes(p, tuning); bytes > 0) {
@@ -140,8 +133,8 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
   const cudaError_t err = fmha_fwd(p, tuning, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(!(err == cudaErrorNotSupported && tuning.kernel == FmhaKernelChoice::kSm90), kOp,
               ": MSLK_FMHA_KERNEL=sm90 forces the Hopper kernel, which does not take this problem (it needs an sm_90 "
-              "GPU, no tensor bias, head dims <= 256 and TMA-compatible strides); unset MSLK_FMHA_KERNEL or set it "
-              "to 'auto' or 'sm80'");
+              "GPU, no tensor bias, no dropout, head dims <= 256 and TMA-compatible strides); unset MSLK_FMHA_KERNEL or "
+              "set it to 'auto' or 'sm80'");
   C10_CUDA_CHECK(err);
   if (Kvp != Kv) out = out.narrow(3, 0, Kv).contiguous();
   return {out, lse};

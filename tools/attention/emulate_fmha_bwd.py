@@ -44,7 +44,7 @@ def philox(c0, c1, c2, c3, k0, k1):
 
 
 def dropout_threshold(p):
-    t = p * 4294967296.0
+    t = float(np.float32(p)) * 4294967296.0  # FmhaDropout::p is a float
     return 0xFFFFFFFF if t >= 4294967295.0 else int(t)
 
 

@@ -95,29 +95,8 @@ __global__ void __launch_bounds__(DqTile<D, BM, BN>::kThreads)
     }
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const int key_lo = (lane & 7) + ((lane >> 4) << 3), col = kk * 16 + ((lane >> 3) & 1) * 8;
-      if (kk < k_steps) {
-        uint32_t a[4];
-        ldsm_x4(a[0], a[1], a[2], a[3], smem_u32(sQ + swz<D>(wrow + (lane & 15), kk * 16 + (lane >> 4) * 8)));
-#pragma unroll
-        for (int nb2 = 0; nb2 < NB / 2; ++nb2) {
-          uint32_t b0, b1, b2, b3;
-          ldsm_x4(b0, b1, b2, b3, smem_u32(sK + swz<D>(nb2 * 16 + key_lo, col)));
-          Traits<T>::mma(sc[2 * nb2], a, b0, b1);
-          Traits<T>::mma(sc[2 * nb2 + 1], a, b2, b3);
-        }
-      }
-      if (kk < v_steps) {
-        uint32_t a[4];
-        ldsm_x4(a[0], a[1], a[2], a[3], smem_u32(sdO + swz<D>(wrow + (lane & 15), kk * 16 + (lane >> 4) * 8)));
-#pragma unroll
-        for (int nb2 = 0; nb2 < NB / 2; ++nb2) {
-          uint32_t b0, b1, b2, b3;
-          ldsm_x4(b0, b1, b2, b3, smem_u32(sV + swz<D>(nb2 * 16 + key_lo, col)));
-          Traits<T>::mma(dp[2 * nb2], a, b0, b1);
-          Traits<T>::mma(dp[2 * nb2 + 1], a, b2, b3);
-        }
-      }
+      if (kk < k_steps) mma_rows_rows<T, D, NB>(sc, sQ, wrow, sK, kk, lane);
+      if (kk < v_steps) mma_rows_rows<T, D, NB>(dp, sdO, wrow, sV, kk, lane);
     }
 
     // ---- dS (into dp); element e of n-block nb: row wrow + g + (e >> 1) * 8, key nb * 8 + 2 * t4 + (e & 1)
@@ -136,19 +115,11 @@ __global__ void __launch_bounds__(DqTile<D, BM, BN>::kThreads)
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
       uint32_t a[4];
-      a[0] = Traits<T>::pack(dp[2 * kk][0], dp[2 * kk][1]);
-      a[1] = Traits<T>::pack(dp[2 * kk][2], dp[2 * kk][3]);
-      a[2] = Traits<T>::pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-      a[3] = Traits<T>::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-      const int key = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+      acc_to_a<T>(dp, kk, a);
+      const int key = trans_row(kk, lane);
 #pragma unroll
       for (int ob2 = 0; ob2 < OB / 2; ++ob2) {
-        if (ob2 < k_steps) {
-          uint32_t b0, b1, b2, b3;
-          ldsm_x4_t(b0, b1, b2, b3, smem_u32(sK + swz<D>(key, ob2 * 16 + (lane >> 4) * 8)));
-          Traits<T>::mma(dq[2 * ob2], a, b0, b1);
-          Traits<T>::mma(dq[2 * ob2 + 1], a, b2, b3);
-        }
+        if (ob2 < k_steps) mma_a_trans<T, D>(dq[2 * ob2], dq[2 * ob2 + 1], a, sK, key, ob2 * 16, lane);
       }
     }
   }

@@ -116,30 +116,8 @@ __global__ void __launch_bounds__(MainTile<D, BN, BM, WN>::kThreads)
     }
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      if (kk < k_steps) {
-        uint32_t a[4];
-        ldsm_x4(a[0], a[1], a[2], a[3], smem_u32(sK + swz<D>(krow + (lane & 15), kk * 16 + (lane >> 4) * 8)));
-#pragma unroll
-        for (int nb2 = 0; nb2 < QB / 2; ++nb2) {
-          uint32_t b0, b1, b2, b3;
-          const int qr = nb2 * 16 + (lane & 7) + ((lane >> 4) << 3);
-          ldsm_x4(b0, b1, b2, b3, smem_u32(sQ + swz<D>(qr, kk * 16 + ((lane >> 3) & 1) * 8)));
-          Traits<T>::mma(st[2 * nb2], a, b0, b1);
-          Traits<T>::mma(st[2 * nb2 + 1], a, b2, b3);
-        }
-      }
-      if (kk < v_steps) {
-        uint32_t a[4];
-        ldsm_x4(a[0], a[1], a[2], a[3], smem_u32(sV + swz<D>(krow + (lane & 15), kk * 16 + (lane >> 4) * 8)));
-#pragma unroll
-        for (int nb2 = 0; nb2 < QB / 2; ++nb2) {
-          uint32_t b0, b1, b2, b3;
-          const int qr = nb2 * 16 + (lane & 7) + ((lane >> 4) << 3);
-          ldsm_x4(b0, b1, b2, b3, smem_u32(sdO + swz<D>(qr, kk * 16 + ((lane >> 3) & 1) * 8)));
-          Traits<T>::mma(dpt[2 * nb2], a, b0, b1);
-          Traits<T>::mma(dpt[2 * nb2 + 1], a, b2, b3);
-        }
-      }
+      if (kk < k_steps) mma_rows_rows<T, D, QB>(st, sK, krow, sQ, kk, lane);
+      if (kk < v_steps) mma_rows_rows<T, D, QB>(dpt, sV, krow, sdO, kk, lane);
     }
 
     // ---- Z^T (into st) and dS^T (into dpt); element e of n-block nb: key row krow + g + (e >> 1) * 8,
@@ -159,30 +137,14 @@ __global__ void __launch_bounds__(MainTile<D, BN, BM, WN>::kThreads)
 #pragma unroll
     for (int kk = 0; kk < BM / 16; ++kk) {
       uint32_t az[4], ad[4];
-      az[0] = Traits<T>::pack(st[2 * kk][0], st[2 * kk][1]);
-      az[1] = Traits<T>::pack(st[2 * kk][2], st[2 * kk][3]);
-      az[2] = Traits<T>::pack(st[2 * kk + 1][0], st[2 * kk + 1][1]);
-      az[3] = Traits<T>::pack(st[2 * kk + 1][2], st[2 * kk + 1][3]);
-      ad[0] = Traits<T>::pack(dpt[2 * kk][0], dpt[2 * kk][1]);
-      ad[1] = Traits<T>::pack(dpt[2 * kk][2], dpt[2 * kk][3]);
-      ad[2] = Traits<T>::pack(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]);
-      ad[3] = Traits<T>::pack(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3]);
-      const int qr = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+      acc_to_a<T>(st, kk, az);
+      acc_to_a<T>(dpt, kk, ad);
+      const int qr = trans_row(kk, lane);
 #pragma unroll
       for (int ob2 = 0; ob2 < OBW / 2; ++ob2) {
         const int c = col0 + ob2 * 16;
-        if (c < p.Kv) {
-          uint32_t b0, b1, b2, b3;
-          ldsm_x4_t(b0, b1, b2, b3, smem_u32(sdO + swz<D>(qr, c + (lane >> 4) * 8)));
-          Traits<T>::mma(dv[2 * ob2], az, b0, b1);
-          Traits<T>::mma(dv[2 * ob2 + 1], az, b2, b3);
-        }
-        if (c < p.K) {
-          uint32_t b0, b1, b2, b3;
-          ldsm_x4_t(b0, b1, b2, b3, smem_u32(sQ + swz<D>(qr, c + (lane >> 4) * 8)));
-          Traits<T>::mma(dk[2 * ob2], ad, b0, b1);
-          Traits<T>::mma(dk[2 * ob2 + 1], ad, b2, b3);
-        }
+        if (c < p.Kv) mma_a_trans<T, D>(dv[2 * ob2], dv[2 * ob2 + 1], az, sdO, qr, c, lane);
+        if (c < p.K) mma_a_trans<T, D>(dk[2 * ob2], dk[2 * ob2 + 1], ad, sQ, qr, c, lane);
       }
     }
 
@@ -209,16 +171,11 @@ __global__ void __launch_bounds__(MainTile<D, BN, BM, WN>::kThreads)
         uint32_t a[4];
         ldsm_x4_t(a[0], a[1], a[2], a[3],
                   smem_u32(sdS + swz<BM>(kk * 16 + (lane & 7) + (lane >> 4) * 8, rb * 16 + ((lane >> 3) & 1) * 8)));
-        const int key = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        const int key = trans_row(kk, lane);
 #pragma unroll
         for (int ob2 = 0; ob2 < DQB / 2; ++ob2) {
           const int c = qc0 + ob2 * 16;
-          if (c < p.K) {
-            uint32_t b0, b1, b2, b3;
-            ldsm_x4_t(b0, b1, b2, b3, smem_u32(sK + swz<D>(key, c + (lane >> 4) * 8)));
-            Traits<T>::mma(dq[2 * ob2], a, b0, b1);
-            Traits<T>::mma(dq[2 * ob2 + 1], a, b2, b3);
-          }
+          if (c < p.K) mma_a_trans<T, D>(dq[2 * ob2], dq[2 * ob2 + 1], a, sK, key, c, lane);
         }
       }
 #pragma unroll

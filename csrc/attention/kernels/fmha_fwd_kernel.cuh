@@ -151,18 +151,7 @@ __global__ void __launch_bounds__(BM / 16 * 32) fmha_fwd_kernel(const FmhaFwdPar
     for (int i = 0; i < NB; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      if (kk < k_steps) {
-        uint32_t a[4];
-        ldsm_x4(a[0], a[1], a[2], a[3], smem_u32(sQ + swz<D>(wrow + (lane & 15), kk * 16 + (lane >> 4) * 8)));
-#pragma unroll
-        for (int nb2 = 0; nb2 < NB / 2; ++nb2) {
-          uint32_t b0, b1, b2, b3;
-          const int key = nb2 * 16 + (lane & 7) + ((lane >> 4) << 3);
-          ldsm_x4(b0, b1, b2, b3, smem_u32(sKc + swz<D>(key, kk * 16 + ((lane >> 3) & 1) * 8)));
-          Traits<T>::mma(sc[2 * nb2], a, b0, b1);
-          Traits<T>::mma(sc[2 * nb2 + 1], a, b2, b3);
-        }
-      }
+      if (kk < k_steps) mma_rows_rows<T, D, NB>(sc, sQ, wrow, sKc, kk, lane);
     }
 
     // ---- scale, bias, mask (log2 domain)
@@ -247,19 +236,11 @@ __global__ void __launch_bounds__(BM / 16 * 32) fmha_fwd_kernel(const FmhaFwdPar
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
       uint32_t a[4];
-      a[0] = Traits<T>::pack(sc[2 * kk][0], sc[2 * kk][1]);
-      a[1] = Traits<T>::pack(sc[2 * kk][2], sc[2 * kk][3]);
-      a[2] = Traits<T>::pack(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
-      a[3] = Traits<T>::pack(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
-      const int key = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+      acc_to_a<T>(sc, kk, a);
+      const int key = trans_row(kk, lane);
 #pragma unroll
       for (int ob2 = 0; ob2 < OB / 2; ++ob2) {
-        if (ob2 < v_steps) {
-          uint32_t b0, b1, b2, b3;
-          ldsm_x4_t(b0, b1, b2, b3, smem_u32(sVc + swz<D>(key, ob2 * 16 + (lane >> 4) * 8)));
-          Traits<T>::mma(o[2 * ob2], a, b0, b1);
-          Traits<T>::mma(o[2 * ob2 + 1], a, b2, b3);
-        }
+        if (ob2 < v_steps) mma_a_trans<T, D>(o[2 * ob2], o[2 * ob2 + 1], a, sVc, key, ob2 * 16, lane);
       }
     }
 

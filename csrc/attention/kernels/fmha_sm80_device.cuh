@@ -71,6 +71,46 @@ template <int D> __device__ __forceinline__ int swz(int row, int col) {
   return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
 }
 
+// Warp-level mma steps on swizzled [rows][D] tiles (g = lane / 4, t = lane % 4 as in the PTX
+// fragment tables).
+// acc[n] += A B^T over the 16 columns [16 * kk, + 16) of both tiles: A the 16 rows [a_row, + 16) of
+// sA, B the rows [0, 8 * NB) of sB (e.g. S = Q K^T with the reduction along D).
+template <typename T, int D, int NB>
+__device__ __forceinline__ void mma_rows_rows(float (&acc)[NB][4], const T* sA, int a_row, const T* sB, int kk,
+                                              int lane) {
+  uint32_t a[4];
+  ldsm_x4(a[0], a[1], a[2], a[3], smem_u32(sA + swz<D>(a_row + (lane & 15), kk * 16 + (lane >> 4) * 8)));
+#pragma unroll
+  for (int nb2 = 0; nb2 < NB / 2; ++nb2) {
+    uint32_t b0, b1, b2, b3;
+    const int row = nb2 * 16 + (lane & 7) + ((lane >> 4) << 3);
+    ldsm_x4(b0, b1, b2, b3, smem_u32(sB + swz<D>(row, kk * 16 + ((lane >> 3) & 1) * 8)));
+    Traits<T>::mma(acc[2 * nb2], a, b0, b1);
+    Traits<T>::mma(acc[2 * nb2 + 1], a, b2, b3);
+  }
+}
+// The A operand of reduction step kk from accumulators x[2 kk], x[2 kk + 1] (the C layout of a
+// 16 x 16 block is the A layout, repacked to the input dtype).
+template <typename T, int N>
+__device__ __forceinline__ void acc_to_a(const float (&x)[N][4], int kk, uint32_t (&a)[4]) {
+  a[0] = Traits<T>::pack(x[2 * kk][0], x[2 * kk][1]);
+  a[1] = Traits<T>::pack(x[2 * kk][2], x[2 * kk][3]);
+  a[2] = Traits<T>::pack(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+  a[3] = Traits<T>::pack(x[2 * kk + 1][2], x[2 * kk + 1][3]);
+}
+// c0, c1 (output columns [col, + 8), [col + 8, + 8)) += A B: B the rows [16 * kk, + 16) of sB taken
+// as the reduction dim (ldmatrix.trans), e.g. O += P V; row = trans_row(kk, lane), hoisted by the
+// caller out of its column loop.
+__device__ __forceinline__ int trans_row(int kk, int lane) { return kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8; }
+template <typename T, int D>
+__device__ __forceinline__ void mma_a_trans(float (&c0)[4], float (&c1)[4], const uint32_t (&a)[4], const T* sB,
+                                            int row, int col, int lane) {
+  uint32_t b0, b1, b2, b3;
+  ldsm_x4_t(b0, b1, b2, b3, smem_u32(sB + swz<D>(row, col + (lane >> 4) * 8)));
+  Traits<T>::mma(c0, a, b0, b1);
+  Traits<T>::mma(c1, a, b2, b3);
+}
+
 // Async load of a [ROWS][D] tile: row r of the tile is base + off + r * row_stride; rows >= rows_valid
 // and columns >= cols_valid (a multiple of 8) are zero-filled.
 template <typename T, int D, int ROWS, int THREADS>

@@ -5,8 +5,8 @@ The Function receives q, k, v and the tensor bias (a tensor attn_bias, or the te
 LowerTriangularMaskWithTensorBias) as they came from the caller, and returns gradients in those
 shapes: K/V expanded for GQA/MQA get per-head gradients, which autograd's expand() sums.
 Dropout: the forward operator draws rng_state from torch's CPU generator and the backward reuses
-it. Partial attention (`partial=True`) also returns a differentiable LSE; its gradient enters the
-backward op through one extra value column (see `_with_lse_grad`).
+it. Partial attention (`partial=True`) also returns a differentiable LSE; its gradient is added
+by `_lse_term` (the backward op takes no LSE gradient).
 
 Everything is torch ops and Python at trace time, so torch.compile(fullgraph=True) of a training
 step traces it.
@@ -14,6 +14,7 @@ step traces it.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional, Tuple, Type
 
 import torch
@@ -53,15 +54,37 @@ def check_bw(op: Type[AttentionBwOpBase], inp: Inputs, bias_requires_grad: bool)
         raise _unsupported(op, reasons, "(backward)")
 
 
-def _with_lse_grad(v, out, grad, d_lse, bias):
-    """Folds the LSE gradient into the value / output / output-gradient tensors: with V' = [V, 1],
-    O' = [O, 0] and dO' = [dO, dLSE], the backward's dP' = dP + dLSE and D' = rowsum(dO' O') = D,
-    so dS = P (dP - D + dLSE), which is the gradient of (O, LSE); dV is dV'[..., :-1]."""
-    ones = v.new_ones((*v.shape[:-1], 1))
-    dl = packed_lse(d_lse, bias).reshape(*out.shape[:1], *out.shape[2:-1], out.shape[1])
-    dl = dl.movedim(-1, 1).unsqueeze(-1).to(grad.dtype)  # the output layout [B, M, (G,) H, 1]
-    return (torch.cat([v, ones], -1), torch.cat([out, torch.zeros_like(out[..., :1])], -1),
-            torch.cat([grad, dl], -1))
+def _lse_term(inp: Inputs, d_lse: torch.Tensor):
+    """The LSE's share of (dq, dk, dbias) of a partial shard: lse = logsumexp(S), so dS = P dLSE
+    (row-scaled), dq = scale dS K, dk = scale dS^T Q. Exact math in torch (float32, float64 for
+    float64), materializing S as the partial forward (the reference operator) does."""
+    from mslk.attention.fmha.reference import dense_bias
+
+    q, k = inp.query, inp.key
+    acc = torch.float64 if q.dtype == torch.float64 else torch.float32
+    q4, k4 = (x.reshape(*x.shape[:2], -1, x.shape[-1]).to(acc) for x in (q, k))  # BMGHK -> BMHK
+    B, Mq, H, _ = q4.shape
+    Mkv = k4.shape[1]
+    bias = inp.attn_bias
+    nb = bias_tensor(bias)
+    if q.ndim == 5 and nb is not None and nb.ndim >= 3:  # [.., G, H, Mq, Mkv] -> [B, G * H, Mq, Mkv]
+        expanded = nb.expand(B, *q.shape[2:4], Mq, Mkv).reshape(B, H, Mq, Mkv)
+        bias = expanded if isinstance(bias, torch.Tensor) else _ab.LowerTriangularMaskWithTensorBias(expanded)
+    s = torch.einsum("bmhk,bnhk->bhmn", q4, k4) * inp.scale_float
+    b = dense_bias(bias, q4, k4)
+    if b is not None:
+        s = s + b.to(acc)
+    lse = torch.logsumexp(s, dim=-1, keepdim=True) if Mkv else s.new_full((B, H, Mq, 1), -math.inf)
+    live = torch.isfinite(lse)
+    p = torch.where(live, torch.exp(s - torch.where(live, lse, 0.0)), 0.0)
+    dl = packed_lse(d_lse, inp.attn_bias).reshape(B, H, Mq, 1).to(acc)
+    ds = p * torch.where(live, dl, 0.0)
+    dq = (torch.einsum("bhmn,bnhk->bmhk", ds, k4) * inp.scale_float).reshape(q.shape)
+    dk = (torch.einsum("bhmn,bmhk->bnhk", ds, q4) * inp.scale_float).reshape(k.shape)
+    db = None
+    if nb is not None:
+        db = (ds.view(B, *q.shape[2:4], Mq, Mkv) if q.ndim == 5 and nb.ndim >= 3 else ds).sum_to_size(nb.shape)
+    return dq, dk, db
 
 
 class _Attention(torch.autograd.Function):
@@ -88,17 +111,19 @@ class _Attention(torch.autograd.Function):
         inp = Inputs(q, k, v, _rebind(attn_bias, bias_t), p, scale)
         inp.normalize_bmhk()
         grad = d_out.reshape(out.shape)
-        lse_grad = partial and d_lse is not None
-        if lse_grad:
-            inp.value, out, grad = _with_lse_grad(inp.value, out, grad.to(out.dtype), d_lse, inp.attn_bias)
         if bw is None:
             bw = _dispatch_bw(inp, bias_rg)
         else:
             check_bw(bw, inp, bias_rg)
         g = bw.apply(Context(lse=lse, out=out, rng_state=rng), inp, grad, bias_requires_grad=bias_rg)
-        dv = g.dv[..., :-1] if lse_grad else g.dv
-        db = g.db.reshape(bias_t.shape) if bias_rg and g.db is not None else None
-        return None, g.dq.reshape(q.shape), g.dk.reshape(k.shape), dv.reshape(v.shape), db
+        dq, dk, db = g.dq, g.dk, g.db if bias_rg else None
+        if partial and d_lse is not None:
+            lq, lk, lb = _lse_term(inp, d_lse)
+            dq, dk = dq + lq.to(dq.dtype), dk + lk.to(dk.dtype)
+            if bias_rg:
+                db = db + lb.to(db.dtype)
+        db = db.reshape(bias_t.shape) if db is not None else None
+        return None, dq.reshape(q.shape), dk.reshape(k.shape), g.dv.reshape(v.shape), db
 
 
 def attention(query, key, value, attn_bias, p: float, scale: Optional[float], fw: Optional[Type[AttentionFwOpBase]],

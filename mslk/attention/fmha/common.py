@@ -75,6 +75,8 @@ class Inputs:
             self.value = self.value.unsqueeze(2)
             if isinstance(self.attn_bias, torch.Tensor) and self.attn_bias.ndim == 3:
                 self.attn_bias = self.attn_bias.unsqueeze(1)
+            elif isinstance(self.attn_bias, _ab.LowerTriangularMaskWithTensorBias) and self.attn_bias._bias.ndim == 3:
+                self.attn_bias = _ab.LowerTriangularMaskWithTensorBias(self.attn_bias._bias.unsqueeze(1))
         return output_shape
 
     def validate_inputs(self) -> None:

@@ -133,8 +133,15 @@ struct GroupArrays {
     const int64_t o_xs = scales ? take(ptr) : 0, o_ws = scales ? take(ptr) : 0;
     const int64_t o_sa = take(G * int64_t(sizeof(SA))), o_sb = take(G * int64_t(sizeof(SB)));
     const int64_t o_sd = take(G * int64_t(sizeof(SD))), o_work = take(static_cast<int64_t>(ws_bytes));
-    const cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&buf), static_cast<size_t>(size), stream);
+    cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&buf), static_cast<size_t>(size), stream);
     if (e != cudaSuccess) return e;
+    // Zeroed: CUTLASS's ptr-array epilogue copies bytes of the workspace that nothing writes
+    // (compute-sanitizer initcheck); one stream-ordered memset of this small buffer defines them.
+    if ((e = cudaMemsetAsync(buf, 0, static_cast<size_t>(size), stream)) != cudaSuccess) {
+      cudaFreeAsync(buf, stream);
+      buf = nullptr;
+      return e;
+    }
     shapes = reinterpret_cast<Shape*>(buf + o_shapes);
     a = reinterpret_cast<const EA**>(buf + o_a);
     b = reinterpret_cast<const EB**>(buf + o_b);

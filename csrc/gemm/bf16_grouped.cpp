@@ -151,7 +151,7 @@ std::vector<Tensor> bf16_grouped(const Bf16GroupedBackend& b, TensorList X, Tens
 Tensor bf16_grouped_cat(const Bf16GroupedBackend& b, TensorList X, TensorList W) {
   constexpr const char* op = "bf16bf16bf16_grouped_cat";
   check_lists(X, W, op);
-  TORCH_CHECK_VALUE(!X.empty(), op, ": needs at least one group");
+  TORCH_CHECK_VALUE(!X.empty(), op, ": argument 'X' (and 'W') must hold at least one group, got empty lists");
   c10::OptionalDeviceGuard guard(X[0].device());
   std::vector<Tensor> parts;
   Tensor out = cat_output(X, W, X[0].options(), op, &parts);
@@ -203,12 +203,16 @@ Tensor stacked_impl(const Bf16GroupedBackend& b, const Tensor& X, const Tensor& 
   check_cuda_grid(b, G, op);
   const Tensor ms = check_sizes(b, M_sizes, G, total_M, X, op, "M_sizes");
   c10::OptionalDeviceGuard guard(X.device());
-  Tensor y = take_out(out, {total_M, outer}, X, op, "out", at::kBFloat16);
+  // A float32 `out` (forward only) keeps the float32 sums unrounded, so a caller's bias / weight
+  // epilogue rounds once (mslk.gemm.triton.grouped_gemm); the CUTLASS path declines it (SIMT runs).
+  const bool fp32 = !dgrad && out && out->scalar_type() == at::kFloat;
+  Tensor y = take_out(out, {total_M, outer}, X, op, "out", fp32 ? at::kFloat : at::kBFloat16);
   if (total_M == 0 || outer == 0) return y;
   if (G == 0) return y.zero_();  // no group: every row is past the groups
   Bf16GroupedParams p;
   p.mode = dgrad ? Bf16GroupedMode::kDgrad : Bf16GroupedMode::kForward;
   p.x = X.const_data_ptr(), p.w = W.const_data_ptr(), p.out = y.data_ptr();
+  p.out_fp32 = fp32;
   set_sizes(p, ms);
   p.G = G, p.total_M = total_M, p.N = N, p.K = K;
   p.ldx = row_stride(X, 0), p.ldw = row_stride(W, 1), p.w_gs = W.stride(0);

@@ -19,7 +19,9 @@ def test_dtype():
     with pytest.raises(TypeError, match="argument 'M_sizes' must have dtype Int, Long"):
         ops.bf16bf16bf16_grouped_stacked(x, w, ms.float())
     with pytest.raises(TypeError, match="argument 'out' must have dtype BFloat16"):
-        ops.bf16bf16bf16_grouped_stacked(x, w, ms, torch.empty(6, 8))
+        ops.bf16bf16bf16_grouped_stacked(x, w, ms, torch.empty(6, 8, dtype=torch.float16))
+    with pytest.raises(TypeError, match="argument 'out' must have dtype BFloat16"):  # float32: the forward only
+        ops.bf16bf16bf16_grouped_grad(x[:, :8], w, ms, torch.empty(6, 16))
 
 
 def test_shapes():

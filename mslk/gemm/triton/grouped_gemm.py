@@ -12,9 +12,10 @@ wgrad: x = dY [total_M, N], w = X [total_M, K] -> dW [G, N, K] (output_accum: fl
 
 Differences from the reference: use_fast_accum and _use_warp_specialization are accepted and
 ignored (bf16 sums are always float32); bias ([G, N] per expert) and token_weights ([total_M]
-per row) are applied after the GEMM as (y + bias[g]) * token_weight in float32 then rounded
-(the reference fuses them into its epilogue, rounding once); _scatter_add_indices adds row i
-of the result into row _scatter_add_indices[i] of _output_tensor.
+per row) are applied to the GEMM's unrounded float32 sums as (y + bias[g]) * token_weight, then
+rounded once, as the reference's fused epilogue does (on CUDA that GEMM runs on the SIMT kernel,
+the one with a float32 output); _scatter_add_indices adds row i of the result into row
+_scatter_add_indices[i] of _output_tensor.
 """
 
 from __future__ import annotations
@@ -47,15 +48,16 @@ def _row_groups(m_sizes: Tensor, total_M: int) -> Tensor:
 
 def _epilogue(y: Tensor, m_sizes: Tensor, bias: Optional[Tensor], token_weights: Optional[Tensor],
               _output_tensor: Optional[Tensor], _scatter_add_indices: Optional[Tensor]) -> Tensor:
+    """y: the GEMM's output, float32 (unrounded sums) when bias or token_weights is given."""
     if bias is not None or token_weights is not None:
-        acc = y.float()
+        acc = y
         if bias is not None:
             G = m_sizes.shape[0]
             b = torch.cat([bias.reshape(G, -1).float(), bias.new_zeros((1, y.shape[1]), dtype=torch.float32)])
             acc = acc + b[_row_groups(m_sizes, y.shape[0])]
         if token_weights is not None:
             acc = acc * token_weights.reshape(-1, 1).float()
-        y = acc.to(y.dtype)
+        y = acc.to(torch.bfloat16)
     if _output_tensor is None:
         return y
     if _scatter_add_indices is not None:
@@ -69,9 +71,14 @@ def grouped_gemm(x: Tensor, w: Tensor, m_sizes: Tensor, bias: Optional[Tensor] =
                  _scatter_add_indices: Optional[Tensor] = None) -> Tensor:
     """BF16 grouped x [total_M, K] @ w[g]^T -> [total_M, N], per group of rows given by m_sizes."""
     w3 = _w3(w, m_sizes.shape[0])
-    plain = bias is None and token_weights is None and _scatter_add_indices is None
+    fused = bias is not None or token_weights is not None
+    plain = not fused and _scatter_add_indices is None
     out = _output_tensor if plain and _output_tensor is not None and _output_tensor.dtype == torch.bfloat16 else None
+    if fused:  # float32 sums, so the epilogue rounds once
+        out = x.new_empty((x.shape[0], w3.shape[1]), dtype=torch.float32)
     y = torch.ops.mslk.bf16bf16bf16_grouped_stacked(x, w3, m_sizes, out)
+    if fused:
+        return _epilogue(out, m_sizes, bias, token_weights, _output_tensor, _scatter_add_indices)
     if out is not None:
         return out
     return _epilogue(y, m_sizes, bias, token_weights, _output_tensor, _scatter_add_indices)

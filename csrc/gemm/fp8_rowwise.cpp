@@ -14,6 +14,7 @@
 #include <c10/util/accumulate.h>
 
 #include <cstring>
+#include <utility>
 
 #include "common/checks.h"
 #include "gemm/fp8_rowwise_glue.h"
@@ -126,6 +127,32 @@ void check_out(const Tensor& out, at::IntArrayRef shape, const Tensor& ref, cons
   check_last_dim_contiguous(out, op, "output");
 }
 
+// An output sharing bytes with an input would overwrite operands other tiles still read.
+void check_disjoint(const Tensor& out, const Tensor& in, const char* op, const char* arg) {
+  if (out.numel() == 0 || in.numel() == 0 || !out.has_storage() || !in.has_storage() ||
+      !out.storage().is_alias_of(in.storage()))
+    return;
+  auto range = [](const Tensor& t) {
+    int64_t span = 1;
+    for (int64_t d = 0; d < t.dim(); ++d) span += (t.size(d) - 1) * t.stride(d);
+    const auto* lo = static_cast<const char*>(t.const_data_ptr());
+    return std::make_pair(lo, lo + span * int64_t(t.element_size()));
+  };
+  const auto [olo, ohi] = range(out);
+  const auto [ilo, ihi] = range(in);
+  TORCH_CHECK_VALUE(ohi <= ilo || ihi <= olo, op, ": argument 'output' overlaps argument '", arg,
+                    "' in memory; pass an output that shares no memory with the inputs");
+}
+
+void check_out_disjoint(const Tensor& out, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,
+                        const Tensor& w_scale, const std::optional<Tensor>& bias, const char* op) {
+  check_disjoint(out, XQ, op, "XQ");
+  check_disjoint(out, WQ, op, "WQ");
+  check_disjoint(out, x_scale, op, "x_scale");
+  check_disjoint(out, w_scale, op, "w_scale");
+  if (bias) check_disjoint(out, *bias, op, "bias");
+}
+
 // The checks every op starts with: 'XQ' and 'WQ' fp8, of dims [x_lo, x_hi] and [w_lo, w_hi], on one device.
 void check_operands(const Tensor& XQ, const Tensor& WQ, const char* op, int64_t x_lo, int64_t x_hi, int64_t w_lo,
                     int64_t w_hi) {
@@ -197,6 +224,7 @@ void rowwise_out(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, co
   check_rowwise_operands(XQ, WQ, op);
   const int64_t N = WQ.size(0);
   check_out(output, out_shape(XQ, N), XQ, op);
+  check_out_disjoint(output, XQ, WQ, x_scale, w_scale, bias, op);
   c10::OptionalDeviceGuard guard(XQ.device());
   const int64_t R = c10::multiply_integers(XQ.sizes().begin(), XQ.sizes().end() - 1);
   const Tensor xs = scale_vec(x_scale, R, XQ, op, "x_scale", "one per row of XQ");
@@ -222,6 +250,7 @@ Tensor rowwise_batched(const RowwiseBackend& b, const Tensor& XQ, const Tensor& 
   Tensor out;
   if (output) {
     check_out(*output, {B, M, N}, XQ, op);
+    check_out_disjoint(*output, XQ, WQ, x_scale, w_scale, bias, op);
     out = *output;
   } else {
     out = at::empty({B, M, N}, XQ.options().dtype(at::kBFloat16));

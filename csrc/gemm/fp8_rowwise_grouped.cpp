@@ -154,7 +154,7 @@ Tensor rowwise_grouped_cat(const RowwiseBackend& b, TensorList XQ, TensorList WQ
                            TensorList w_scale) {
   constexpr const char* op = "f8f8bf16_rowwise_grouped_cat";
   check_lists(XQ, WQ, x_scale, w_scale, op);
-  TORCH_CHECK_VALUE(!XQ.empty(), op, ": needs at least one group");
+  TORCH_CHECK_VALUE(!XQ.empty(), op, ": argument 'XQ' (and 'WQ') must hold at least one group, got empty lists");
   c10::OptionalDeviceGuard guard(XQ[0].device());
   std::vector<Tensor> parts;
   Tensor out = cat_output(XQ, WQ, XQ[0].options().dtype(at::kBFloat16), op, &parts);

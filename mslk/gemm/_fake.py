@@ -39,6 +39,9 @@ def _f8f8bf16_rowwise_grouped(XQ, WQ, x_scale, w_scale):
 
 @torch.library.register_fake("mslk::f8f8bf16_rowwise_grouped_cat")
 def _f8f8bf16_rowwise_grouped_cat(XQ, WQ, x_scale, w_scale):
+    if len(XQ) == 0:  # as the C++ check says (no tensor to take a device from)
+        raise ValueError("f8f8bf16_rowwise_grouped_cat: argument 'XQ' (and 'WQ') must hold at least one group, "
+                         "got empty lists")
     total = sum(x.shape[0] for x in XQ)
     return XQ[0].new_empty((total, WQ[0].shape[0]), dtype=torch.bfloat16)
 
@@ -65,6 +68,15 @@ def _f8f8bf16_rowwise_grouped_mm_into(XQ, WQ, x_scale, w_scale, offsets, output)
 
 @torch.library.register_fake("mslk::_f8f8bf16_rowwise_grouped_mm_new")
 def _f8f8bf16_rowwise_grouped_mm_new(XQ, WQ, x_scale, w_scale, offsets=None):
+    # the layout checks of the C++ op (fp8_rowwise_grouped.cpp), which never runs under the fake
+    op = "f8f8bf16_rowwise_grouped_mm"
+    if XQ.dim() not in (2, 3) or WQ.dim() not in (2, 3):
+        raise ValueError(f"{op}: argument 'XQ' must be [total_M, K] or [G, M, K] and 'WQ' [G, N, K] or "
+                         f"[total_N, K]; got 'XQ' {tuple(XQ.shape)}, 'WQ' {tuple(WQ.shape)}")
+    if (offsets is None) != (XQ.dim() == 3 and WQ.dim() == 3):
+        given = "None" if offsets is None else "given"
+        raise ValueError(f"{op}: 'offsets' must be omitted for 3D x 3D (batched) inputs and given otherwise; "
+                         f"got 'XQ' {tuple(XQ.shape)}, 'WQ' {tuple(WQ.shape)}, offsets {given}")
     if XQ.dim() == 3 and WQ.dim() == 3:
         shape = (XQ.shape[0], XQ.shape[1], WQ.shape[1])
     elif XQ.dim() == 2 and WQ.dim() == 3:
@@ -83,3 +95,4 @@ def _matmul_fp8_row(a, b, a_scale, b_scale, bias=None, dot_out_dtype=None, allow
 
 
 from mslk.gemm import _fake_bf16_grouped  # noqa: E402,F401  (BF16 grouped ops)
+from mslk.gemm import _empty_lists  # noqa: E402,F401  (after every fake)

@@ -13,6 +13,9 @@ def _bf16_grouped(X, W):
 
 @torch.library.register_fake("mslk::bf16bf16bf16_grouped_cat")
 def _bf16_grouped_cat(X, W):
+    if len(X) == 0:  # as the C++ check says (no tensor to take a device and dtype from)
+        raise ValueError("bf16bf16bf16_grouped_cat: argument 'X' (and 'W') must hold at least one group, "
+                         "got empty lists")
     return X[0].new_empty((sum(x.shape[0] for x in X), W[0].shape[0]))
 
 

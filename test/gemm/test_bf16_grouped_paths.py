@@ -38,11 +38,9 @@ SIZES = [
 @pytest.mark.parametrize("ms_dtype", [torch.int32, torch.int64])
 def test_stacked(path, sizes, extra, ms_dtype):
     G, N, K = len(sizes), 136, 72
-    T = sum(sizes) + extra  # `extra` rows past every group must come back zero
+    T = sum(sizes) + extra  # `extra` rows past every group must come back zero; T = 0: empty output
     x, w = rand_bf16((T, K), "cuda"), rand_bf16((G, N, K), "cuda")
     ms = torch.tensor(sizes, dtype=ms_dtype, device="cuda")
-    if T == 0:
-        pytest.skip("no rows")
     # a dirty preallocated output: every row must be written (groups, and zeros past them)
     out = torch.full((T, N), 3.0, dtype=BF16, device="cuda")
     y = ops.bf16bf16bf16_grouped_stacked(x, w, ms, out)
@@ -56,9 +54,7 @@ def test_stacked(path, sizes, extra, ms_dtype):
 def test_grad(path, sizes, extra):
     # dX = dY_g @ W[g]: on the CUTLASS path W[g] is the N-major B operand
     G, N, K = len(sizes), 136, 72
-    T = sum(sizes) + extra
-    if T == 0:
-        pytest.skip("no rows")
+    T = sum(sizes) + extra  # T = 0: an empty output, nothing launched
     dy, w = rand_bf16((T, N), "cuda"), rand_bf16((G, N, K), "cuda")
     ms = torch.tensor(sizes, dtype=torch.int64, device="cuda")
     out = torch.full((T, K), 3.0, dtype=BF16, device="cuda")  # dirty: every row must be written
@@ -131,16 +127,12 @@ def test_misaligned_falls_back(path):
 
 def test_negative_and_oversized_sizes(path):
     # device-side semantics of the contract: a negative size counts as 0, groups are cut at total_M
-    # (the host glue rejects such sizes only when it can read them without a sync)
+    # (the CUDA glue never reads device sizes: that would need a host sync)
     sizes_dev, N, K = [4, -3, 50], 64, 32
     T = 20
     x, w = rand_bf16((T, K), "cuda"), rand_bf16((3, N, K), "cuda")
     ms = torch.tensor(sizes_dev, dtype=torch.int32, device="cuda")
-    try:
-        y = ops.bf16bf16bf16_grouped_stacked(x, w, ms)
-    except (RuntimeError, ValueError):
-        pytest.skip("the glue validates sizes on this backend")
-    assert_close(y, ref_stacked(x, w, [4, 0, 16]), K)
+    assert_close(ops.bf16bf16bf16_grouped_stacked(x, w, ms), ref_stacked(x, w, [4, 0, 16]), K)
 
 
 def test_cuda_graph_capture(path):

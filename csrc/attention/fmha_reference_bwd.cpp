@@ -17,7 +17,7 @@ namespace {
 
 // Score elements materialized at once. On the CPU a smaller chunk costs nothing and keeps memory
 // low; on the GPU a larger one amortizes launches (a few float32 temporaries of 128 MiB each).
-int64_t chunk_budget(const at::Device& d) { return d.is_cpu() ? int64_t(1) << 22 : int64_t(1) << 25; }
+int64_t chunk_budget(const at::Device& d) { return d.is_cpu() ? int64_t(1) << 20 : int64_t(1) << 25; }
 
 bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 

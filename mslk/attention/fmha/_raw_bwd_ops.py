@@ -103,10 +103,15 @@ def _scale(q: torch.Tensor, softmax_scale: Optional[float]) -> float:
     return q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
 
 
-def blackwell_fwd(api, q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_seq_len_q=None, max_seq_len_k=None,
+def blackwell_fwd(api, *args):
+    """(out, lse) of the Blackwell-named forward ops; LSE float32 as their schema's fake says."""
+    out, lse = _blackwell_fwd(api, *args)
+    return out, lse.float()
+
+
+def _blackwell_fwd(api, q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, max_seq_len_q=None, max_seq_len_k=None,
                   softmax_scale=None, causal=False, seqlen_kv=None, page_table=None, seqlen_k=None,
                   window_size_left=-1, window_size_right=-1, bottom_right=True):
-    """(out, lse) of the Blackwell-named forward ops on the fused forward (see the module doc)."""
     if q.device.type == "cuda" and not _r._fused_takes(q, k, v):
         raise NotImplementedError(f"{api}: on CUDA it needs fp16/bf16 q/k/v with head dims <= 256 (the fused "
                                   f"kernel); got {q.dtype}, head dims {q.shape[-1]}/{v.shape[-1]}")

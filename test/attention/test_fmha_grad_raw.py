@@ -1,0 +1,189 @@
+"""Raw attention backward ops served by the fused ops (mslk.attention.fmha._raw_bwd_ops):
+mslk_flash / mslk_flash3 flash_bwd, torch.ops.mslk.fmha_fwd / fmha_bwd and
+cutlass_blackwell_fmha_fwd / _bwd, cutlass_blackwell_fmha_func. CPU here (float64 against float64
+autograd of oracle.attention_f64); the CUDA variants run the same checks in fp16/bf16."""
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import mslk  # noqa: F401
+from mslk.attention.cutlass_blackwell_fmha import _cutlass_blackwell_fmha_forward, cutlass_blackwell_fmha_func
+from mslk.attention.cutlass_blackwell_fmha.cutlass_blackwell_fmha_custom_op import cutlass_blackwell_fmha_custom_op
+from test.attention import oracle
+
+pytestmark = pytest.mark.skipif(not hasattr(torch.ops.mslk, "fmha_fused_bwd"), reason="fmha_fused_bwd not built")
+CUDA = torch.cuda.is_available() and hasattr(torch.ops.mslk, "fmha_fused_bwd")
+DEVICES = ["cpu"] + (["cuda"] if CUDA else [])
+
+
+def _t(*shape, dtype=torch.float64, device="cpu", seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.float64).to(device=device, dtype=dtype).requires_grad_()
+
+
+def _pred(causal, wl, wr, bottom_right):
+    """Visibility of key j from query i (lengths mq, mk) for the raw ops' conventions."""
+    def f(i, j, mq, mk):
+        d = j - i - ((mk - mq) if bottom_right else 0)
+        ok = True
+        if causal or wr >= 0:
+            ok = d <= (0 if causal else wr)
+        if wl >= 0:
+            ok = ok and d >= -wl
+        return ok
+    return f
+
+
+def _ref_grads(q, k, v, g, scale, pred, cu_q=None, cu_k=None):
+    """float64 out and (dq, dk, dv) of attention with per-head K/V repeated for GQA."""
+    q, k, v = (x.detach().double().cpu().requires_grad_() for x in (q, k, v))
+    rep = q.shape[-2] // k.shape[-2]
+    kk, vv = k.repeat_interleave(rep, -2), v.repeat_interleave(rep, -2)
+    if cu_q is None:
+        mask = oracle.dense_mask(pred, q.shape[1], k.shape[1])
+        out, _ = oracle.attention_f64(q, kk, vv, mask, scale)
+    else:
+        lq = [b - a for a, b in zip(cu_q, cu_q[1:])]
+        lanes = [list(range(a, b)) for a, b in zip(cu_k, cu_k[1:])]
+        mask = oracle.blocks_mask(pred, lq, lanes, k.shape[0])
+        out, _ = oracle.attention_f64(q[None], kk[None], vv[None], mask, scale)
+        out = out[0]
+    return out, torch.autograd.grad(out, (q, k, v), g.double().cpu())
+
+
+def _close(got, want, dtype):
+    tol = {torch.float64: 1e-6, torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 6e-2}[dtype]
+    scale = want.abs().max().item() + 1e-3
+    assert (got.double().cpu() - want).abs().max().item() <= tol * scale
+
+
+def _dtypes(device):
+    return [torch.float64] if device == "cpu" else [torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("causal,wl,wr", [(False, -1, -1), (True, -1, -1), (False, 2, 1), (True, 3, -1)])
+@pytest.mark.parametrize("Hkv", [4, 2, 1])
+def test_flash_bwd_dense(device, causal, wl, wr, Hkv):
+    for dtype in _dtypes(device):
+        q, k, v = _t(2, 5, 4, 64, dtype=dtype, device=device), _t(2, 7, Hkv, 64, dtype=dtype, device=device, seed=1), \
+            _t(2, 7, Hkv, 64, dtype=dtype, device=device, seed=2)
+        out, lse, rng = torch.ops.mslk_flash.flash_fwd(q, k, v, None, None, None, 5, 7, 0.0, 0.125, causal, wl, wr,
+                                                        False, None)
+        g = torch.randn_like(out)
+        got = torch.ops.mslk_flash.flash_bwd(False, g, q, k, v, out, lse, None, None, 5, 7, 0.0, 0.125, causal, wl,
+                                             wr, rng)
+        _, want = _ref_grads(q, k, v, g, 0.125, _pred(causal, wl, wr if not causal else 0, True))
+        for a, w, x in zip(got, want, (q, k, v)):
+            assert a.shape == x.shape and a.dtype == x.dtype
+            _close(a, w, dtype)
+        got3 = torch.ops.mslk_flash3.flash_bwd(False, g, q, k, v, out, lse, None, None, 5, 7, 0.125, causal, wl, wr)
+        for a, b in zip(got, got3):
+            torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_bwd_varlen_gqa(device, causal):
+    cq, ck = [0, 2, 2, 7], [0, 3, 5, 9]  # an empty query block, unequal lengths
+    for dtype in _dtypes(device):
+        q, k, v = _t(7, 4, 64, dtype=dtype, device=device), _t(9, 2, 64, dtype=dtype, device=device, seed=1), \
+            _t(9, 2, 64, dtype=dtype, device=device, seed=2)
+        cu_q, cu_k = (torch.tensor(x, dtype=torch.int32, device=device) for x in (cq, ck))
+        out, lse, rng = torch.ops.mslk_flash.flash_fwd(q, k, v, cu_q, cu_k, None, 5, 4, 0.0, 0.125, causal, -1, -1,
+                                                        False, None)
+        g = torch.randn_like(out)
+        got = torch.ops.mslk_flash.flash_bwd(False, g, q, k, v, out, lse, cu_q, cu_k, 5, 4, 0.0, 0.125, causal, -1,
+                                             -1, rng)
+        _, want = _ref_grads(q, k, v, g, 0.125, _pred(causal, -1, 0 if causal else -1, True), cq, ck)
+        for a, w in zip(got, want):
+            _close(a, w, dtype)
+
+
+def test_flash_bwd_errors_and_fakes():
+    q, k, v = (x.detach() for x in (_t(1, 4, 2, 8), _t(1, 4, 2, 8, seed=1), _t(1, 4, 2, 8, seed=2)))
+    lse = torch.zeros(1, 2, 4, dtype=torch.float64)
+    with pytest.raises(NotImplementedError, match="dropout"):
+        torch.ops.mslk_flash.flash_bwd(False, q, q, k, v, q, lse, None, None, 4, 4, 0.1, 1.0, False, -1, -1,
+                                       torch.zeros(2, dtype=torch.int64))
+    with pytest.raises(ValueError, match="multiple"):
+        torch.ops.mslk_flash3.flash_bwd(False, q, q, k[:, :, :1].expand(1, 4, 3, 8).contiguous(), v, q, lse, None,
+                                        None, 4, 4, 1.0, False, -1, -1)
+    with pytest.raises(ValueError, match="cu_seqlens_k"):
+        torch.ops.mslk_flash3.flash_bwd(False, q[0], q[0], k[0], v[0], q[0], lse[0],
+                                        torch.tensor([0, 4], dtype=torch.int32), None, 4, 4, 1.0, False, -1, -1)
+    k1, rng = k[:, :, :1].contiguous(), torch.zeros(2, dtype=torch.int64)
+    with FakeTensorMode() as mode:
+        fq, fk = mode.from_tensor(q), mode.from_tensor(k1)
+        dq, dk, dv = torch.ops.mslk_flash.flash_bwd(False, fq, fq, fk, fk, fq, mode.from_tensor(lse), None, None, 4,
+                                                    4, 0.0, 1.0, False, -1, -1, mode.from_tensor(rng))
+        assert dq.shape == q.shape and dk.shape == fk.shape and dv.shape == fk.shape
+    args = (False, q, q, k, v, q, lse, None, None, 4, 4, 0.5, True, -1, -1)
+    torch.library.opcheck(torch.ops.mslk_flash3.flash_bwd.default, args)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("causal,wl,wr,br", [(False, -1, -1, True), (True, -1, -1, True), (True, -1, -1, False),
+                                             (False, 2, 1, False), (True, 2, -1, True)])
+def test_blackwell_ops_dense(device, causal, wl, wr, br):
+    for dtype in _dtypes(device):
+        q, k, v = _t(2, 5, 4, 64, dtype=dtype, device=device), _t(2, 7, 2, 64, dtype=dtype, device=device, seed=1), \
+            _t(2, 7, 2, 64, dtype=dtype, device=device, seed=2)
+        out, lse = torch.ops.mslk.fmha_fwd(q, k, v, softmax_scale=0.2, causal=causal, window_size_left=wl,
+                                           window_size_right=wr, bottom_right=br)
+        assert lse.shape == (2, 4, 5) and lse.dtype == torch.float32
+        g = torch.randn_like(out)
+        ref, want = _ref_grads(q, k, v, g, 0.2, _pred(causal, wl, wr, br))
+        _close(out, ref, dtype)
+        got = torch.ops.mslk.fmha_bwd(g, q, k, v, out, lse, softmax_scale=0.2, causal=causal, window_size_left=wl,
+                                      window_size_right=wr, bottom_right=br, deterministic=True)
+        for a, w in zip(got, want):
+            _close(a, w, dtype)
+        got2 = torch.ops.mslk.cutlass_blackwell_fmha_bwd(g, q, k, v, out, lse, None, None, None, None, 0.2, causal,
+                                                         wl, wr, br, True)
+        for a, b in zip(got, got2):
+            torch.testing.assert_close(a, b)
+        o2 = cutlass_blackwell_fmha_func(q, k, v, 0.2, causal, window_size=(wl, wr), bottom_right=br)
+        torch.testing.assert_close(o2, out)
+        for a, w in zip(torch.autograd.grad(o2, (q, k, v), g), want):
+            _close(a, w, dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_blackwell_ops_varlen_and_seqlen_kv(device):
+    cq, ck = [0, 3, 4, 9], [0, 2, 8, 12]
+    cu_q, cu_k = (torch.tensor(x, dtype=torch.int32, device=device) for x in (cq, ck))
+    for dtype in _dtypes(device):
+        q, k, v = _t(9, 2, 64, dtype=dtype, device=device), _t(12, 2, 64, dtype=dtype, device=device, seed=1), \
+            _t(12, 2, 64, dtype=dtype, device=device, seed=2)
+        out = cutlass_blackwell_fmha_func(q, k, v, None, True, cu_q, cu_k, 5, 6, bottom_right=False)
+        g = torch.randn_like(out)
+        ref, want = _ref_grads(q, k, v, g, 0.125, _pred(True, -1, -1, False), cq, ck)
+        _close(out, ref, dtype)
+        for a, w in zip(torch.autograd.grad(out, (q, k, v), g), want):
+            _close(a, w, dtype)
+        o, lse = _cutlass_blackwell_fmha_forward(q, k, v, cu_q, cu_k, 5, 6, None, True, bottom_right=False)
+        assert lse.shape == (2, 9)
+        torch.testing.assert_close(o, out)
+        # dense with per-batch key counts (seqlen_kv): forward only
+        qd, kd = _t(2, 3, 2, 64, dtype=dtype, device=device), _t(2, 6, 2, 64, dtype=dtype, device=device, seed=3)
+        lens = torch.tensor([4, 6], dtype=torch.int32, device=device)
+        od = cutlass_blackwell_fmha_custom_op(qd, kd, kd, causal=True, seqlen_kv=lens)
+        for b, n in enumerate((4, 6)):
+            ref_b, _ = _ref_grads(qd[b:b + 1], kd[b:b + 1, :n], kd[b:b + 1, :n], torch.zeros_like(qd[b:b + 1]),
+                                  0.125, _pred(True, -1, -1, True))
+            _close(od[b:b + 1], ref_b, dtype)
+
+
+def test_blackwell_fakes_and_decode_still_raises():
+    q = torch.randn(2, 5, 4, 16)
+    with FakeTensorMode() as mode:
+        fq = mode.from_tensor(q)
+        out, lse = torch.ops.mslk.cutlass_blackwell_fmha_fwd(fq, fq, fq, None, None, None, None, None, False, None,
+                                                            None)
+        assert out.shape == q.shape and lse.shape == (2, 4, 5)
+        dq, dk, dv = torch.ops.mslk.fmha_bwd(fq, fq, fq, fq, fq, lse)
+        assert dq.shape == dk.shape == dv.shape == q.shape
+    with pytest.raises(RuntimeError, match="not available on this platform"):
+        torch.ops.mslk.fmha_gen_fwd(q[:, :1], q, q, torch.full((2,), 5, dtype=torch.int32))

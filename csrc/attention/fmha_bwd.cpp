@@ -38,8 +38,8 @@ FmhaDropout fmha_bwd_check(const FmhaBwdArgs& a) {
   TORCH_CHECK_TYPE(a.grad_out.scalar_type() == q.scalar_type() && a.out.scalar_type() == q.scalar_type(), kOp,
                    ": grad_out and out must have q's dtype ", q.scalar_type(), "; got ", a.grad_out.scalar_type(),
                    " and ", a.out.scalar_type());
-  TORCH_CHECK_VALUE(a.lse.sizes() == at::IntArrayRef({B, H, Mq}), kOp, ": argument 'lse' must have shape [B, H, Mq] = [",
-                    B, ", ", H, ", ", Mq, "], got ", a.lse.sizes());
+  TORCH_CHECK_VALUE(a.lse.sizes() == at::IntArrayRef({B, H, Mq}), kOp,
+                    ": argument 'lse' must have shape [B, H, Mq] = [", B, ", ", H, ", ", Mq, "], got ", a.lse.sizes());
   check_same_device(a.lse, q, kOp, "lse", "q");
   if (q.scalar_type() == at::kDouble)
     check_dtype(a.lse, kOp, "lse", {at::kDouble, at::kFloat});

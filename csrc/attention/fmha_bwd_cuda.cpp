@@ -49,52 +49,24 @@ std::optional<Grads> run_fused(const BwdCall& c) {
   const int64_t Kp = q.size(3), Kvp = v.size(3);
 
   FmhaBwdParams p{};
-  p.q = q.data_ptr(), p.k = k.data_ptr(), p.v = v.data_ptr(), p.out = out.data_ptr(), p.dout = dout.data_ptr();
+  const FmhaParamTensors held = fmha_fill_common(p, q, k, v, {a.bias, a.seqstart_q, a.seqstart_k, a.seqlen_k,
+                                                              a.mask_kind, a.window_left, a.window_right, a.scale,
+                                                              c.drop});
+  p.out = out.data_ptr(), p.dout = dout.data_ptr();
   p.lse = lse.data_ptr<float>();
-  p.q_sb = fmha_stride(q, 0), p.q_sm = fmha_stride(q, 1), p.q_sh = fmha_stride(q, 2);
-  p.k_sb = fmha_stride(k, 0), p.k_sm = fmha_stride(k, 1), p.k_sh = fmha_stride(k, 2);
-  p.v_sb = fmha_stride(v, 0), p.v_sm = fmha_stride(v, 1), p.v_sh = fmha_stride(v, 2);
   p.o_sb = fmha_stride(out, 0), p.o_sm = fmha_stride(out, 1), p.o_sh = fmha_stride(out, 2);
   p.do_sb = fmha_stride(dout, 0), p.do_sm = fmha_stride(dout, 1), p.do_sh = fmha_stride(dout, 2);
-  at::Tensor b;
-  if (given(a.bias)) {
-    b = *a.bias;
-    if (b.scalar_type() != at::kFloat && b.scalar_type() != q.scalar_type()) b = b.to(at::kFloat);
-    b = b.expand({B, H, Mq, Mkv});  // a view: broadcast dims get stride 0
-    p.bias = b.data_ptr();
-    p.bias_is_fp32 = b.scalar_type() == at::kFloat;
-    p.bias_sb = fmha_stride(b, 0), p.bias_sh = fmha_stride(b, 1);
-    p.bias_sm = fmha_stride(b, 2), p.bias_sn = fmha_stride(b, 3);
-  }
-  p.B = int(B), p.H = int(H), p.Mq = int(Mq), p.Mkv = int(Mkv);
-  p.K = int(Kp), p.Kv = int(Kvp);
-  at::Tensor sq, sk, lk;
-  if (varlen) {
-    sq = a.seqstart_q->contiguous();
-    sk = a.seqstart_k->contiguous();
-    p.seqstart_q = sq.data_ptr<int>();
-    p.seqstart_k = sk.data_ptr<int>();
-  }
-  if (given(a.seqlen_k)) {
-    lk = a.seqlen_k->contiguous();
-    p.seqlen_k = lk.data_ptr<int>();
-  }
-  p.num_seqs = int(num_seqs);
   // As in the forward: the bounds only size varlen grids; dense batches always cover Mq x Mkv.
   p.max_seqlen_q = int(!varlen || a.max_seqlen_q < 0 || a.max_seqlen_q > Mq ? Mq : a.max_seqlen_q);
   p.max_seqlen_k = int(!varlen || a.max_seqlen_k < 0 || a.max_seqlen_k > Mkv ? Mkv : a.max_seqlen_k);
-  p.mask_kind = int(a.mask_kind);
-  p.window_left = a.window_left;
-  p.window_right = a.window_right;
-  p.scale = float(a.scale);
-  p.is_bf16 = q.scalar_type() == at::kBFloat16;
-  p.dropout = c.drop;
   p.deterministic = c.deterministic;
   if (!fmha_bwd_supports(p)) return std::nullopt;
 
   // Rows outside every query block / key lane are never visited by the kernel: start from 0.
   const bool partial = varlen || given(a.seqlen_k);
-  auto alloc = [&](at::IntArrayRef shape) { return partial ? at::zeros(shape, q.options()) : at::empty(shape, q.options()); };
+  auto alloc = [&](at::IntArrayRef shape) {
+    return partial ? at::zeros(shape, q.options()) : at::empty(shape, q.options());
+  };
   at::Tensor dq = alloc({B, Mq, H, Kp}), dk = alloc({B, Mkv, H, Kp}), dv = alloc({B, Mkv, H, Kvp});
   p.dq = dq.data_ptr(), p.dk = dk.data_ptr(), p.dv = dv.data_ptr();
   p.dq_sb = dq.stride(0), p.dq_sm = dq.stride(1), p.dq_sh = dq.stride(2);

@@ -62,7 +62,7 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
   const int64_t num_seqs = varlen ? seqstart_q->numel() - 1 : B;
   TORCH_CHECK_VALUE(num_seqs <= 65535, kOp, ": at most 65535 sequences; got ", num_seqs);
   const at::Tensor q = fmha_prepare_operand(q_in), k = fmha_prepare_operand(k_in), v = fmha_prepare_operand(v_in);
-  const int64_t Kp = q.size(3), Kvp = v.size(3);
+  const int64_t Kvp = v.size(3);
 
   // Varlen: rows outside every query block are never written by the kernel, so start from 0 / -inf.
   auto out = varlen ? at::zeros({B, Mq, H, Kvp}, q.options()) : at::empty({B, Mq, H, Kvp}, q.options());
@@ -71,39 +71,11 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
   if (B == 0 || Mq == 0 || H == 0) return {Kvp == Kv ? out : out.narrow(3, 0, Kv).contiguous(), lse};
 
   FmhaFwdParams p{};
-  p.q = q.data_ptr();
-  p.k = k.data_ptr();
-  p.v = v.data_ptr();
+  const FmhaParamTensors held = fmha_fill_common(
+      p, q, k, v, {bias, seqstart_q, seqstart_k, seqlen_k, mask_kind, window_left, window_right, scale, drop});
   p.out = out.data_ptr();
   p.lse = lse.data_ptr<float>();
-  p.q_sb = fmha_stride(q, 0), p.q_sm = fmha_stride(q, 1), p.q_sh = fmha_stride(q, 2);
-  p.k_sb = fmha_stride(k, 0), p.k_sm = fmha_stride(k, 1), p.k_sh = fmha_stride(k, 2);
-  p.v_sb = fmha_stride(v, 0), p.v_sm = fmha_stride(v, 1), p.v_sh = fmha_stride(v, 2);
   p.o_sb = out.stride(0), p.o_sm = out.stride(1), p.o_sh = out.stride(2);
-  at::Tensor b;
-  if (given(bias)) {
-    b = *bias;
-    if (b.scalar_type() != at::kFloat && b.scalar_type() != q.scalar_type()) b = b.to(at::kFloat);
-    b = b.expand({B, H, Mq, Mkv});  // a view: broadcast dims get stride 0
-    p.bias = b.data_ptr();
-    p.bias_is_fp32 = b.scalar_type() == at::kFloat;
-    p.bias_sb = fmha_stride(b, 0), p.bias_sh = fmha_stride(b, 1);
-    p.bias_sm = fmha_stride(b, 2), p.bias_sn = fmha_stride(b, 3);
-  }
-  p.B = int(B), p.H = int(H), p.Mq = int(Mq), p.Mkv = int(Mkv);
-  p.K = int(Kp), p.Kv = int(Kvp);
-  at::Tensor sq, sk, lk;
-  if (varlen) {
-    sq = seqstart_q->contiguous();
-    sk = seqstart_k->contiguous();
-    p.seqstart_q = sq.data_ptr<int>();
-    p.seqstart_k = sk.data_ptr<int>();
-  }
-  if (given(seqlen_k)) {
-    lk = seqlen_k->contiguous();
-    p.seqlen_k = lk.data_ptr<int>();
-  }
-  p.num_seqs = int(num_seqs);
   at::Tensor bt;
   if (given(block_tables)) {  // page values are checked by the kernel (rows outside k/v read as zeros)
     bt = block_tables->contiguous();
@@ -117,12 +89,6 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
   // / `lse` come from at::empty: a smaller grid would leave rows >= max_seqlen_q uninitialized
   // (the CPU path ignores max_seqlen_q), so the dense case always launches for Mq rows.
   p.max_seqlen_q = int(!varlen || max_seqlen_q < 0 || max_seqlen_q > Mq ? Mq : max_seqlen_q);
-  p.mask_kind = int(mask_kind);
-  p.window_left = window_left;
-  p.window_right = window_right;
-  p.scale = float(scale);
-  p.is_bf16 = q.scalar_type() == at::kBFloat16;
-  p.dropout = drop;
   const FmhaFwdTuning tuning = read_tuning();
   at::Tensor workspace;  // the sm90 kernel's stream-K partials (stream-ordered, freed after the launch)
   if (const int64_t bytes = fmha_fwd_workspace_bytes(p, tuning); bytes > 0) {
@@ -133,8 +99,8 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
   const cudaError_t err = fmha_fwd(p, tuning, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(!(err == cudaErrorNotSupported && tuning.kernel == FmhaKernelChoice::kSm90), kOp,
               ": MSLK_FMHA_KERNEL=sm90 forces the Hopper kernel, which does not take this problem (it needs an sm_90 "
-              "GPU, no tensor bias, no dropout, head dims <= 256 and TMA-compatible strides); unset MSLK_FMHA_KERNEL or "
-              "set it to 'auto' or 'sm80'");
+              "GPU, no tensor bias, no dropout, head dims <= 256 and TMA-compatible strides); unset "
+              "MSLK_FMHA_KERNEL or set it to 'auto' or 'sm80'");
   C10_CUDA_CHECK(err);
   if (Kvp != Kv) out = out.narrow(3, 0, Kv).contiguous();
   return {out, lse};

@@ -135,7 +135,8 @@ def test_cpu_varlen(kind, wl, wr, padded):
     sq = torch.tensor([sum(q_lens[:s]) for s in range(len(q_lens) + 1)], dtype=torch.int32)
     kw = dict(seqstart_q=sq, mask_kind=kind, window_left=wl, window_right=wr, max_seqlen_q=max(q_lens))
     if padded:
-        kw.update(seqstart_k=torch.tensor(k_starts, dtype=torch.int32), seqlen_k=torch.tensor(k_lens, dtype=torch.int32))
+        kw.update(seqstart_k=torch.tensor(k_starts, dtype=torch.int32),
+                  seqlen_k=torch.tensor(k_lens, dtype=torch.int32))
     else:
         kw.update(seqstart_k=torch.tensor(k_starts + [mkv], dtype=torch.int32))
     allowed = varlen_allowed(q_lens, k_starts, k_lens, mkv, kind, wl, wr)
@@ -427,7 +428,8 @@ def test_cuda_varlen(dtype, kind, wl, wr, padded):
     q_lens, k_lens = [37, 0, 129, 1, 64], [50, 3, 0, 200, 64]
     if padded:
         k_starts, mkv = [256 * s for s in range(5)], 256 * 5
-        ks = dict(seqstart_k=torch.tensor(k_starts, dtype=torch.int32), seqlen_k=torch.tensor(k_lens, dtype=torch.int32))
+        ks = dict(seqstart_k=torch.tensor(k_starts, dtype=torch.int32),
+                  seqlen_k=torch.tensor(k_lens, dtype=torch.int32))
     else:
         k_starts, mkv = [sum(k_lens[:s]) for s in range(5)], sum(k_lens)
         ks = dict(seqstart_k=torch.tensor(k_starts + [mkv], dtype=torch.int32))

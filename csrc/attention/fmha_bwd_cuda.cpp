@@ -60,7 +60,6 @@ std::optional<Grads> run_fused(const BwdCall& c) {
   p.max_seqlen_q = int(!varlen || a.max_seqlen_q < 0 || a.max_seqlen_q > Mq ? Mq : a.max_seqlen_q);
   p.max_seqlen_k = int(!varlen || a.max_seqlen_k < 0 || a.max_seqlen_k > Mkv ? Mkv : a.max_seqlen_k);
   p.deterministic = c.deterministic;
-  if (!fmha_bwd_supports(p)) return std::nullopt;
 
   // Rows outside every query block / key lane are never visited by the kernel: start from 0.
   const bool partial = varlen || given(a.seqlen_k);
@@ -72,6 +71,7 @@ std::optional<Grads> run_fused(const BwdCall& c) {
   p.dq_sb = dq.stride(0), p.dq_sm = dq.stride(1), p.dq_sh = dq.stride(2);
   p.dk_sb = dk.stride(0), p.dk_sm = dk.stride(1), p.dk_sh = dk.stride(2);
   p.dv_sb = dv.stride(0), p.dv_sm = dv.stride(1), p.dv_sh = dv.stride(2);
+  if (!fmha_bwd_supports(p)) return std::nullopt;  // it checks the output pointers too
   at::Tensor workspace;
   if (const int64_t bytes = fmha_bwd_workspace_bytes(p); bytes > 0) {
     workspace = at::empty({bytes}, q.options().dtype(at::kByte));

@@ -524,3 +524,18 @@ def test_cuda_general_path(dtype):
         got, want, _, _ = gpu_vs_cpu(q, k, v, bias, dtype, bias_requires_grad=True, mask_kind=1, scale=0.1)
     assert_grads_close(got, want, dtype)
     assert got[3].shape == bias.shape and got[3].dtype == torch.float32
+
+
+@needs_cuda
+@pytest.mark.parametrize("bias_requires_grad", [False, True])
+def test_cuda_path_taken(bias_requires_grad):
+    """fp16 without dbias runs the fused kernels (fmha_bwd_* launches); dbias runs the reference."""
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (rand((2, 100, 2, 64), torch.float16, g, "cuda") for _ in range(3))
+    bias = rand((2, 1, 100, 100), torch.float16, g, "cuda")
+    out, lse = FWD(q, k, v, bias, mask_kind=1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        BWD(torch.ones_like(out), q, k, v, out, lse, bias, mask_kind=1, bias_requires_grad=bias_requires_grad)
+        torch.cuda.synchronize()
+    fused = any("fmha_bwd" in e.name for e in prof.events())
+    assert fused != bias_requires_grad

@@ -44,14 +44,14 @@ def _rebind(attn_bias: Any, t: Optional[torch.Tensor]) -> Any:
 
 
 def _unsupported(op, reasons, what: str) -> ValueError:
-    return ValueError(f"Operator `{op.NAME}` ({op.__module__}.{op.__qualname__}) does not support these inputs "
+    return ValueError(f"Operator `{op.NAME}` ({op.__module__}.{op.__qualname__}) does not support these inputs"
                       f"{what}:\n" + "\n".join(f"    {r}" for r in reasons))
 
 
 def check_bw(op: Type[AttentionBwOpBase], inp: Inputs, bias_requires_grad: bool) -> None:
     reasons = bw_not_supported_reasons(op, inp, bias_requires_grad)
     if reasons:
-        raise _unsupported(op, reasons, "(backward)")
+        raise _unsupported(op, reasons, " (backward)")
 
 
 def _lse_term(inp: Inputs, d_lse: torch.Tensor):

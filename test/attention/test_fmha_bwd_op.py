@@ -175,13 +175,16 @@ def test_cpu_low_precision(dtype, atol):
     assert [t.dtype for t in got] == [dtype] * 3 + [torch.float32]
 
 
-def test_cpu_gqa_expand():
-    """An expand()ed K/V gets per-head gradients; their sum is the gradient of the shared head."""
+@pytest.mark.parametrize("Hkv", [1, 2])
+def test_cpu_gqa_expand(Hkv):
+    """An expand()ed K/V gets per-head gradients; their sum is the gradient of the shared head.
+    Hkv = 1 (MQA) passes stride-0 views; Hkv = 2 a copy (flatten cannot merge the expanded dims)."""
     g = torch.Generator().manual_seed(5)
-    B, mq, mkv, Hkv, G, K = 1, 9, 11, 2, 3, 16
+    B, mq, mkv, G, K = 1, 9, 11, 3, 16
     q = rand((B, mq, Hkv * G, K), gen=g)
     k0, v0 = rand((B, mkv, Hkv, 1, K), gen=g), rand((B, mkv, Hkv, 1, K), gen=g)
-    k, v = (t0.expand(B, mkv, Hkv, G, K).flatten(2, 3) for t0 in (k0, v0))  # views, stride 0 over G
+    k, v = (t0.expand(B, mkv, Hkv, G, K).flatten(2, 3) for t0 in (k0, v0))
+    assert (k.stride(2) == 0) == (Hkv == 1)
     out, lse = FWD(q, k, v, mask_kind=2, scale=0.3)
     dout = rand(out.shape, gen=g)
     dq, dk, dv, _ = BWD(dout, q, k, v, out, lse, mask_kind=2, scale=0.3)
@@ -486,9 +489,10 @@ def test_cuda_deterministic(dropout_p):
 
 
 @needs_cuda
-def test_cuda_gqa_expand():
+@pytest.mark.parametrize("Hkv", [1, 2])
+def test_cuda_gqa_expand(Hkv):
     g = torch.Generator().manual_seed(2)
-    B, mq, mkv, Hkv, G, K = 2, 129, 257, 2, 4, 128
+    B, mq, mkv, G, K = 2, 129, 257, 4, 128
     q = rand((B, mq, Hkv * G, K), gen=g)
     k0, v0 = rand((B, mkv, Hkv, 1, K), gen=g), rand((B, mkv, Hkv, 1, K), gen=g)
     k, v = (t.expand(B, mkv, Hkv, G, K).flatten(2, 3) for t in (k0, v0))
@@ -539,3 +543,16 @@ def test_cuda_path_taken(bias_requires_grad):
         torch.cuda.synchronize()
     fused = any("fmha_bwd" in e.name for e in prof.events())
     assert fused != bias_requires_grad
+
+
+@needs_cuda
+def test_cuda_rng_state_on_gpu_rejected():
+    q = torch.randn(1, 4, 2, 8, device="cuda", dtype=torch.float16)
+    bad = rng(1, 2).cuda()
+    with pytest.raises(ValueError, match="'rng_state' must be on the CPU"):
+        FWD(q, q, q, dropout_p=0.5, rng_state=bad)
+    out, lse = FWD(q, q, q)
+    with pytest.raises(ValueError, match="'rng_state' must be on the CPU"):
+        BWD(out, q, q, q, out, lse, dropout_p=0.5, rng_state=bad)
+    with pytest.raises(ValueError, match="fmha_dropout_mask.*'rng_state' must be on the CPU"):
+        MASK(bad, 1, 1, 2, 2, 0.5, torch.device("cuda"))

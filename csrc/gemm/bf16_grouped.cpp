@@ -204,7 +204,7 @@ Tensor stacked_impl(const Bf16GroupedBackend& b, const Tensor& X, const Tensor& 
   const Tensor ms = check_sizes(b, M_sizes, G, total_M, X, op, "M_sizes");
   c10::OptionalDeviceGuard guard(X.device());
   // A float32 `out` (forward only) keeps the float32 sums unrounded, so a caller's bias / weight
-  // epilogue rounds once (mslk.gemm.triton.grouped_gemm); the CUTLASS path declines it (SIMT runs).
+  // epilogue rounds once (mslk.gemm.triton.grouped_gemm).
   const bool fp32 = !dgrad && out && out->scalar_type() == at::kFloat;
   Tensor y = take_out(out, {total_M, outer}, X, op, "out", fp32 ? at::kFloat : at::kBFloat16);
   if (total_M == 0 || outer == 0) return y;

@@ -4,7 +4,7 @@ MSLK_BF16_GROUPED_KERNEL=simt|cutlass|auto, with device-side argument setup). Sh
 CUTLASS path's TMA rules (N, K, row strides multiples of 8) so that it really runs; a profiler
 check proves it does. Empty groups, rows past sum(M_sizes), G > 256 (the setup kernel's scan
 runs in several steps), int32/int64 sizes, strided X / W, num_sms, CUDA-graph replay with new
-sizes, and a misaligned shape that must fall back to SIMT."""
+sizes, a float32 forward output, and a misaligned shape that must fall back to SIMT."""
 
 import pytest
 import torch
@@ -47,6 +47,20 @@ def test_stacked(path, sizes, extra, ms_dtype):
     assert y.data_ptr() == out.data_ptr()
     assert_close(y, ref_stacked(x, w, sizes), K)
     assert torch.count_nonzero(y[sum(sizes):]) == 0
+
+
+@pytest.mark.parametrize("sizes", SIZES)
+def test_stacked_float32_out(path, sizes):
+    # the forward into a float32 `out` (grouped_gemm's bias / token-weight epilogue): the float32
+    # sums unrounded, zeros past the groups
+    G, N, K = len(sizes), 136, 72
+    T = sum(sizes) + 9
+    x, w = rand_bf16((T, K), "cuda"), rand_bf16((G, N, K), "cuda")
+    ms = torch.tensor(sizes, dtype=torch.int32, device="cuda")
+    out = torch.full((T, N), 3.0, device="cuda")
+    assert ops.bf16bf16bf16_grouped_stacked(x, w, ms, out).data_ptr() == out.data_ptr()
+    torch.testing.assert_close(out.cpu().double(), ref_stacked(x, w, sizes), rtol=1e-5, atol=2e-4)
+    assert torch.count_nonzero(out[sum(sizes):]) == 0
 
 
 @pytest.mark.parametrize("sizes", SIZES)
@@ -177,6 +191,9 @@ def test_env_var_selects_the_kernel(monkeypatch):
     assert any("cutlass" in n and "GroupProblemShape" in n for n in names), names
     names = _kernel_names(lambda: ops.bf16bf16bf16_grouped_wgrad(dy, x, ms))
     assert any("grouped_setup_kernel" in n and "Bf16WgradPolicy" in n for n in names), names
+    out32 = torch.empty(130, N, device="cuda")  # float32 forward: CUTLASS too, not SIMT
+    names = _kernel_names(lambda: ops.bf16bf16bf16_grouped_stacked(x, w, ms, out32))
+    assert any("cutlass" in n and "GroupProblemShape" in n for n in names), names
 
 
 @pytest.mark.parametrize("ks", [[64, 128, 32, 256], [64, 72, 36, 256]])  # K=36: the whole list loops
@@ -225,5 +242,8 @@ def test_every_cutlass_row(monkeypatch, row):
     y = ops.bf16bf16bf16_grouped_stacked(x, w, ms)
     assert_close(y, ref_stacked(x, w, sizes), K)
     assert torch.count_nonzero(y[sum(sizes):]) == 0
+    out32 = torch.full((sum(sizes) + 5, N), 3.0, device="cuda")  # the float32 forward of the row
+    ops.bf16bf16bf16_grouped_stacked(x, w, ms, out32)
+    torch.testing.assert_close(out32.cpu().double(), ref_stacked(x, w, sizes), rtol=1e-5, atol=1e-3)
     dy = rand_bf16((sum(sizes) + 5, N), "cuda")
     assert_close(ops.bf16bf16bf16_grouped_grad(dy, w, ms), ref_grad(dy, w, sizes), N)

@@ -5,7 +5,8 @@
 //   the list forms: groups given one by one as descriptors.
 // An empty group gets shape (0, N, K) (no tiles); the setup zero-fills the rows past
 // sum(M_sizes) (the contract's tail), which the GEMM never writes. Epilogue: the default linear
-// combination at alpha = 1, beta = 0, no C operand.
+// combination at alpha = 1, beta = 0, no C operand; the forward also stores float32 (out_fp32:
+// unrounded sums for a caller's epilogue, mslk.gemm.triton.grouped_gemm's bias / token weights).
 #pragma once
 #include "gemm/kernels/bf16_grouped.h"
 #include "gemm/kernels/bf16_grouped_configs.h"
@@ -13,20 +14,20 @@
 
 namespace mslk::gemm::detail {
 
-template <bool kDgrad>
+template <bool kDgrad, bool kF32 = false>
 struct Bf16GroupedPolicy {
   using Params = Bf16GroupedParams;
   using ElementA = cutlass::bfloat16_t;
   using ElementB = cutlass::bfloat16_t;
   using ElementC = void;
-  using ElementD = cutlass::bfloat16_t;
+  using ElementD = cute::conditional_t<kF32, float, cutlass::bfloat16_t>;
   using LayoutA = cutlass::layout::RowMajor;  // X rows [M_g, K], K contiguous
   // forward: W[g] [N, K] is B (n, k) with k contiguous; dgrad: W[g] is B (k = its N, n = its K)
   // with n contiguous (bf16 wgmma reads an N-major B from shared memory)
   using LayoutB = cute::conditional_t<kDgrad, cutlass::layout::RowMajor, cutlass::layout::ColumnMajor>;
   using LayoutD = cutlass::layout::RowMajor;  // out rows [M_g, N]
   static constexpr int kAlignAB = 8;          // elements: 16 bytes, TMA's rule
-  static constexpr int kAlignD = 8;
+  static constexpr int kAlignD = 16 / sizeof(ElementD);
   static constexpr bool kScales = false;
   template <class TileShape>
   using Fusion = void;
@@ -41,7 +42,8 @@ struct Bf16GroupedPolicy {
   static int sm_count(const Params& p, int sms) { return p.num_sms > 0 && p.num_sms < sms ? p.num_sms : sms; }
 
   static unsigned setup_blocks(const Params& p, int sms) {
-    return p.descs != nullptr ? group_blocks(p.G) : detail::setup_blocks(p.total_M * (kDgrad ? p.K : p.N) / 8, sms);
+    return p.descs != nullptr ? group_blocks(p.G)
+                              : detail::setup_blocks(p.total_M * (kDgrad ? p.K : p.N) * sizeof(ElementD) / 16, sms);
   }
 
   // Every block prefix-sums the G sizes (G is small next to the GEMM); block 0 writes the
@@ -70,7 +72,9 @@ struct Bf16GroupedPolicy {
             arr.put(g, end - start, ncols, kdim, x + start * p.ldx, p.ldx, w + g * p.w_gs, p.ldw, out + start * ncols,
                     ncols);
         });
-    zero_tail_rows(out, min(sum, static_cast<long long>(p.total_M)), p.total_M, ncols);
+    // a float32 row of ncols is, byte for byte, a bf16 row of 2 * ncols
+    zero_tail_rows(reinterpret_cast<cutlass::bfloat16_t*>(out), min(sum, static_cast<long long>(p.total_M)),
+                   p.total_M, ncols * int64_t(sizeof(ElementD) / 2));
   }
 
   template <class Layer, class Arrays>
@@ -84,6 +88,8 @@ struct Bf16GroupedRow {
   static cudaError_t run(const Bf16GroupedParams& p, cudaStream_t s) {
     if (p.mode == Bf16GroupedMode::kDgrad)
       return CutlassGrouped<Bf16GroupedPolicy<true>, TM, TN, TK, CM, CN, kCooperative, kFast>::run(p, s);
+    if (p.out_fp32)
+      return CutlassGrouped<Bf16GroupedPolicy<false, true>, TM, TN, TK, CM, CN, kCooperative, kFast>::run(p, s);
     return CutlassGrouped<Bf16GroupedPolicy<false>, TM, TN, TK, CM, CN, kCooperative, kFast>::run(p, s);
   }
 };

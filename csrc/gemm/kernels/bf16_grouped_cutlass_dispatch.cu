@@ -28,7 +28,8 @@ bool cutlass_applies(const Bf16GroupedParams& p) {
   if (p.descs != nullptr)  // the list forms: the glue checked every group
     return p.mode == Bf16GroupedMode::kForward && p.G > 0 && p.G <= INT_MAX && p.total_M > 0;
   const bool mode_ok = p.mode == Bf16GroupedMode::kForward || p.mode == Bf16GroupedMode::kDgrad;
-  return mode_ok && p.fixed_rows == 0 && p.m_sizes != nullptr && !p.out_fp32 && !p.accumulate && p.G > 0 &&
+  const bool out_ok = !p.out_fp32 || p.mode == Bf16GroupedMode::kForward;  // float32: unrounded forward sums
+  return mode_ok && out_ok && p.fixed_rows == 0 && p.m_sizes != nullptr && !p.accumulate && p.G > 0 &&
          p.G <= INT_MAX && p.total_M > 0 && p.total_M <= INT_MAX && p.N > 0 && p.N <= INT_MAX && p.K > 0 &&
          p.K <= INT_MAX && p.N % 8 == 0 && p.K % 8 == 0 && p.ldx % 8 == 0 && p.ldw % 8 == 0 && p.w_gs % 8 == 0 &&
          aligned(p.x, 16) && aligned(p.w, 16) && aligned(p.out, 16);

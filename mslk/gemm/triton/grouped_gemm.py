@@ -13,9 +13,9 @@ wgrad: x = dY [total_M, N], w = X [total_M, K] -> dW [G, N, K] (output_accum: fl
 Differences from the reference: use_fast_accum and _use_warp_specialization are accepted and
 ignored (bf16 sums are always float32); bias ([G, N] per expert) and token_weights ([total_M]
 per row) are applied to the GEMM's unrounded float32 sums as (y + bias[g]) * token_weight, then
-rounded once, as the reference's fused epilogue does (on CUDA that GEMM runs on the SIMT kernel,
-the one with a float32 output); _scatter_add_indices adds row i of the result into row
-_scatter_add_indices[i] of _output_tensor.
+rounded once, as the reference's fused epilogue does (the GEMM writes float32 for it, then
+torch applies the epilogue: one more pass over the output); _scatter_add_indices adds row i of
+the result into row _scatter_add_indices[i] of _output_tensor.
 """
 
 from __future__ import annotations

@@ -145,6 +145,7 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cpu(
     };
     return fmha_reference_fwd_dropout({q, k, v, bias, mask, scale, dropout_p, &keep});
   }
+  if (fmha_mask_trivial(mask)) return fmha_reference_fwd(q, k, v, bias, scale, q.scalar_type());
   const auto acc = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   auto dense = fmha_mask_additive(mask, 0, Mq, acc, q.device());
   if (given(bias)) dense = dense + bias->to(acc);

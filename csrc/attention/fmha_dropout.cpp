@@ -4,8 +4,6 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include <cmath>
-
 #include "attention/kernels/fmha_dropout_mask.h"
 #include "common/checks.h"
 

@@ -224,7 +224,9 @@ def test_flash_fwd_unsupported_and_bwd():
     q, k, v = _qkv(1, 4, 4, 2, 8, torch.float32)
     base = (q, k, v, None, None, None, 4, 4)
     with pytest.raises(NotImplementedError, match="dropout"):
-        torch.ops.mslk_flash.flash_fwd(*base, 0.1, 1.0, False, -1, -1, False, None)
+        torch.ops.mslk_flash3.flash_fwd(q, k, v, None, None, None, None, 4, 4, 0.1, 1.0, False)
+    with pytest.raises(NotImplementedError, match="dropout with paged"):
+        torch.ops.mslk_flash.flash_fwd(*base, 0.1, 1.0, False, -1, -1, False, torch.zeros(1, 1, dtype=torch.int32))
     with pytest.raises(NotImplementedError, match="paged"):
         torch.ops.mslk_flash.flash_fwd(*base, 0.0, 1.0, False, -1, -1, False, torch.zeros(1, 1, dtype=torch.int32))
     with pytest.raises(NotImplementedError, match="descale"):
@@ -234,9 +236,6 @@ def test_flash_fwd_unsupported_and_bwd():
         torch.ops.mslk_flash3.flash_fwd(q, k, v, None, None, None, None, 4, 4, 0.0, 1.0, False,
                                         block_table=torch.zeros(1, 1, dtype=torch.int32))
     lse = torch.zeros(1, 2, 4)
-    with pytest.raises(NotImplementedError, match="dropout"):
-        torch.ops.mslk_flash.flash_bwd(False, q, q, k, v, q, lse, None, None, 4, 4, 0.1, 1.0, False, -1, -1,
-                                       torch.zeros(2, dtype=torch.int64))
     with pytest.raises(ValueError, match="dense mode"):
         torch.ops.mslk_flash3.flash_bwd(False, q[0], q[0], k[0], v[0], q[0], lse[0], None, None, 4, 4, 1.0, False,
                                         -1, -1)

@@ -101,12 +101,49 @@ def test_flash_bwd_varlen_gqa(device, causal):
             _close(a, w, dtype)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("varlen", [False, True])
+def test_flash_dropout_round_trip(device, varlen):
+    """flash_fwd with p > 0 returns its rng_state; flash_bwd with it gives the gradients of the
+    attention with the keep mask of fmha_dropout_mask (per query head, packed rows when varlen)."""
+    p, scale = 0.3, 0.125
+    dtype = _dtypes(device)[0]
+    if varlen:
+        cq, ck = [0, 3, 8], [0, 4, 11]
+        q, k, v = _t(8, 4, 64, dtype=dtype, device=device), _t(11, 2, 64, dtype=dtype, device=device, seed=1), \
+            _t(11, 2, 64, dtype=dtype, device=device, seed=2)
+        cu = [torch.tensor(x, dtype=torch.int32, device=device) for x in (cq, ck)]
+        B, Mq, Mk = 1, 8, 11
+    else:
+        q, k, v = _t(2, 5, 4, 64, dtype=dtype, device=device), _t(2, 7, 2, 64, dtype=dtype, device=device, seed=1), \
+            _t(2, 7, 2, 64, dtype=dtype, device=device, seed=2)
+        cu = [None, None]
+        B, Mq, Mk = 2, 5, 7
+    out, lse, rng = torch.ops.mslk_flash.flash_fwd(q, k, v, cu[0], cu[1], None, 5, 7, p, scale, True, -1, -1, False,
+                                                    None)
+    assert rng.dtype == torch.int64 and rng.shape == (2,) and rng.device == q.device
+    g = torch.randn_like(out)
+    got = torch.ops.mslk_flash.flash_bwd(False, g, q, k, v, out, lse, cu[0], cu[1], 5, 7, p, scale, True, -1, -1, rng)
+    keep = torch.ops.mslk.fmha_dropout_mask(rng.cpu(), B, 4, Mq, Mk, p, torch.device("cpu")).double() / (1 - p)
+    qd, kd, vd = (x.detach().double().cpu().requires_grad_() for x in (q, k, v))
+    if not varlen:
+        qd4, kd4, vd4 = qd, kd, vd
+        mask = oracle.dense_mask(_pred(True, -1, 0, True), Mq, Mk)
+    else:
+        qd4, kd4, vd4 = qd[None], kd[None], vd[None]
+        lanes = [list(range(a, b)) for a, b in zip(ck, ck[1:])]
+        mask = oracle.blocks_mask(_pred(True, -1, 0, True), [3, 5], lanes, Mk)
+    kk, vv = kd4.repeat_interleave(2, 2), vd4.repeat_interleave(2, 2)
+    s = torch.einsum("bmhk,bnhk->bhmn", qd4, kk) * scale + mask
+    ref = torch.einsum("bhmn,bnhk->bmhk", torch.softmax(s, -1) * keep, vv).reshape(out.shape)
+    _close(out, ref.detach(), dtype)
+    for a, w in zip(got, torch.autograd.grad(ref, (qd, kd, vd), g.double().cpu())):
+        _close(a, w, dtype)
+
+
 def test_flash_bwd_errors_and_fakes():
     q, k, v = (x.detach() for x in (_t(1, 4, 2, 8), _t(1, 4, 2, 8, seed=1), _t(1, 4, 2, 8, seed=2)))
     lse = torch.zeros(1, 2, 4, dtype=torch.float64)
-    with pytest.raises(NotImplementedError, match="dropout"):
-        torch.ops.mslk_flash.flash_bwd(False, q, q, k, v, q, lse, None, None, 4, 4, 0.1, 1.0, False, -1, -1,
-                                       torch.zeros(2, dtype=torch.int64))
     with pytest.raises(ValueError, match="multiple"):
         torch.ops.mslk_flash3.flash_bwd(False, q, q, k[:, :, :1].expand(1, 4, 3, 8).contiguous(), v, q, lse, None,
                                         None, 4, 4, 1.0, False, -1, -1)

@@ -4,7 +4,8 @@
   FlashAttention 2 / 3 backward of the flash_fwd ops of _raw_ops.py (same mask semantics:
   bottom-right aligned windows, is_causal meaning window_right = 0), dense [B, M, H, K] with LSE
   [B, H, M] or variable-length [total, H, K] with LSE [H, total]; GQA/MQA (Hq a multiple of Hkv:
-  dK/dV summed over the query heads of each K/V head). No dropout (flash_fwd has none here).
+  dK/dV summed over the query heads of each K/V head). Dropout (mslk_flash only): flash_fwd with
+  p > 0 draws rng_state from torch's CPU generator and returns it; flash_bwd regenerates the mask.
 - mslk::fmha_fwd / fmha_bwd and mslk::cutlass_blackwell_fmha_fwd / _bwd (spec "Attention - Raw
   Blackwell torch ops"): the spec ties them to SM100 kernels; here they run the fused ops, i.e.
   mslk's own kernels on CUDA (Hopper / Ampere) and the exact reference on CPU. Layouts: dense
@@ -40,27 +41,68 @@ def mask_args(causal: bool, window_left: int, window_right: int, bottom_right: b
     return MASK_NONE, wl, wr
 
 
-def fused_bwd(api: str, grad, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-              scale: float, mask: Tuple[int, int, int], deterministic: bool = False
-              ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """FlashAttention-layout backward on torch.ops.mslk.fmha_fused_bwd (see the module doc)."""
+def _per_query_head(k: torch.Tensor, Hq: int) -> torch.Tensor:
+    """[B, N, Hkv, D] -> [B, N, Hq, D], K/V head h // (Hq / Hkv) for query head h (a copy)."""
+    G = Hq // k.shape[2]
+    if G == 1:
+        return k
+    return k.unsqueeze(3).expand(*k.shape[:3], G, k.shape[-1]).reshape(*k.shape[:2], Hq, k.shape[-1])
+
+
+def _check_heads(api: str, q, k, v) -> None:
+    Hq, Hkv = q.shape[-2], k.shape[-2]
+    if Hkv == 0 or Hq % Hkv or v.shape[-2] != Hkv:
+        raise ValueError(f"{api}: query heads ({Hq}) must be a multiple of key/value heads (key {Hkv}, value "
+                         f"{v.shape[-2]})")
+
+
+def _check_mode(api: str, q, cu_seqlens_q, cu_seqlens_k) -> bool:
     varlen = cu_seqlens_q is not None
     if varlen and (cu_seqlens_k is None or q.ndim != 3):
         raise ValueError(f"{api}: variable-length mode needs cu_seqlens_k and packed [total, H, K] tensors")
     if not varlen and (cu_seqlens_k is not None or q.ndim != 4):
         raise ValueError(f"{api}: dense mode needs [B, M, H, K] tensors and no cu_seqlens_k; got query "
                          f"{tuple(q.shape)}")
+    return varlen
+
+
+def flash_fwd_dropout(api, q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, scale, is_causal,
+                      window_left, window_right, p):
+    """FlashAttention 2 forward with dropout: torch.ops.mslk.fmha_fused_fwd with a fresh rng_state
+    (torch's CPU generator). K/V heads are expanded to the query heads: the dropout mask is indexed
+    per query head, as flash_bwd reads it. Returns (out, lse float32, rng_state on q's device)."""
+    from mslk.attention.fmha._backward import draw_rng_state
+
+    if q.device.type == "cuda" and not _r._fused_takes(q, k, v):
+        raise NotImplementedError(f"{api}: dropout on CUDA needs fp16/bf16 with head dims <= 256 (the fused kernel)")
+    varlen = _check_mode(api, q, cu_seqlens_q, cu_seqlens_k)
+    _check_heads(api, q, k, v)
+    if varlen:
+        q, k, v = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)
+    k, v = _per_query_head(k, q.shape[2]), _per_query_head(v, q.shape[2])
+    kind, wl, wr = _r.flash_mask_args(is_causal, window_left, window_right)
+    dev, rng = q.device, draw_rng_state()
+    out, lse = torch.ops.mslk.fmha_fused_fwd(
+        q, k, v, None, seqstart_q=_r._i32(cu_seqlens_q, dev), seqstart_k=_r._i32(cu_seqlens_k, dev),
+        seqlen_k=_r._i32(seqused_k, dev), max_seqlen_q=int(max_seqlen_q) if varlen else -1, mask_kind=kind,
+        window_left=wl, window_right=wr, scale=float(scale), dropout_p=float(p), rng_state=rng)
+    if varlen:
+        out, lse = out[0], lse[0]
+    return out, lse.float(), rng.to(dev)
+
+
+def fused_bwd(api: str, grad, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+              scale: float, mask: Tuple[int, int, int], deterministic: bool = False, p: float = 0.0,
+              rng_state: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """FlashAttention-layout backward on torch.ops.mslk.fmha_fused_bwd (see the module doc)."""
+    varlen = _check_mode(api, q, cu_seqlens_q, cu_seqlens_k)
+    _check_heads(api, q, k, v)
     if varlen:
         grad, q, k, v, out = (x.unsqueeze(0) for x in (grad, q, k, v, out))
         lse = lse.unsqueeze(0)
     Hq, Hkv = q.shape[2], k.shape[2]
-    if Hkv == 0 or Hq % Hkv or v.shape[2] != Hkv:
-        raise ValueError(f"{api}: query heads ({Hq}) must be a multiple of key/value heads (key {Hkv}, value "
-                         f"{v.shape[2]})")
     G = Hq // Hkv
-    if G > 1:  # per-query-head K/V (the op's per-head gradients are summed below)
-        k = k.unsqueeze(3).expand(*k.shape[:3], G, k.shape[-1]).reshape(*k.shape[:2], Hq, k.shape[-1])
-        v = v.unsqueeze(3).expand(*v.shape[:3], G, v.shape[-1]).reshape(*v.shape[:2], Hq, v.shape[-1])
+    k, v = _per_query_head(k, Hq), _per_query_head(v, Hq)  # the op's per-head dK/dV are summed below
     dev = q.device
     kind, wl, wr = mask
     acc = torch.float64 if q.dtype == torch.float64 else torch.float32
@@ -69,7 +111,8 @@ def fused_bwd(api: str, grad, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max
         grad.to(q.dtype), q, k, v, out.to(q.dtype), lse.to(acc), None, seqstart_q=_r._i32(cu_seqlens_q, dev),
         seqstart_k=_r._i32(cu_seqlens_k, dev), max_seqlen_q=int(max_seqlen_q) if varlen else -1,
         max_seqlen_k=int(max_seqlen_k) if varlen else -1, mask_kind=kind, window_left=wl, window_right=wr,
-        scale=float(scale), deterministic=bool(deterministic))
+        scale=float(scale), dropout_p=float(p), rng_state=None if p == 0.0 else rng_state.cpu(),
+        deterministic=bool(deterministic))
     if G > 1:
         dk = dk.view(*dk.shape[:2], Hkv, G, dk.shape[-1]).sum(3)
         dv = dv.view(*dv.shape[:2], Hkv, G, dv.shape[-1]).sum(3)
@@ -82,12 +125,9 @@ def fused_bwd(api: str, grad, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max
 
 def _flash2_bwd(grads_share_storage, grad, query, key, value, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                 max_seqlen_k, p, softmax_scale, is_causal, window_left, window_right, rng_state):
-    api = "mslk_flash::flash_bwd"
-    if p != 0.0:
-        raise NotImplementedError(f"{api}: dropout (p={p}) is not supported (mslk_flash::flash_fwd has no dropout "
-                                  "here; memory_efficient_attention has it)")
-    return fused_bwd(api, grad, query, key, value, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                     softmax_scale, _r.flash_mask_args(is_causal, window_left, window_right))
+    return fused_bwd("mslk_flash::flash_bwd", grad, query, key, value, out, lse, cu_seqlens_q, cu_seqlens_k,
+                     max_seqlen_q, max_seqlen_k, softmax_scale, _r.flash_mask_args(is_causal, window_left, window_right),
+                     p=float(p), rng_state=rng_state)
 
 
 def _flash3_bwd(grads_share_storage, dout, query, key, value, out, softmax_lse, cu_seqlens_q, cu_seqlens_k,

@@ -11,7 +11,8 @@ schemas so that code referencing them finds them; each has a fake (Meta) impleme
   * anything else (CPU, fp32/fp64, head dims > 256): the exact reference op
     (mslk::fmha_reference_fwd) for what it can honour -- dense or varlen, causal and windows,
     scale, GQA/MQA; paged KV raises NotImplementedError there.
-  Dropout, return_softmax, leftpad_k and FP8 descales raise NotImplementedError everywhere.
+  return_softmax, leftpad_k and FP8 descales raise NotImplementedError everywhere; dropout
+  (mslk_flash only, not with paged KV) runs the fused op with a fresh rng_state (_raw_bwd_ops.py).
   Layouts (both paths): out like query with V's head dim; LSE float32, natural log, [B, H, M] dense
   and [H, total_q] varlen; rows with no visible key (and varlen rows outside every sequence) give
   out 0 and LSE -inf.
@@ -363,11 +364,15 @@ def _fused_flash_fwd(api, query, key, value, cu_seqlens_q, cu_seqlens_k, seqused
 def _flash2_fwd(query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, p,
                 softmax_scale, is_causal, window_left, window_right, return_softmax, block_tables):
     api = "mslk_flash::flash_fwd"
-    if p != 0.0:
-        raise NotImplementedError(f"{api}: dropout (p={p}) is not supported (neither the fused kernel nor the "
-                                  "reference path has dropout)")
     if return_softmax:
         raise NotImplementedError(f"{api}: return_softmax=True is not supported")
+    if p != 0.0:
+        if block_tables is not None:
+            raise NotImplementedError(f"{api}: dropout with paged KV (block_tables) is not supported")
+        from mslk.attention.fmha import _raw_bwd_ops
+
+        return _raw_bwd_ops.flash_fwd_dropout(api, query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k,
+                                              max_seqlen_q, softmax_scale, is_causal, window_left, window_right, p)
     if _fused_takes(query, key, value):
         out, lse = _fused_flash_fwd(api, query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
                                     softmax_scale, is_causal, window_left, window_right, block_tables)

@@ -198,6 +198,12 @@ class Gradients:
     db: Optional[torch.Tensor] = None
 
 
+@torch.compiler.assume_constant_result  # (torch.compile folds it)
+def device_capability(index: Optional[int]) -> Tuple[int, int]:
+    """Compute capability of CUDA device `index` (None: the current one)."""
+    return torch.cuda.get_device_capability(index)
+
+
 @torch.compiler.assume_constant_result  # a registry lookup: torch.compile folds it instead of breaking the graph
 def _kernel_registered(op_name: str, key: str) -> bool:
     try:
@@ -261,7 +267,7 @@ class AttentionOpBase:
         if device_type not in cls.SUPPORTED_DEVICES:
             reasons.append(f"device={device_type} (supported: {sorted(cls.SUPPORTED_DEVICES)})")
         elif device_type == "cuda" and torch.cuda.is_available():
-            cap = torch.cuda.get_device_capability(d.query.device)
+            cap = device_capability(d.query.device.index)
             if cap < cls.CUDA_MINIMUM_COMPUTE_CAPABILITY:
                 reasons.append(f"requires device with capability >= {cls.CUDA_MINIMUM_COMPUTE_CAPABILITY} "
                                f"but your GPU has capability {cap}")

@@ -56,20 +56,25 @@ def dense_bias(attn_bias, q: torch.Tensor, k: torch.Tensor) -> Optional[torch.Te
     return attn_bias.materialize((Mq, Mkv), torch.float32, q.device)
 
 
-class FwOp(AttentionFwOpBase):
-    """Exact reference attention forward (all masks, all layouts, Kv != K, partial, output_dtype)."""
+class _Exact:
+    """What both reference operators take (listed before the operator base class)."""
 
-    OPERATOR = None  # resolved lazily: torch.ops.mslk.fmha_reference_fwd
-    NAME = "reference"
     SUPPORTED_DEVICES = {"cpu", "cuda"}
     CUDA_MINIMUM_COMPUTE_CAPABILITY = (0, 0)
     SUPPORTED_DTYPES = {torch.float32, torch.float16, torch.bfloat16, torch.float64}
     SUPPORTED_MAX_K = float("inf")
     SUPPORTED_MIN_K = 0
-    SUPPORTED_ATTN_BIAS_TYPES = _ALL_BIASES
     SUPPORTS_DROPOUT = True
     SUPPORTS_CUSTOM_SCALE = True
     SUPPORTS_DIFFERENT_VALUE_EMBED = True
+
+
+class FwOp(_Exact, AttentionFwOpBase):
+    """Exact reference attention forward (all masks, all layouts, Kv != K, partial, output_dtype)."""
+
+    OPERATOR = None  # resolved lazily: torch.ops.mslk.fmha_reference_fwd
+    NAME = "reference"
+    SUPPORTED_ATTN_BIAS_TYPES = _ALL_BIASES
     SUPPORTS_OUTPUT_DTYPE = True
     SUPPORTS_PARTIAL = True
     SUPPORTS_BMGHK = True
@@ -140,20 +145,12 @@ def _dropout_attention(q, k, v, bias, scale: float, p: float, rng_state: torch.T
     return out, lse
 
 
-class BwOp(FusedBw, AttentionBwOpBase):
+class BwOp(_Exact, FusedBw, AttentionBwOpBase):
     """Exact reference backward (torch.ops.mslk.fmha_fused_bwd: its CPU kernel, or the CUDA one):
     every non-paged mask, bias gradient, dropout, all dtypes and head dims, CPU and CUDA."""
 
     NAME = "referenceB"
-    SUPPORTED_DEVICES = {"cpu", "cuda"}
-    CUDA_MINIMUM_COMPUTE_CAPABILITY = (0, 0)
-    SUPPORTED_DTYPES = {torch.float32, torch.float16, torch.bfloat16, torch.float64}
-    SUPPORTED_MAX_K = float("inf")
-    SUPPORTED_MIN_K = 0
     SUPPORTED_ATTN_BIAS_TYPES = tuple(t for t in _ALL_BIASES if not issubclass(t, _ab._PagedBase))
-    SUPPORTS_DROPOUT = True
-    SUPPORTS_CUSTOM_SCALE = True
-    SUPPORTS_DIFFERENT_VALUE_EMBED = True
     SUPPORTS_BMGHK = True
     SUPPORTS_ATTN_BIAS_GRAD = True
     SUPPORTS_UNPADDED_LSE = True

@@ -173,9 +173,9 @@ def main_cta(p, w, D, BN, BM, WN, bx, h, s):
     CG = NWARPS // RB
     DQB = D // 8 // CG
     sK, sV = 0, BN * D
-    sQ, sdO = 2 * BN * D, 2 * BN * D + BM * D
-    sdS = sdO + BM * D
-    smem = np.full(2 * BN * D + 2 * BM * D + BN * BM, np.nan)
+    sQ, sdO = 2 * BN * D, 2 * BN * D + 2 * BM * D  # [2][BM][D] each: tile it in buffer it & 1
+    sdS = sdO + 2 * BM * D
+    smem = np.full(2 * BN * D + 4 * BM * D + BN * BM, np.nan)
     sL, sDs = np.full(BM, np.nan), np.full(BM, np.nan)
     n0 = bx * BN
     sb = seq_block(p, s, p["Mkv"])
@@ -198,8 +198,10 @@ def main_cta(p, w, D, BN, BM, WN, bx, h, s):
     k_steps, v_steps = (p["K"] + 15) // 16, (p["Kv"] + 15) // 16
     for it in range(m_tiles):
         m0 = m_begin + it * BM
-        load_tile(smem, sQ, p["q"], D, BM, THREADS, q_off + m0 * p["q_sm"], p["q_sm"], lq - m0, p["K"])
-        load_tile(smem, sdO, p["dout"], D, BM, THREADS, do_off + m0 * p["do_sm"], p["do_sm"], lq - m0, p["Kv"])
+        sQc, sdOc = sQ + (it & 1) * BM * D, sdO + (it & 1) * BM * D
+        # the kernel prefetches tile it + 1 during tile it; the other buffer holds tile it - 1 here
+        load_tile(smem, sQc, p["q"], D, BM, THREADS, q_off + m0 * p["q_sm"], p["q_sm"], lq - m0, p["K"])
+        load_tile(smem, sdOc, p["dout"], D, BM, THREADS, do_off + m0 * p["do_sm"], p["do_sm"], lq - m0, p["Kv"])
         for r in range(BM):
             sL[r] = row_lse2(p, sb, h, m0 + r)
             sDs[r] = row_dsum(p, w["dsum"], sb, h, m0 + r)
@@ -215,14 +217,14 @@ def main_cta(p, w, D, BN, BM, WN, bx, h, s):
                     a = ldsm_x4(smem, sK + swz(D, krow + (LANES & 15), kk * 16 + (LANES >> 4) * 8), False)
                     for nb2 in range(QB // 2):
                         qr = nb2 * 16 + (LANES & 7) + ((LANES >> 4) << 3)
-                        b = ldsm_x4(smem, sQ + swz(D, qr, qr_cols), False)
+                        b = ldsm_x4(smem, sQc + swz(D, qr, qr_cols), False)
                         mma(st[2 * nb2], a, b[0], b[1])
                         mma(st[2 * nb2 + 1], a, b[2], b[3])
                 if kk < v_steps:
                     a = ldsm_x4(smem, sV + swz(D, krow + (LANES & 15), kk * 16 + (LANES >> 4) * 8), False)
                     for nb2 in range(QB // 2):
                         qr = nb2 * 16 + (LANES & 7) + ((LANES >> 4) << 3)
-                        b = ldsm_x4(smem, sdO + swz(D, qr, qr_cols), False)
+                        b = ldsm_x4(smem, sdOc + swz(D, qr, qr_cols), False)
                         mma(dpt[2 * nb2], a, b[0], b[1])
                         mma(dpt[2 * nb2 + 1], a, b[2], b[3])
             for nb in range(QB):
@@ -237,11 +239,11 @@ def main_cta(p, w, D, BN, BM, WN, bx, h, s):
                 for ob2 in range(OBW // 2):
                     c = col0 + ob2 * 16
                     if c < p["Kv"]:
-                        b = ldsm_x4(smem, sdO + swz(D, qr, c + (LANES >> 4) * 8), True)
+                        b = ldsm_x4(smem, sdOc + swz(D, qr, c + (LANES >> 4) * 8), True)
                         mma(dv[warp, 2 * ob2], az, b[0], b[1])
                         mma(dv[warp, 2 * ob2 + 1], az, b[2], b[3])
                     if c < p["K"]:
-                        b = ldsm_x4(smem, sQ + swz(D, qr, c + (LANES >> 4) * 8), True)
+                        b = ldsm_x4(smem, sQc + swz(D, qr, c + (LANES >> 4) * 8), True)
                         mma(dk[warp, 2 * ob2], ad, b[0], b[1])
                         mma(dk[warp, 2 * ob2 + 1], ad, b[2], b[3])
             dst_all.append(dpt)
@@ -301,8 +303,8 @@ def dq_cta(p, w, D, BM, BN, bx, h, s):
     NW = BM // 16
     THREADS = NW * 32
     NB, OB = BN // 8, D // 8
-    sQ, sdO, sK, sV = 0, BM * D, 2 * BM * D, 2 * BM * D + BN * D
-    smem = np.full(2 * BM * D + 2 * BN * D, np.nan)
+    sQ, sdO, sK, sV = 0, BM * D, 2 * BM * D, 2 * BM * D + 2 * BN * D  # sK, sV [2][BN][D]
+    smem = np.full(2 * BM * D + 4 * BN * D, np.nan)
     r0 = bx * BM
     sb = seq_block(p, s, p["Mkv"])
     if sb is None or r0 >= sb[2]:
@@ -323,8 +325,9 @@ def dq_cta(p, w, D, BM, BN, bx, h, s):
     dq = np.zeros((NW, OB, 32, 4))
     for it in range(n_tiles):
         n0 = n_begin + it * BN
-        load_tile(smem, sK, p["k"], D, BN, THREADS, k_off + n0 * p["k_sm"], p["k_sm"], lk - n0, p["K"])
-        load_tile(smem, sV, p["v"], D, BN, THREADS, v_off + n0 * p["v_sm"], p["v_sm"], lk - n0, p["Kv"])
+        sKc, sVc = sK + (it & 1) * BN * D, sV + (it & 1) * BN * D
+        load_tile(smem, sKc, p["k"], D, BN, THREADS, k_off + n0 * p["k_sm"], p["k_sm"], lk - n0, p["K"])
+        load_tile(smem, sVc, p["v"], D, BN, THREADS, v_off + n0 * p["v_sm"], p["v_sm"], lk - n0, p["Kv"])
         need_mask = n0 + BN > lk or r0 + BM > lq or not band.inside(r0, r0 + BM - 1, n0, n0 + BN - 1)
         for warp in range(NW):
             wrow = warp * 16
@@ -337,13 +340,13 @@ def dq_cta(p, w, D, BM, BN, bx, h, s):
                 if kk < k_steps:
                     a = ldsm_x4(smem, sQ + swz(D, wrow + (LANES & 15), kk * 16 + (LANES >> 4) * 8), False)
                     for nb2 in range(NB // 2):
-                        b = ldsm_x4(smem, sK + swz(D, nb2 * 16 + key_lo, col), False)
+                        b = ldsm_x4(smem, sKc + swz(D, nb2 * 16 + key_lo, col), False)
                         mma(sc[2 * nb2], a, b[0], b[1])
                         mma(sc[2 * nb2 + 1], a, b[2], b[3])
                 if kk < v_steps:
                     a = ldsm_x4(smem, sdO + swz(D, wrow + (LANES & 15), kk * 16 + (LANES >> 4) * 8), False)
                     for nb2 in range(NB // 2):
-                        b = ldsm_x4(smem, sV + swz(D, nb2 * 16 + key_lo, col), False)
+                        b = ldsm_x4(smem, sVc + swz(D, nb2 * 16 + key_lo, col), False)
                         mma(dp[2 * nb2], a, b[0], b[1])
                         mma(dp[2 * nb2 + 1], a, b[2], b[3])
             for nb in range(NB):
@@ -356,7 +359,7 @@ def dq_cta(p, w, D, BM, BN, bx, h, s):
                 key = kk * 16 + (LANES & 7) + ((LANES >> 3) & 1) * 8
                 for ob2 in range(OB // 2):
                     if ob2 < k_steps:
-                        b = ldsm_x4(smem, sK + swz(D, key, ob2 * 16 + (LANES >> 4) * 8), True)
+                        b = ldsm_x4(smem, sKc + swz(D, key, ob2 * 16 + (LANES >> 4) * 8), True)
                         mma(dq[warp, 2 * ob2], a, b[0], b[1])
                         mma(dq[warp, 2 * ob2 + 1], a, b[2], b[3])
     for warp in range(NW):

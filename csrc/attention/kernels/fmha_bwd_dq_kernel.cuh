@@ -18,10 +18,10 @@ namespace mslk::attention::bwd_detail {
 template <int D, int BM, int BN>
 struct DqTile {
   static constexpr int kThreads = BM / 16 * 32;
-  // sQ, sdO [BM][D]; sK, sV [BN][D]
+  // sQ, sdO [BM][D]; sK, sV [2][BN][D] (double-buffered)
   template <typename T>
   static constexpr size_t smem_bytes() {
-    return size_t(2 * BM * D + 2 * BN * D) * sizeof(T);
+    return size_t(2 * BM * D + 4 * BN * D) * sizeof(T);
   }
 };
 
@@ -36,8 +36,8 @@ __global__ void __launch_bounds__(DqTile<D, BM, BN>::kThreads)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sdO = sQ + BM * D;
-  T* sK = sdO + BM * D;
-  T* sV = sK + BN * D;
+  T* sK = sdO + BM * D;     // [2][BN][D]
+  T* sV = sK + 2 * BN * D;  // [2][BN][D]
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const int h = blockIdx.y, s = blockIdx.z;
@@ -60,8 +60,17 @@ __global__ void __launch_bounds__(DqTile<D, BM, BN>::kThreads)
   const int64_t do_off = int64_t(sb.bq) * p.do_sb + int64_t(sb.q0 + r0) * p.do_sm + int64_t(h) * p.do_sh;
   const int64_t k_off = int64_t(sb.bq) * p.k_sb + int64_t(sb.k0) * p.k_sm + int64_t(h) * p.k_sh;
   const int64_t v_off = int64_t(sb.bq) * p.v_sb + int64_t(sb.k0) * p.v_sm + int64_t(h) * p.v_sh;
+  // Key tile it goes to buffer it & 1; tile it + 1 is fetched while tile it is computed.
+  auto load_kv = [&](int it) {
+    const int n0 = n_begin + it * BN;
+    T* dst_k = sK + (it & 1) * BN * D;
+    T* dst_v = sV + (it & 1) * BN * D;
+    load_tile<T, D, BN, THREADS>(dst_k, k, k_off + int64_t(n0) * p.k_sm, p.k_sm, sb.lk - n0, p.K, tid);
+    load_tile<T, D, BN, THREADS>(dst_v, v, v_off + int64_t(n0) * p.v_sm, p.v_sm, sb.lk - n0, p.Kv, tid);
+  };
   load_tile<T, D, BM, THREADS>(sQ, q, q_off, p.q_sm, sb.lq - r0, p.K, tid);
   load_tile<T, D, BM, THREADS>(sdO, dout, do_off, p.do_sm, sb.lq - r0, p.Kv, tid);
+  if (n_tiles > 0) load_kv(0);
   cp_async_commit();
 
   const int wrow = warp * 16;  // first tile row of this warp
@@ -79,11 +88,12 @@ __global__ void __launch_bounds__(DqTile<D, BM, BN>::kThreads)
 
   for (int it = 0; it < n_tiles; ++it) {
     const int n0 = n_begin + it * BN;
-    __syncthreads();  // every warp is done with the previous K / V tile
-    load_tile<T, D, BN, THREADS>(sK, k, k_off + int64_t(n0) * p.k_sm, p.k_sm, sb.lk - n0, p.K, tid);
-    load_tile<T, D, BN, THREADS>(sV, v, v_off + int64_t(n0) * p.v_sm, p.v_sm, sb.lk - n0, p.Kv, tid);
-    cp_async_commit();
-    cp_async_wait<0>();
+    const T* sKc = sK + (it & 1) * BN * D;
+    const T* sVc = sV + (it & 1) * BN * D;
+    __syncthreads();  // every warp is done with tile it - 1 (the buffer tile it + 1 goes to)
+    if (it + 1 < n_tiles) load_kv(it + 1);
+    cp_async_commit();   // possibly empty: keeps the group count uniform
+    cp_async_wait<1>();  // tile it (and Q, dO) landed; tile it + 1 may be in flight
     __syncthreads();
 
     // ---- S = Q K^T and dP = dO V^T for this warp's 16 rows x BN keys
@@ -95,8 +105,8 @@ __global__ void __launch_bounds__(DqTile<D, BM, BN>::kThreads)
     }
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      if (kk < k_steps) mma_rows_rows<T, D, NB>(sc, sQ, wrow, sK, kk, lane);
-      if (kk < v_steps) mma_rows_rows<T, D, NB>(dp, sdO, wrow, sV, kk, lane);
+      if (kk < k_steps) mma_rows_rows<T, D, NB>(sc, sQ, wrow, sKc, kk, lane);
+      if (kk < v_steps) mma_rows_rows<T, D, NB>(dp, sdO, wrow, sVc, kk, lane);
     }
 
     // ---- dS (into dp); element e of n-block nb: row wrow + g + (e >> 1) * 8, key nb * 8 + 2 * t4 + (e & 1)
@@ -119,7 +129,7 @@ __global__ void __launch_bounds__(DqTile<D, BM, BN>::kThreads)
       const int key = trans_row(kk, lane);
 #pragma unroll
       for (int ob2 = 0; ob2 < OB / 2; ++ob2) {
-        if (ob2 < k_steps) mma_a_trans<T, D>(dq[2 * ob2], dq[2 * ob2 + 1], a, sK, key, ob2 * 16, lane);
+        if (ob2 < k_steps) mma_a_trans<T, D>(dq[2 * ob2], dq[2 * ob2 + 1], a, sKc, key, ob2 * 16, lane);
       }
     }
   }

@@ -27,10 +27,10 @@ template <int D, int BN, int BM, int WN>
 struct MainTile {
   static constexpr int kWarps = BN / 16 * WN;
   static constexpr int kThreads = kWarps * 32;
-  // sK, sV [BN][D]; sQ, sdO [BM][D]; sdS [BN][BM] (elements); sL, sDs [BM] (floats)
+  // sK, sV [BN][D]; sQ, sdO [2][BM][D] (double-buffered); sdS [BN][BM] (elements); sL, sDs [BM] (floats)
   template <typename T>
   static constexpr size_t smem_bytes() {
-    return size_t(2 * BN * D + 2 * BM * D + BN * BM) * sizeof(T) + 2 * BM * sizeof(float);
+    return size_t(2 * BN * D + 4 * BM * D + BN * BM) * sizeof(T) + 2 * BM * sizeof(float);
   }
 };
 
@@ -50,9 +50,9 @@ __global__ void __launch_bounds__(MainTile<D, BN, BM, WN>::kThreads)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sK = reinterpret_cast<T*>(smem_raw);
   T* sV = sK + BN * D;
-  T* sQ = sV + BN * D;
-  T* sdO = sQ + BM * D;
-  T* sdS = sdO + BM * D;  // [BN][BM], swizzled with row width BM
+  T* sQ = sV + BN * D;      // [2][BM][D]
+  T* sdO = sQ + 2 * BM * D;  // [2][BM][D]
+  T* sdS = sdO + 2 * BM * D; // [BN][BM], swizzled with row width BM
   float* sL = reinterpret_cast<float*>(sdS + BN * BM);
   float* sDs = sL + BM;
 
@@ -78,8 +78,17 @@ __global__ void __launch_bounds__(MainTile<D, BN, BM, WN>::kThreads)
   const int64_t do_off = int64_t(sb.bq) * p.do_sb + int64_t(sb.q0) * p.do_sm + int64_t(h) * p.do_sh;
   const int64_t k_off = int64_t(sb.bq) * p.k_sb + int64_t(sb.k0 + n0) * p.k_sm + int64_t(h) * p.k_sh;
   const int64_t v_off = int64_t(sb.bq) * p.v_sb + int64_t(sb.k0 + n0) * p.v_sm + int64_t(h) * p.v_sh;
+  // Query tile it goes to buffer it & 1; tile it + 1 is fetched while tile it is computed.
+  auto load_q_do = [&](int it) {
+    const int m0 = m_begin + it * BM;
+    T* dst_q = sQ + (it & 1) * BM * D;
+    T* dst_do = sdO + (it & 1) * BM * D;
+    load_tile<T, D, BM, THREADS>(dst_q, q, q_off + int64_t(m0) * p.q_sm, p.q_sm, sb.lq - m0, p.K, tid);
+    load_tile<T, D, BM, THREADS>(dst_do, dout, do_off + int64_t(m0) * p.do_sm, p.do_sm, sb.lq - m0, p.Kv, tid);
+  };
   load_tile<T, D, BN, THREADS>(sK, k, k_off, p.k_sm, sb.lk - n0, p.K, tid);
   load_tile<T, D, BN, THREADS>(sV, v, v_off, p.v_sm, sb.lk - n0, p.Kv, tid);
+  if (m_tiles > 0) load_q_do(0);
   cp_async_commit();
 
   float dk[OBW][4], dv[OBW][4];
@@ -96,15 +105,16 @@ __global__ void __launch_bounds__(MainTile<D, BN, BM, WN>::kThreads)
 
   for (int it = 0; it < m_tiles; ++it) {
     const int m0 = m_begin + it * BM;
-    __syncthreads();  // every warp is done with the previous query tile's shared memory
-    load_tile<T, D, BM, THREADS>(sQ, q, q_off + int64_t(m0) * p.q_sm, p.q_sm, sb.lq - m0, p.K, tid);
-    load_tile<T, D, BM, THREADS>(sdO, dout, do_off + int64_t(m0) * p.do_sm, p.do_sm, sb.lq - m0, p.Kv, tid);
-    cp_async_commit();
+    const T* sQc = sQ + (it & 1) * BM * D;
+    const T* sdOc = sdO + (it & 1) * BM * D;
+    __syncthreads();  // every warp is done with tile it - 1 (its buffer, sdS, sL, sDs)
+    if (it + 1 < m_tiles) load_q_do(it + 1);
+    cp_async_commit();  // possibly empty: keeps the group count uniform
     for (int r = tid; r < BM; r += THREADS) {
       sL[r] = row_lse2(p, sb, h, m0 + r);
       sDs[r] = row_dsum(p, w.dsum, sb, h, m0 + r);
     }
-    cp_async_wait<0>();
+    cp_async_wait<1>();  // tile it (and K, V) landed; tile it + 1 may be in flight
     __syncthreads();
 
     // ---- S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x BM queries
@@ -116,8 +126,8 @@ __global__ void __launch_bounds__(MainTile<D, BN, BM, WN>::kThreads)
     }
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      if (kk < k_steps) mma_rows_rows<T, D, QB>(st, sK, krow, sQ, kk, lane);
-      if (kk < v_steps) mma_rows_rows<T, D, QB>(dpt, sV, krow, sdO, kk, lane);
+      if (kk < k_steps) mma_rows_rows<T, D, QB>(st, sK, krow, sQc, kk, lane);
+      if (kk < v_steps) mma_rows_rows<T, D, QB>(dpt, sV, krow, sdOc, kk, lane);
     }
 
     // ---- Z^T (into st) and dS^T (into dpt); element e of n-block nb: key row krow + g + (e >> 1) * 8,
@@ -143,8 +153,8 @@ __global__ void __launch_bounds__(MainTile<D, BN, BM, WN>::kThreads)
 #pragma unroll
       for (int ob2 = 0; ob2 < OBW / 2; ++ob2) {
         const int c = col0 + ob2 * 16;
-        if (c < p.Kv) mma_a_trans<T, D>(dv[2 * ob2], dv[2 * ob2 + 1], az, sdO, qr, c, lane);
-        if (c < p.K) mma_a_trans<T, D>(dk[2 * ob2], dk[2 * ob2 + 1], ad, sQ, qr, c, lane);
+        if (c < p.Kv) mma_a_trans<T, D>(dv[2 * ob2], dv[2 * ob2 + 1], az, sdOc, qr, c, lane);
+        if (c < p.K) mma_a_trans<T, D>(dk[2 * ob2], dk[2 * ob2 + 1], ad, sQc, qr, c, lane);
       }
     }
 
@@ -187,8 +197,13 @@ __global__ void __launch_bounds__(MainTile<D, BN, BM, WN>::kThreads)
           for (int ob = 0; ob < DQB; ++ob) {
             const int c = qc0 + ob * 8 + 2 * t4;
             if (c < p.K) {
+#if __CUDA_ARCH__ >= 900
+              // one 8-byte reduction per pair (c even, K a multiple of 8: aligned)
+              atomicAdd(reinterpret_cast<float2*>(acc + c), make_float2(dq[ob][2 * rr], dq[ob][2 * rr + 1]));
+#else
               atomicAdd(acc + c, dq[ob][2 * rr]);
               atomicAdd(acc + c + 1, dq[ob][2 * rr + 1]);
+#endif
             }
           }
         }

@@ -108,6 +108,7 @@ bool fmha_bwd_supports(const FmhaBwdParams& p) {
   if (p.is_bf16 != 0 && p.is_bf16 != 1) return false;
   if (p.K <= 0 || p.Kv <= 0 || p.K % 8 != 0 || p.Kv % 8 != 0 || p.K > 256 || p.Kv > 256) return false;
   if (p.B < 0 || p.H < 0 || p.Mq < 0 || p.Mkv < 0) return false;
+  if (p.H > 65535 || p.num_seqs > 65535) return false;  // grid y / z
   if (p.mask_kind < kMaskNone || p.mask_kind > kMaskLocalBottomRight) return false;
   if (p.seqstart_q != nullptr && (p.B != 1 || p.seqstart_k == nullptr)) return false;
   if (p.dropout.p < 0.f || p.dropout.p >= 1.f) return false;

@@ -24,6 +24,25 @@ __device__ __forceinline__ float row_dsum(const FmhaBwdParams& p, const float* d
   return i < sb.lq ? dsum[(int64_t(sb.bq) * p.H + h) * p.Mq + sb.q0 + i] : 0.f;
 }
 
+// The two score-shaped products of a tile, 16 rows x 8 * NB columns per warp: s = A_s B_s^T over the
+// first k_steps 16-wide steps of D (Q and K hold data there), dp = A_dp B_dp^T over v_steps (V, dO).
+// A rows [a_row, + 16) of sAs / sAdp; B rows [0, 8 * NB) of sBs / sBdp.
+template <typename T, int D, int NB>
+__device__ __forceinline__ void scores_and_dp(float (&s)[NB][4], float (&dp)[NB][4], const T* sAs, const T* sBs,
+                                              const T* sAdp, const T* sBdp, int a_row, int k_steps, int v_steps,
+                                              int lane) {
+#pragma unroll
+  for (int i = 0; i < NB; ++i) {
+    s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+    dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.f;
+  }
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    if (kk < k_steps) mma_rows_rows<T, D, NB>(s, sAs, a_row, sBs, kk, lane);
+    if (kk < v_steps) mma_rows_rows<T, D, NB>(dp, sAdp, a_row, sBdp, kk, lane);
+  }
+}
+
 // Element (query i, key j) of the block (both block-relative): on entry s = (Q K^T)[i, j] and
 // dp = (dO V^T)[i, j]; on exit s = Z = P * keep / (1 - p_drop) (the operand of dV = Z^T dO) and
 // dp = dS = P * (dp * keep / (1 - p_drop) - D_i) (the operand of dQ and dK).

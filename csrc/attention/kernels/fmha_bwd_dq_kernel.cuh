@@ -98,16 +98,7 @@ __global__ void __launch_bounds__(DqTile<D, BM, BN>::kThreads)
 
     // ---- S = Q K^T and dP = dO V^T for this warp's 16 rows x BN keys
     float sc[NB][4], dp[NB][4];
-#pragma unroll
-    for (int i = 0; i < NB; ++i) {
-      sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
-      dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.f;
-    }
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      if (kk < k_steps) mma_rows_rows<T, D, NB>(sc, sQ, wrow, sKc, kk, lane);
-      if (kk < v_steps) mma_rows_rows<T, D, NB>(dp, sdO, wrow, sVc, kk, lane);
-    }
+    scores_and_dp<T, D, NB>(sc, dp, sQ, sKc, sdO, sVc, wrow, k_steps, v_steps, lane);
 
     // ---- dS (into dp); element e of n-block nb: row wrow + g + (e >> 1) * 8, key nb * 8 + 2 * t4 + (e & 1)
     const bool need_mask =

@@ -119,16 +119,7 @@ __global__ void __launch_bounds__(MainTile<D, BN, BM, WN>::kThreads)
 
     // ---- S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x BM queries
     float st[QB][4], dpt[QB][4];
-#pragma unroll
-    for (int i = 0; i < QB; ++i) {
-      st[i][0] = st[i][1] = st[i][2] = st[i][3] = 0.f;
-      dpt[i][0] = dpt[i][1] = dpt[i][2] = dpt[i][3] = 0.f;
-    }
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      if (kk < k_steps) mma_rows_rows<T, D, QB>(st, sK, krow, sQc, kk, lane);
-      if (kk < v_steps) mma_rows_rows<T, D, QB>(dpt, sV, krow, sdOc, kk, lane);
-    }
+    scores_and_dp<T, D, QB>(st, dpt, sK, sQc, sV, sdOc, krow, k_steps, v_steps, lane);
 
     // ---- Z^T (into st) and dS^T (into dpt); element e of n-block nb: key row krow + g + (e >> 1) * 8,
     // query column nb * 8 + 2 * t4 + (e & 1)

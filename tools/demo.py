@@ -65,6 +65,16 @@ parts = [fmha.memory_efficient_attention_partial(q, kc, vc) for kc, vc in zip(k.
 merged, _ = fmha.merge_attentions([p[0] for p in parts], [p[1] for p in parts])
 full = fmha.memory_efficient_attention(q, k, v)
 print(f"merge_attentions of 2 K/V chunks vs attention over all keys: rel err {rel_err(merged, full):.2e}")
+# Training: gradients of memory_efficient_attention against float64 autograd of SDPA.
+qg, kg, vg = (x.detach().requires_grad_() for x in (q, k, v))
+dout = torch.randn_like(q)
+grads = torch.autograd.grad(fmha.memory_efficient_attention(qg, kg, vg, attn_bias=fmha.LowerTriangularMask()),
+                            (qg, kg, vg), dout)
+q64, k64, v64 = (x.detach().double().transpose(1, 2).requires_grad_() for x in (q, k, v))
+ref64 = torch.nn.functional.scaled_dot_product_attention(q64, k64, v64, is_causal=True)
+refs = torch.autograd.grad(ref64, (q64, k64, v64), dout.double().transpose(1, 2))
+print("memory_efficient_attention backward: rel err of dq, dk, dv vs float64 SDPA " +
+      ", ".join(f"{rel_err(g, r.transpose(1, 2)):.2e}" for g, r in zip(grads, refs)))
 
 # 4. MoE routing pieces: route, gather (scaled by the router score), scatter back.
 import mslk.moe  # noqa: E402

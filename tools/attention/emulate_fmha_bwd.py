@@ -169,13 +169,14 @@ def bwd_element(p, sb, h, band, need_mask, i, j, lse2, dsum, s, dp):
 def main_cta(p, w, D, BN, BM, WN, bx, h, s):
     NWARPS = BN // 16 * WN
     THREADS = NWARPS * 32
-    QB, OBW, RB = BM // 8, D // 8 // WN, BM // 16
+    QB, OBW, RB = BM // 8 // WN, D // 8 // WN, BM // 16
     CG = NWARPS // RB
     DQB = D // 8 // CG
     sK, sV = 0, BN * D
     sQ, sdO = 2 * BN * D, 2 * BN * D + 2 * BM * D  # [2][BM][D] each: tile it in buffer it & 1
-    sdS = sdO + 2 * BM * D
-    smem = np.full(2 * BN * D + 4 * BM * D + BN * BM, np.nan)
+    sZ = sdO + 2 * BM * D
+    sdS = sZ + BN * BM
+    smem = np.full(2 * BN * D + 4 * BM * D + 2 * BN * BM, np.nan)
     sL, sDs = np.full(BM, np.nan), np.full(BM, np.nan)
     n0 = bx * BN
     sb = seq_block(p, s, p["Mkv"])
@@ -206,10 +207,10 @@ def main_cta(p, w, D, BN, BM, WN, bx, h, s):
             sL[r] = row_lse2(p, sb, h, m0 + r)
             sDs[r] = row_dsum(p, w["dsum"], sb, h, m0 + r)
         need_mask = n0 + BN > lk or m0 + BM > lq or not band.inside(m0, m0 + BM - 1, n0, n0 + BN - 1)
-        dst_all = []
-        for warp in range(NWARPS):
+        smem[sZ:sZ + 2 * BN * BM] = np.nan  # what the previous tile left must not be read
+        for warp in range(NWARPS):  # scores of the warp's query columns, Z^T / dS^T to shared memory
             kb, cpart = warp // WN, warp % WN
-            krow, col0 = kb * 16, cpart * (D // WN)
+            krow, cq0 = kb * 16, cpart * (BM // WN)
             st, dpt = np.zeros((QB, 32, 4)), np.zeros((QB, 32, 4))
             for kk in range(D // 16):
                 qr_cols = kk * 16 + ((LANES >> 3) & 1) * 8
@@ -217,24 +218,32 @@ def main_cta(p, w, D, BN, BM, WN, bx, h, s):
                     a = ldsm_x4(smem, sK + swz(D, krow + (LANES & 15), kk * 16 + (LANES >> 4) * 8), False)
                     for nb2 in range(QB // 2):
                         qr = nb2 * 16 + (LANES & 7) + ((LANES >> 4) << 3)
-                        b = ldsm_x4(smem, sQc + swz(D, qr, qr_cols), False)
+                        b = ldsm_x4(smem, sQc + cq0 * D + swz(D, qr, qr_cols), False)
                         mma(st[2 * nb2], a, b[0], b[1])
                         mma(st[2 * nb2 + 1], a, b[2], b[3])
                 if kk < v_steps:
                     a = ldsm_x4(smem, sV + swz(D, krow + (LANES & 15), kk * 16 + (LANES >> 4) * 8), False)
                     for nb2 in range(QB // 2):
                         qr = nb2 * 16 + (LANES & 7) + ((LANES >> 4) << 3)
-                        b = ldsm_x4(smem, sdOc + swz(D, qr, qr_cols), False)
+                        b = ldsm_x4(smem, sdOc + cq0 * D + swz(D, qr, qr_cols), False)
                         mma(dpt[2 * nb2], a, b[0], b[1])
                         mma(dpt[2 * nb2 + 1], a, b[2], b[3])
             for nb in range(QB):
                 for e in range(4):
-                    r = nb * 8 + 2 * T4 + (e & 1)
+                    r = cq0 + nb * 8 + 2 * T4 + (e & 1)
                     st[nb][:, e], dpt[nb][:, e] = bwd_element(p, sb, h, band, need_mask, m0 + r,
                                                               n0 + krow + G + (e >> 1) * 8, sL[r], sDs[r],
                                                               st[nb][:, e], dpt[nb][:, e])
+                for rr in range(2):
+                    o = swz(BM, krow + G + rr * 8, cq0 + nb * 8 + 2 * T4)
+                    smem[sZ + o], smem[sZ + o + 1] = st[nb][:, 2 * rr], st[nb][:, 2 * rr + 1]
+                    smem[sdS + o], smem[sdS + o + 1] = dpt[nb][:, 2 * rr], dpt[nb][:, 2 * rr + 1]
+        for warp in range(NWARPS):  # after the barrier: dV, dK over all BM queries
+            kb, cpart = warp // WN, warp % WN
+            krow, col0 = kb * 16, cpart * (D // WN)
             for kk in range(BM // 16):
-                az, ad = acc_to_a(st, kk), acc_to_a(dpt, kk)
+                ao = swz(BM, krow + (LANES & 15), kk * 16 + (LANES >> 4) * 8)
+                az, ad = ldsm_x4(smem, sZ + ao, False), ldsm_x4(smem, sdS + ao, False)
                 qr = kk * 16 + (LANES & 7) + ((LANES >> 3) & 1) * 8
                 for ob2 in range(OBW // 2):
                     c = col0 + ob2 * 16
@@ -246,16 +255,7 @@ def main_cta(p, w, D, BN, BM, WN, bx, h, s):
                         b = ldsm_x4(smem, sQc + swz(D, qr, c + (LANES >> 4) * 8), True)
                         mma(dk[warp, 2 * ob2], ad, b[0], b[1])
                         mma(dk[warp, 2 * ob2 + 1], ad, b[2], b[3])
-            dst_all.append(dpt)
         if w["dq_accum"] is not None:
-            smem[sdS:sdS + BN * BM] = np.nan  # what the previous tile left must not be read
-            for warp in range(NWARPS):
-                kb, cpart = warp // WN, warp % WN
-                if cpart == 0:
-                    for nb in range(QB):
-                        for rr in range(2):
-                            a = sdS + swz(BM, kb * 16 + G + rr * 8, nb * 8 + 2 * T4)
-                            smem[a], smem[a + 1] = dst_all[warp][nb][:, 2 * rr], dst_all[warp][nb][:, 2 * rr + 1]
             for warp in range(NWARPS):
                 rb, qc0 = warp % RB, (warp // RB) * (D // CG)
                 dq = np.zeros((DQB, 32, 4))
@@ -419,7 +419,7 @@ def run_case(rng, B, Mq, Mkv, H, K, Kv, kind, wl, wr, varlen=None, seqlen_k=None
              deterministic=False, D=None, BN=None, BM=64, WN=None, BN_DQ=None):
     d_ = max(K, Kv)
     D = D or (64 if d_ <= 64 else 128 if d_ <= 128 else 256)
-    cfg = {64: (128, 1, 64), 128: (64, 2, 64), 256: (32, 4, 32)}[D]  # fmha_bwd_launch.cuh Cfg
+    cfg = {64: (128, 1, 64), 128: (64, 2, 64), 256: (64, 2, 32)}[D]  # fmha_bwd_launch.cuh Cfg
     BN, WN, BN_DQ = BN or cfg[0], WN or cfg[1], BN_DQ or cfg[2]
     scale = 0.37
     q = rng.standard_normal((B, Mq, H, K))
@@ -514,6 +514,7 @@ def cases():
              seqlen_k=[30, 3, 32], bias=True, dropout=0.25, deterministic=True, **small),
         dict(B=2, Mq=40, Mkv=70, H=1, K=64, Kv=40, kind=0, wl=-1, wr=-1, seqlen_k=[33, 70], **small),
         dict(B=1, Mq=150, Mkv=140, H=1, K=64, Kv=64, kind=2, wl=-1, wr=-1, BN=64, BM=64, WN=1, BN_DQ=32),
+        dict(B=1, Mq=90, Mkv=70, H=1, K=64, Kv=56, kind=3, wl=9, wr=4, dropout=0.2, BN=32, BM=64, WN=4, BN_DQ=16),
         # the real tile shapes
         dict(B=1, Mq=70, Mkv=150, H=1, K=64, Kv=64, kind=2, wl=-1, wr=-1, dropout=0.1),
         dict(B=1, Mq=70, Mkv=75, H=1, K=96, Kv=128, kind=0, wl=-1, wr=-1, deterministic=True),

@@ -2,17 +2,18 @@
 // and, in atomic mode, the dQ sums.
 //
 // One CTA per (key tile of BN keys, head, sequence) keeps its K and V tiles in shared memory and
-// walks the query tiles of BM rows that the mask lets see them. Warp w owns keys
-// [16 * (w / WN), + 16) and dK / dV columns [(w % WN) * D / WN, + D / WN): with WN > 1 the warps of
-// one key block recompute the same transposed scores, which keeps the dK / dV accumulators of
-// large head dims within the register file. Per query tile, in registers:
-//   S^T = K Q^T, dP^T = V dO^T  (transposed, so that Z^T and dS^T come out in the mma accumulator
-//                                layout and feed dV += Z^T dO and dK += dS^T Q as A operands
-//                                without a trip through shared memory),
-//   Z^T, dS^T from the LSE and D rows (fmha_bwd_device.cuh).
-// dQ = dS K needs dS with queries as rows: dS^T goes to shared memory in the input dtype and is read
-// back with ldmatrix.trans; the tile's contribution is added to the float32 sums with atomics.
-// Deterministic mode skips that phase (fmha_bwd_dq_kernel.cuh computes dQ).
+// walks the query tiles of BM rows that the mask lets see them. Warp w works on keys
+// [16 * (w / WN), + 16); the WN warps of one key block split the rest two ways:
+//   S^T = K Q^T, dP^T = V dO^T  for query columns [(w % WN) * BM / WN, + BM / WN) (transposed, so
+//                               that Z^T and dS^T come out with keys as rows), then Z^T and dS^T from
+//                               the LSE and D rows (fmha_bwd_device.cuh), stored to shared memory
+//                               in the input dtype;
+//   dV += Z^T dO, dK += dS^T Q  for dK / dV columns [(w % WN) * D / WN, + D / WN), the A operands
+//                               read back over all BM queries.
+// The column split keeps the dK / dV accumulators of large head dims within the register file
+// without recomputing the scores. dQ = dS K needs dS with queries as rows: dS^T is read back with
+// ldmatrix.trans; the tile's contribution is added to the float32 sums with atomics. Deterministic
+// mode skips that phase (fmha_bwd_dq_kernel.cuh computes dQ).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -27,10 +28,11 @@ template <int D, int BN, int BM, int WN>
 struct MainTile {
   static constexpr int kWarps = BN / 16 * WN;
   static constexpr int kThreads = kWarps * 32;
-  // sK, sV [BN][D]; sQ, sdO [2][BM][D] (double-buffered); sdS [BN][BM] (elements); sL, sDs [BM] (floats)
+  // sK, sV [BN][D]; sQ, sdO [2][BM][D] (double-buffered); sZ, sdS [BN][BM] (elements); sL, sDs [BM]
+  // (floats)
   template <typename T>
   static constexpr size_t smem_bytes() {
-    return size_t(2 * BN * D + 4 * BM * D + BN * BM) * sizeof(T) + 2 * BM * sizeof(float);
+    return size_t(2 * BN * D + 4 * BM * D + 2 * BN * BM) * sizeof(T) + 2 * BM * sizeof(float);
   }
 };
 
@@ -39,12 +41,12 @@ __global__ void __launch_bounds__(MainTile<D, BN, BM, WN>::kThreads)
     fmha_bwd_kernel(const FmhaBwdParams p, const FmhaBwdScratch w) {
   constexpr int THREADS = MainTile<D, BN, BM, WN>::kThreads;
   constexpr int NWARPS = THREADS / 32;
-  constexpr int QB = BM / 8;       // query n-blocks of the transposed scores
+  constexpr int QB = BM / 8 / WN;  // query n-blocks of the transposed scores per warp
   constexpr int OBW = D / 8 / WN;  // dK / dV n-blocks per warp
   constexpr int RB = BM / 16;      // dQ phase: 16-row blocks of the query tile ...
   constexpr int CG = NWARPS / RB;  // ... times column groups of D / CG
   constexpr int DQB = D / 8 / CG;  // dQ n-blocks per warp
-  static_assert(D % 64 == 0 && BN % 16 == 0 && BM % 64 == 0 && OBW % 2 == 0, "tile shape");
+  static_assert(D % 64 == 0 && BN % 16 == 0 && BM % 64 == 0 && OBW % 2 == 0 && QB % 2 == 0, "tile shape");
   static_assert(NWARPS % RB == 0 && DQB % 2 == 0, "dQ warp layout");
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -52,7 +54,8 @@ __global__ void __launch_bounds__(MainTile<D, BN, BM, WN>::kThreads)
   T* sV = sK + BN * D;
   T* sQ = sV + BN * D;      // [2][BM][D]
   T* sdO = sQ + 2 * BM * D;  // [2][BM][D]
-  T* sdS = sdO + 2 * BM * D; // [BN][BM], swizzled with row width BM
+  T* sZ = sdO + 2 * BM * D;  // Z^T [BN][BM], swizzled with row width BM
+  T* sdS = sZ + BN * BM;     // dS^T [BN][BM], likewise
   float* sL = reinterpret_cast<float*>(sdS + BN * BM);
   float* sDs = sL + BM;
 
@@ -101,13 +104,14 @@ __global__ void __launch_bounds__(MainTile<D, BN, BM, WN>::kThreads)
   const int v_steps = (p.Kv + 15) / 16;  // ... that hold V/dO data
   const int krow = kb * 16;              // first key row of this warp in the tile
   const int col0 = cpart * (D / WN);     // first dK / dV column of this warp
+  const int cq0 = cpart * (BM / WN);     // first score column (query) of this warp
   const bool atomic_dq = w.dq_accum != nullptr;
 
   for (int it = 0; it < m_tiles; ++it) {
     const int m0 = m_begin + it * BM;
     const T* sQc = sQ + (it & 1) * BM * D;
     const T* sdOc = sdO + (it & 1) * BM * D;
-    __syncthreads();  // every warp is done with tile it - 1 (its buffer, sdS, sL, sDs)
+    __syncthreads();  // every warp is done with tile it - 1 (its buffer, sZ, sdS, sL, sDs)
     if (it + 1 < m_tiles) load_q_do(it + 1);
     cp_async_commit();  // possibly empty: keeps the group count uniform
     for (int r = tid; r < BM; r += THREADS) {
@@ -117,29 +121,41 @@ __global__ void __launch_bounds__(MainTile<D, BN, BM, WN>::kThreads)
     cp_async_wait<1>();  // tile it (and K, V) landed; tile it + 1 may be in flight
     __syncthreads();
 
-    // ---- S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x BM queries
-    float st[QB][4], dpt[QB][4];
-    scores_and_dp<T, D, QB>(st, dpt, sK, sQc, sV, sdOc, krow, k_steps, v_steps, lane);
+    {
+      // ---- S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x BM / WN queries (the query
+      // rows start at cq0, a multiple of 8, so the swizzle of the offset tile is unchanged)
+      float st[QB][4], dpt[QB][4];
+      scores_and_dp<T, D, QB>(st, dpt, sK, sQc + cq0 * D, sV, sdOc + cq0 * D, krow, k_steps, v_steps, lane);
 
-    // ---- Z^T (into st) and dS^T (into dpt); element e of n-block nb: key row krow + g + (e >> 1) * 8,
-    // query column nb * 8 + 2 * t4 + (e & 1)
-    const bool need_mask = n0 + BN > sb.lk || m0 + BM > sb.lq || !band.inside(m0, m0 + BM - 1, n0, n0 + BN - 1);
+      // ---- Z^T and dS^T to shared memory; element e of n-block nb: key row krow + g + (e >> 1) * 8,
+      // query column cq0 + nb * 8 + 2 * t4 + (e & 1)
+      const bool need_mask =
+          n0 + BN > sb.lk || m0 + BM > sb.lq || !band.inside(m0, m0 + BM - 1, n0, n0 + BN - 1);
 #pragma unroll
-    for (int nb = 0; nb < QB; ++nb) {
+      for (int nb = 0; nb < QB; ++nb) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = nb * 8 + 2 * t4 + (e & 1);
-        bwd_element<T>(p, sb, h, band, need_mask, m0 + r, n0 + krow + g + (e >> 1) * 8, sL[r], sDs[r], st[nb][e],
-                       dpt[nb][e]);
+        for (int e = 0; e < 4; ++e) {
+          const int r = cq0 + nb * 8 + 2 * t4 + (e & 1);
+          bwd_element<T>(p, sb, h, band, need_mask, m0 + r, n0 + krow + g + (e >> 1) * 8, sL[r], sDs[r],
+                         st[nb][e], dpt[nb][e]);
+        }
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const int o = swz<BM>(krow + g + rr * 8, cq0 + nb * 8 + 2 * t4);
+          *reinterpret_cast<uint32_t*>(sZ + o) = Traits<T>::pack(st[nb][2 * rr], st[nb][2 * rr + 1]);
+          *reinterpret_cast<uint32_t*>(sdS + o) = Traits<T>::pack(dpt[nb][2 * rr], dpt[nb][2 * rr + 1]);
+        }
       }
     }
+    __syncthreads();  // Z^T and dS^T of the whole tile are in
 
-    // ---- dV += Z^T dO and dK += dS^T Q (A operands straight from the accumulators)
+    // ---- dV += Z^T dO and dK += dS^T Q over all BM queries (A operands: 16 key rows of sZ / sdS)
 #pragma unroll
     for (int kk = 0; kk < BM / 16; ++kk) {
       uint32_t az[4], ad[4];
-      acc_to_a<T>(st, kk, az);
-      acc_to_a<T>(dpt, kk, ad);
+      const int ao = swz<BM>(krow + (lane & 15), kk * 16 + (lane >> 4) * 8);
+      ldsm_x4(az[0], az[1], az[2], az[3], smem_u32(sZ + ao));
+      ldsm_x4(ad[0], ad[1], ad[2], ad[3], smem_u32(sdS + ao));
       const int qr = trans_row(kk, lane);
 #pragma unroll
       for (int ob2 = 0; ob2 < OBW / 2; ++ob2) {
@@ -150,18 +166,6 @@ __global__ void __launch_bounds__(MainTile<D, BN, BM, WN>::kThreads)
     }
 
     if (atomic_dq) {
-      // ---- dS^T to shared memory (one warp per key block writes it)
-      if (cpart == 0) {
-#pragma unroll
-        for (int nb = 0; nb < QB; ++nb) {
-#pragma unroll
-          for (int rr = 0; rr < 2; ++rr) {
-            const uint32_t packed = Traits<T>::pack(dpt[nb][2 * rr], dpt[nb][2 * rr + 1]);
-            *reinterpret_cast<uint32_t*>(sdS + swz<BM>(krow + g + rr * 8, nb * 8 + 2 * t4)) = packed;
-          }
-        }
-      }
-      __syncthreads();
       // ---- dQ tile (BM x D, unscaled) = dS K: warp owns rows [16 * rb, + 16) and columns [qc0, + D / CG)
       const int rb = warp % RB, qc0 = (warp / RB) * (D / CG);
       float dq[DQB][4];

@@ -16,7 +16,7 @@ namespace mslk::attention::bwd_detail {
 template <int D> struct Cfg;
 template <> struct Cfg<64> { static constexpr int BN = 128, BM = 64, WN = 1, BM_DQ = 64, BN_DQ = 64; };
 template <> struct Cfg<128> { static constexpr int BN = 64, BM = 64, WN = 2, BM_DQ = 64, BN_DQ = 64; };
-template <> struct Cfg<256> { static constexpr int BN = 32, BM = 64, WN = 4, BM_DQ = 64, BN_DQ = 32; };
+template <> struct Cfg<256> { static constexpr int BN = 64, BM = 64, WN = 2, BM_DQ = 64, BN_DQ = 32; };
 
 template <typename Kernel>
 cudaError_t raise_smem(Kernel kern, mslk::cuda::SmemLimitOnce& limit, size_t smem) {

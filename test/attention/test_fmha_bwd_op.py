@@ -573,4 +573,7 @@ def test_cuda_general_path_chunked():
     got = BWD(*(t.cuda() for t in (dout, q, k, v, out, lse, bias)), **kw)
     for name, x, w in zip(("dq", "dk", "dv", "dbias"), got, want):
         err = (x.cpu() - w).abs().max().item()
-        assert err <= 1e-4 * max(w.abs().max().item(), 1e-3), f"{name}: max error {err}"
+        # dbias sums dS over the keys, which is 0 up to rounding (sum_j P_ij (dP_ij - D_i) = 0): its error
+        # is measured against the scale of the summed terms, not of the (vanishing) result.
+        floor = 0.1 if name == "dbias" else 1e-3
+        assert err <= 1e-4 * max(w.abs().max().item(), floor), f"{name}: max error {err}"

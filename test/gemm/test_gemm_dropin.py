@@ -199,6 +199,6 @@ def test_empty_reduction_dim(device):
         except Exception as e:  # collect every entry point's failure, then report them together
             failures.append(f"{name}: {type(e).__name__}: {e}")
             continue
-        if not torch.equal(y.float().cpu(), torch.as_tensor(want, dtype=torch.float32).expand(y.shape)):
+        if not torch.equal(y.float().cpu(), torch.as_tensor(want, dtype=torch.float32).cpu().expand(y.shape)):
             failures.append(f"{name}: got {y}")
     assert not failures, "\n".join(failures)

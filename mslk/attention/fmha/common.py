@@ -198,10 +198,15 @@ class Gradients:
     db: Optional[torch.Tensor] = None
 
 
-@torch.compiler.assume_constant_result  # (torch.compile folds it)
-def device_capability(index: Optional[int]) -> Tuple[int, int]:
-    """Compute capability of CUDA device `index` (None: the current one)."""
-    return torch.cuda.get_device_capability(index)
+@torch.compiler.assume_constant_result  # torch.compile folds it (a string, not a tuple to compare in the graph)
+def capability_mismatch(index: Optional[int], lowest: Tuple[int, int], highest: Optional[Tuple[int, int]]) -> str:
+    """Why CUDA device `index` is outside [lowest, highest] (highest None: no upper bound), or ""."""
+    cap = torch.cuda.get_device_capability(index)
+    if cap < tuple(lowest):
+        return f"requires device with capability >= {tuple(lowest)} but your GPU has capability {cap}"
+    if highest is not None and cap > tuple(highest):
+        return f"requires a device with capability {tuple(highest)} (Hopper) but your GPU has capability {cap}"
+    return ""
 
 
 @torch.compiler.assume_constant_result  # a registry lookup: torch.compile folds it instead of breaking the graph
@@ -267,10 +272,9 @@ class AttentionOpBase:
         if device_type not in cls.SUPPORTED_DEVICES:
             reasons.append(f"device={device_type} (supported: {sorted(cls.SUPPORTED_DEVICES)})")
         elif device_type == "cuda" and torch.cuda.is_available():
-            cap = device_capability(d.query.device.index)
-            if cap < cls.CUDA_MINIMUM_COMPUTE_CAPABILITY:
-                reasons.append(f"requires device with capability >= {cls.CUDA_MINIMUM_COMPUTE_CAPABILITY} "
-                               f"but your GPU has capability {cap}")
+            why = capability_mismatch(d.query.device.index, cls.CUDA_MINIMUM_COMPUTE_CAPABILITY, None)
+            if why:
+                reasons.append(why)
         if d.query.dtype not in cls.SUPPORTED_DTYPES:
             reasons.append(f"dtype={d.query.dtype} (supported: {sorted(map(str, cls.SUPPORTED_DTYPES))})")
         bias_type = type(d.attn_bias)

@@ -22,7 +22,7 @@ import torch
 from mslk.attention.fmha import _backends as _b
 from mslk.attention.fmha import _raw_ops
 from mslk.attention.fmha._backward import FusedBw, bwd_registered
-from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase, Inputs, device_capability
+from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase, Inputs, capability_mismatch
 from mslk.attention.fmha.flash import fused_apply
 
 _K = {64, 128, 192, 256}
@@ -44,9 +44,9 @@ def _newer_than_sm90(d: Inputs):
     """(A lower capability is reported by the base class.)"""
     dev = d.query.device
     if dev.type == "cuda" and torch.cuda.is_available():
-        cap = device_capability(dev.index)
-        if cap > _CAPABILITY:
-            return [f"requires a device with capability {_CAPABILITY} (Hopper) but your GPU has capability {cap}"]
+        why = capability_mismatch(dev.index, (0, 0), _CAPABILITY)
+        if why:
+            return [why]
     return []
 
 

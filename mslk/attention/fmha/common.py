@@ -19,6 +19,7 @@ from mslk.attention.fmha.attn_bias import AttentionBias
 __all__ = [
     "AttentionOp", "AttentionOpBase", "AttentionFwOpBase", "AttentionBwOpBase", "Inputs", "InputsFp8",
     "InputsMXFp8", "Context", "Gradients", "bmghk2bmhk", "bmk2bmhk", "check_lastdim_alignment_stride1",
+    "bmhk2bhk", "ScaledTensor", "pack_fp8_tensorwise_per_head",
 ]
 
 
@@ -357,3 +358,127 @@ def check_lastdim_alignment_stride1(reasons: List[str], name: str, x: torch.Tens
     if x.stride(-1) > 1:
         reasons.append(f"{name}.stride(-1) > 1 ({name}.stride() = {x.stride()}) - you should call "
                        "`.contiguous()` on the input")
+
+
+def bmhk2bhk(x: torch.Tensor, x_scale: Optional[torch.Tensor] = None, handle_mqa: bool = True
+             ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """[B, M, H, K] -> [B*M, H, K]: the token-major layout of variable-length and paged kernels
+    (their inputs are packed into B = 1). With handle_mqa and heads expanded (H > 1, stride 0
+    along H), keeps one head, [B*M, 1, K], so the fold stays a view; handle_mqa=False keeps every
+    head (a gradient or output must keep the query's shape). x_scale ([B, M, H] or [B, M, H, S],
+    the per-row scales of a quantized K/V) follows the same fold. Other ranks are returned as is."""
+    if x.ndim != 4:
+        return x, x_scale
+    B, M, H, K = x.shape
+    mqa = handle_mqa and H > 1 and x.stride(2) == 0
+    if mqa:
+        x = x[:, :, :1]
+    x = x.reshape(B * M, x.shape[2], K)
+    if x_scale is not None:
+        if x_scale.ndim not in (3, 4) or tuple(x_scale.shape[:3]) != (B, M, H):
+            raise ValueError(f"x_scale must have shape [B, M, H] or [B, M, H, S] matching x {(B, M, H, K)}; "
+                             f"got {tuple(x_scale.shape)}")
+        if mqa:
+            x_scale = x_scale[:, :, :1]
+        x_scale = x_scale.reshape(B * M, *x_scale.shape[2:])
+    return x, x_scale
+
+
+class ScaledTensor(torch.Tensor):
+    """Quantized storage (a tensor of its own dtype, usually FP8) that carries its dequantization
+    scale: dequantize() is dequant_func(data, scale) in original_dtype. Operations on it return
+    plain tensors of the storage (the scale does not follow a slice or a reshape)."""
+
+    __slots__ = ["scale", "dequant_func", "original_dtype"]
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    def __new__(cls, data: torch.Tensor, scale: torch.Tensor, dequant_func: Callable[[torch.Tensor, torch.Tensor],
+                torch.Tensor], original_dtype: torch.dtype, require_grad: bool = False) -> "ScaledTensor":
+        if not isinstance(data, torch.Tensor):
+            raise TypeError(f"ScaledTensor: data must be a tensor, got {type(data).__name__}")
+        if not isinstance(scale, torch.Tensor):
+            raise TypeError(f"ScaledTensor: scale must be a tensor, got {type(scale).__name__}")
+        if not callable(dequant_func):
+            raise TypeError(f"ScaledTensor: dequant_func must be callable, got {type(dequant_func).__name__}")
+        if not isinstance(original_dtype, torch.dtype):
+            raise TypeError(f"ScaledTensor: original_dtype must be a torch.dtype, got {original_dtype!r}")
+        if isinstance(data, ScaledTensor):
+            data = data.unpack()[0]
+        instance = torch.Tensor._make_subclass(cls, data, require_grad)
+        instance.scale = scale
+        instance.dequant_func = dequant_func
+        instance.original_dtype = original_dtype
+        return instance
+
+    def unpack(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(storage as a plain tensor sharing this one's memory, scale)."""
+        return torch.Tensor.as_subclass(self, torch.Tensor), self.scale
+
+    def dequantize(self) -> torch.Tensor:
+        data, scale = self.unpack()
+        return self.dequant_func(data, scale).to(self.original_dtype)
+
+    def __repr__(self) -> str:
+        data, scale = self.unpack()
+        return (f"ScaledTensor(shape={tuple(data.shape)}, dtype={data.dtype}, scale shape={tuple(scale.shape)}, "
+                f"original_dtype={self.original_dtype}, device={data.device})")
+
+    def __reduce_ex__(self, protocol):  # pickle keeps the subclass and its scale
+        data, scale = self.unpack()
+        return (_rebuild_scaled_tensor, (data, scale, self.dequant_func, self.original_dtype, self.requires_grad))
+
+    def __deepcopy__(self, memo) -> "ScaledTensor":
+        data, scale = self.unpack()
+        return ScaledTensor(data.detach().clone(), scale.clone(), self.dequant_func, self.original_dtype,
+                            self.requires_grad)
+
+
+def _rebuild_scaled_tensor(data, scale, dequant_func, original_dtype, require_grad) -> ScaledTensor:
+    return ScaledTensor(data, scale, dequant_func, original_dtype, require_grad)
+
+
+_FP8_DTYPES = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+                    if hasattr(torch, n))
+
+
+class _PerHeadDequant:
+    """dequant_func of pack_fp8_tensorwise_per_head: data * scale[b, heads] in float32 (a class,
+    not a closure, so a packed tensor pickles)."""
+
+    def __call__(self, data: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        shape = (data.shape[0], 1, *data.shape[2:-1], 1)
+        return data.to(torch.float32) * scale.to(torch.float32).reshape(shape)
+
+
+def pack_fp8_tensorwise_per_head(x: torch.Tensor, scale: Union[torch.Tensor, float], original_dtype) -> ScaledTensor:
+    """FP8 q/k/v storage x ([B, M, H, K], [B, M, G, H, K] or [B, M, K]) with its dequantization
+    scale (a multiplier: x ~= data * scale): a float or one-element tensor (tensorwise) or a tensor
+    broadcasting to [B, H] / [B, G, H] / [B] (per head). The scale is stored as float32 of exactly
+    that per-head shape, the layout of FP8 attention's descale_q/k/v."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"pack_fp8_tensorwise_per_head: x must be a tensor, got {type(x).__name__}")
+    if x.dtype not in _FP8_DTYPES:
+        raise TypeError(f"pack_fp8_tensorwise_per_head: x must be an FP8 tensor, got dtype {x.dtype}")
+    if x.ndim not in (3, 4, 5):
+        raise ValueError(f"pack_fp8_tensorwise_per_head: x must be [B, M, K], [B, M, H, K] or [B, M, G, H, K]; "
+                         f"got shape {tuple(x.shape)}")
+    if not isinstance(original_dtype, torch.dtype) or not original_dtype.is_floating_point:
+        raise TypeError(f"pack_fp8_tensorwise_per_head: original_dtype must be a floating torch.dtype, "
+                        f"got {original_dtype!r}")
+    head_shape = (x.shape[0], *x.shape[2:-1])
+    if isinstance(scale, torch.Tensor):
+        if scale.device != x.device:
+            raise ValueError(f"pack_fp8_tensorwise_per_head: scale is on {scale.device} but x is on {x.device}")
+        if not scale.is_floating_point():
+            raise TypeError(f"pack_fp8_tensorwise_per_head: scale must be a float tensor, got dtype {scale.dtype}")
+        s = scale.reshape(()) if scale.numel() == 1 else scale
+        try:
+            s = s.to(torch.float32).expand(head_shape)
+        except RuntimeError:
+            raise ValueError(f"pack_fp8_tensorwise_per_head: scale of shape {tuple(scale.shape)} is neither one "
+                             f"value nor per head {head_shape}") from None
+    elif isinstance(scale, (int, float)) and not isinstance(scale, bool):
+        s = torch.full(head_shape, float(scale), dtype=torch.float32, device=x.device)
+    else:
+        raise TypeError(f"pack_fp8_tensorwise_per_head: scale must be a float or a tensor, got {type(scale).__name__}")
+    return ScaledTensor(x, s.contiguous(), _PerHeadDequant(), original_dtype)

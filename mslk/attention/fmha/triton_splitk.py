@@ -3,7 +3,7 @@
 from typing import Dict
 
 from mslk.attention.fmha import _backends as _b
-from mslk.attention.fmha.common import AttentionFwOpBase
+from mslk.attention.fmha.common import AttentionFwOpBase, InputsFp8  # noqa: F401  (the spec's import path of InputsFp8)
 
 
 class FwOp(_b.HeadDims, AttentionFwOpBase):
@@ -32,7 +32,6 @@ FwOp_S16 = FwOp_Map[16]
 FwOp_S32 = FwOp_Map[32]
 FwOp_S64 = FwOp_Map[64]
 FwOp_S128 = FwOp_Map[128]
-
 
 
 def merge_attentions(attn_out, lse_out, attn_split, lse_split) -> None:

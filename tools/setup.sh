@@ -10,6 +10,7 @@ need=()
 $PY -c "import torch" 2>/dev/null || need+=("torch>=2.10")
 $PY -c "import pytest" 2>/dev/null || need+=(pytest)
 $PY -c "import numpy" 2>/dev/null || need+=(numpy)
+$PY -c "import hypothesis" 2>/dev/null || need+=(hypothesis)
 $PY -c "import cutlass_library" 2>/dev/null || need+=(nvidia-cutlass)
 command -v ninja >/dev/null || $PY -c "import ninja" 2>/dev/null || need+=(ninja)
 if ((${#need[@]})); then

@@ -1,0 +1,106 @@
+"""What both MoE layers share: parameters, routing, the shared expert and the dynamic-shape
+routed path (index_shuffling -> gather -> [all-to-all] -> experts -> [all-to-all] -> scatter-add)."""
+
+from typing import Mapping, Optional
+
+import torch
+from torch import nn
+
+from mslk.moe import gather_scale_dense_tokens, gather_scale_quant_dense_tokens, scatter_add_dense_tokens
+from mslk.moe.shuffling import combine_shuffling, split_shuffling
+
+from . import comm
+from .args import MoEArgs
+from .compute import shared_swiglu, swiglu
+from .params import RoutedExperts, ScaledParameter, SharedExperts, init_params
+
+
+class MoEBase(nn.Module):
+    def __init__(self, ep_group, ep_mp_group, moe_args: MoEArgs):
+        super().__init__()
+        if not isinstance(moe_args, MoEArgs):
+            raise TypeError(f"{type(self).__name__}: argument 'moe_args' must be a MoEArgs, got {type(moe_args)}")
+        self.args = moe_args
+        self.ep_group, self.ep_mp_group = ep_group, ep_mp_group
+        self.layout = comm.layout(moe_args, ep_group, ep_mp_group, type(self).__name__)
+        a = moe_args
+        self.shared_experts = SharedExperts(a.dim, a.hidden_dim // a.mp_size)
+        self.routed_experts = RoutedExperts(a.num_local_experts, a.dim, a.hidden_dim // a.routed_mp_size)
+        self.router_DE: Optional[ScaledParameter] = None
+
+    # geometry
+    @property
+    def E(self) -> int:
+        return self.args.num_experts
+
+    @property
+    def EG(self) -> int:
+        return self.args.num_local_experts
+
+    @property
+    def K(self) -> int:
+        return self.args.top_k
+
+    @property
+    def is_shared_fp8_rowwise(self) -> bool:
+        return self.shared_experts.is_fp8_rowwise
+
+    @property
+    def is_routed_fp8_rowwise(self) -> bool:
+        return self.routed_experts.is_fp8_rowwise
+
+    def build(self, init_methods: Optional[Mapping] = None, device: Optional[torch.device] = None):
+        """Allocate and initialize every parameter (on `device`; default CUDA when present)."""
+        if device is None:
+            device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
+        p = self.args.precision
+        router = ScaledParameter(torch.empty(self.E, self.args.dim, device=device, dtype=torch.bfloat16))
+        init_params("router_DE", router, init_methods)
+        self.router_DE = ScaledParameter(router.weights.t().contiguous())  # [D, E]
+        self.shared_experts.build(init_methods, p, device)
+        self.routed_experts.build(init_methods, p, device)
+        return self
+
+    def _check_input(self, x: torch.Tensor) -> torch.Tensor:
+        if self.router_DE is None:
+            raise RuntimeError(f"{type(self).__name__}: call build() before forward()")
+        if x.dim() != 3 or x.shape[-1] != self.args.dim or x.dtype != torch.bfloat16:
+            raise ValueError(f"{type(self).__name__}.forward: argument 'x' must be bf16 [B, T, {self.args.dim}], "
+                             f"got {x.dtype} {tuple(x.shape)}")
+        return x.reshape(-1, x.shape[-1])
+
+    def scores(self, x: torch.Tensor) -> torch.Tensor:
+        """Sigmoid router scores [N, E], float32."""
+        return torch.sigmoid(torch.mm(x.float(), self.router_DE.weights.float()))
+
+    def shared(self, x: torch.Tensor) -> torch.Tensor:
+        return shared_swiglu(self.shared_experts, x)
+
+    def _gather(self, x, t_idx, e_idx, scores, valid, quant):
+        if quant:
+            return gather_scale_quant_dense_tokens(x, t_idx, e_idx, scores, None, valid)
+        return gather_scale_dense_tokens(x, t_idx, e_idx, scores, valid)
+
+    def routed_dynamic(self, x: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """Routed experts of x [N, D] (top_k picks each), exchanging tokens all-to-all when EP > 1."""
+        E, L, k = self.E, self.EG, self.K
+        counts, e_idx, t_idx = torch.ops.mslk.index_shuffling(scores, top_k=k)
+        out = torch.zeros_like(x)
+        if self.args.ep_size == 1:
+            valid = counts[-1:]
+            rows = self._gather(x, t_idx, e_idx, scores, valid, self.is_routed_fp8_rowwise)
+            y = swiglu(self.routed_experts, rows, counts[:E], valid)
+            scatter_add_dense_tokens(out, y, t_idx, valid)
+            return out
+        g = self.ep_group
+        rows = gather_scale_dense_tokens(x, t_idx, e_idx, scores)
+        send = counts[:E].view(self.args.ep_size, L)
+        recv = torch.empty_like(send)
+        torch.distributed.all_to_all_single(recv, send, group=g)
+        in_splits, out_splits = send.sum(1).tolist(), recv.sum(1).tolist()  # the dynamic path's host sync
+        got = comm.all_to_all(rows, out_splits, in_splits, g)
+        grouped, m = combine_shuffling(got, recv)
+        y = swiglu(self.routed_experts, grouped, m[:L])
+        back = comm.all_to_all(split_shuffling(y, recv), in_splits, out_splits, g)
+        scatter_add_dense_tokens(out, back, t_idx)
+        return out

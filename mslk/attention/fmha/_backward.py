@@ -66,6 +66,8 @@ def _to_bmhk(x: torch.Tensor, ndim: int) -> torch.Tensor:
 
 
 def _stride1(x: torch.Tensor) -> torch.Tensor:
+    if x.numel() == 0:  # contiguous() keeps an empty tensor's strides (all 0 after .sum().backward())
+        return x.new_empty(x.shape)
     return x if x.shape[-1] <= 1 or x.stride(-1) == 1 else x.contiguous()
 
 
@@ -110,7 +112,7 @@ def fused_backward(inp: Inputs, ctx: Context, grad: torch.Tensor, *, bias_requir
     go4 = _stride1(_to_bmhk(grad, nd).to(dt))
     bias = inp.attn_bias
     lse = packed_lse(ctx.lse, bias)
-    lse = lse.reshape(lse.shape[0], -1, lse.shape[-1]).to(torch.float64 if dt == torch.float64 else torch.float32)
+    lse = lse.flatten(1, -2).to(torch.float64 if dt == torch.float64 else torch.float32)  # (reshape(-1) fails at M = 0)
     desc = backward_descriptor(bias, q.device)
     user_bias = desc.pop("bias")
     tb = _bias_tensor(inp, q4, k4, user_bias)

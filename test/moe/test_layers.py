@@ -86,7 +86,7 @@ def rel_err(a, b):
     return ((a - b).norm() / b.norm()).item()
 
 
-TOL = {"bf16": 1.5e-2, "fp8_rowwise": 6e-2}
+TOL = {"bf16": 1.5e-2, "fp8_rowwise": 0.1}  # FP8: x, w13, silu output and w2 each rounded to 3 mantissa bits
 
 LAYERS = [(BaselineMoE, 1, False), (BaselineMoE, 2, False), (MetaShufflingMoE, 1, False), (MetaShufflingMoE, 1, True)]
 

@@ -79,7 +79,9 @@ class MetaShufflingMoE(MoEBase):
         scores = self.scores(x)
         counts, e_idx, t_idx = torch.ops.mslk.index_shuffling(scores, start, start + self.EG, top_k=1)
         valid = counts[-1:]
-        rows = self._gather(x, t_idx, e_idx, scores, valid, self.is_routed_fp8_rowwise)
+        # expert_indices are local: the gather reads the local experts' score columns.
+        local_scores = scores[:, start:start + self.EG]
+        rows = self._gather(x, t_idx, e_idx, local_scores, valid, self.is_routed_fp8_rowwise)
         y = swiglu(self.routed_experts, rows, counts[start:start + self.EG], valid)
         out = torch.zeros_like(x)
         scatter_add_dense_tokens(out, y, t_idx, valid)

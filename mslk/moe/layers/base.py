@@ -81,26 +81,37 @@ class MoEBase(nn.Module):
             return gather_scale_quant_dense_tokens(x, t_idx, e_idx, scores, None, valid)
         return gather_scale_dense_tokens(x, t_idx, e_idx, scores, valid)
 
-    def routed_dynamic(self, x: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        """Routed experts of x [N, D] (top_k picks each), exchanging tokens all-to-all when EP > 1."""
+    # Communication hooks: run inline here; MetaShufflingMoE runs them on its own CUDA stream.
+    def _launch_comm(self, fn):
+        return fn()
+
+    def _wait_comm(self, t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    def routed_dynamic(self, x: torch.Tensor, scores: torch.Tensor, during=None):
+        """Routed experts of x [N, D] (top_k picks each), exchanging tokens all-to-all when EP > 1.
+        `during()` runs while the tokens travel; returns (routed [N, D], its result)."""
         E, L, k = self.E, self.EG, self.K
         counts, e_idx, t_idx = torch.ops.mslk.index_shuffling(scores, top_k=k)
         out = torch.zeros_like(x)
         if self.args.ep_size == 1:
+            extra = during() if during else None
             valid = counts[-1:]
             rows = self._gather(x, t_idx, e_idx, scores, valid, self.is_routed_fp8_rowwise)
             y = swiglu(self.routed_experts, rows, counts[:E], valid)
             scatter_add_dense_tokens(out, y, t_idx, valid)
-            return out
+            return out, extra
         g = self.ep_group
         rows = gather_scale_dense_tokens(x, t_idx, e_idx, scores)
         send = counts[:E].view(self.args.ep_size, L)
         recv = torch.empty_like(send)
         torch.distributed.all_to_all_single(recv, send, group=g)
         in_splits, out_splits = send.sum(1).tolist(), recv.sum(1).tolist()  # the dynamic path's host sync
-        got = comm.all_to_all(rows, out_splits, in_splits, g)
-        grouped, m = combine_shuffling(got, recv)
+        got = self._launch_comm(lambda: comm.all_to_all(rows, out_splits, in_splits, g))
+        extra = during() if during else None
+        grouped, m = combine_shuffling(self._wait_comm(got), recv)
         y = swiglu(self.routed_experts, grouped, m[:L])
-        back = comm.all_to_all(split_shuffling(y, recv), in_splits, out_splits, g)
+        back = split_shuffling(y, recv)
+        back = self._wait_comm(self._launch_comm(lambda: comm.all_to_all(back, in_splits, out_splits, g)))
         scatter_add_dense_tokens(out, back, t_idx)
-        return out
+        return out, extra

@@ -91,16 +91,12 @@ class MoEBase(nn.Module):
     def routed_dynamic(self, x: torch.Tensor, scores: torch.Tensor, during=None):
         """Routed experts of x [N, D] (top_k picks each), exchanging tokens all-to-all when EP > 1.
         `during()` runs while the tokens travel; returns (routed [N, D], its result)."""
-        E, L, k = self.E, self.EG, self.K
-        counts, e_idx, t_idx = torch.ops.mslk.index_shuffling(scores, top_k=k)
-        out = torch.zeros_like(x)
         if self.args.ep_size == 1:
             extra = during() if during else None
-            valid = counts[-1:]
-            rows = self._gather(x, t_idx, e_idx, scores, valid, self.is_routed_fp8_rowwise)
-            y = swiglu(self.routed_experts, rows, counts[:E], valid)
-            scatter_add_dense_tokens(out, y, t_idx, valid)
-            return out, extra
+            return self._routed_local(x, 0, scores), extra
+        E, L = self.E, self.EG
+        counts, e_idx, t_idx = torch.ops.mslk.index_shuffling(scores, top_k=self.K)
+        out = torch.zeros_like(x)
         g = self.ep_group
         rows = gather_scale_dense_tokens(x, t_idx, e_idx, scores)
         send = counts[:E].view(self.args.ep_size, L)
@@ -115,3 +111,17 @@ class MoEBase(nn.Module):
         back = self._wait_comm(self._launch_comm(lambda: comm.all_to_all(back, in_splits, out_splits, g)))
         scatter_add_dense_tokens(out, back, t_idx)
         return out, extra
+
+    def _routed_local(self, x: torch.Tensor, start: int = 0, scores: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Routed output of x [N, D] through this rank's experts [start, start + EG) only (picks of
+        other experts dropped): fixed shapes, the valid row count stays on the device."""
+        scores = self.scores(x) if scores is None else scores
+        counts, e_idx, t_idx = torch.ops.mslk.index_shuffling(scores, start, start + self.EG, top_k=self.K)
+        valid = counts[-1:]
+        # expert_indices are local: the gather reads the local experts' score columns.
+        local_scores = scores[:, start:start + self.EG]
+        rows = self._gather(x, t_idx, e_idx, local_scores, valid, self.is_routed_fp8_rowwise)
+        y = swiglu(self.routed_experts, rows, counts[start:start + self.EG], valid)
+        out = torch.zeros_like(x)
+        scatter_add_dense_tokens(out, y, t_idx, valid)
+        return out

@@ -2,7 +2,7 @@
 layout, and the collectives (torch.distributed: NCCL on CUDA tensors, gloo on CPU tensors)."""
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List
 
 import torch
 import torch.distributed as dist

@@ -3,12 +3,9 @@ the shared expert (its own CUDA stream and event; plain sequential code on the C
 
 import torch
 
-from mslk.moe import scatter_add_dense_tokens
-
 from . import comm
 from .args import MoEArgs
 from .base import MoEBase
-from .compute import swiglu
 
 
 class MetaShufflingMoE(MoEBase):
@@ -69,17 +66,3 @@ class MetaShufflingMoE(MoEBase):
         routed_all = self._routed_local(self._wait_comm(x_all), self.layout.ep_rank * self.EG)
         out[lo:hi] += comm.reduce_scatter(routed_all, group)
         return out.view(x.shape)
-
-    def _routed_local(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
-        """Top-1 routed output of x [N, D] through this rank's experts [start, start + EG) only:
-        fixed shapes, the valid row count stays on the device."""
-        scores = self.scores(x)
-        counts, e_idx, t_idx = torch.ops.mslk.index_shuffling(scores, start, start + self.EG, top_k=1)
-        valid = counts[-1:]
-        # expert_indices are local: the gather reads the local experts' score columns.
-        local_scores = scores[:, start:start + self.EG]
-        rows = self._gather(x, t_idx, e_idx, local_scores, valid, self.is_routed_fp8_rowwise)
-        y = swiglu(self.routed_experts, rows, counts[start:start + self.EG], valid)
-        out = torch.zeros_like(x)
-        scatter_add_dense_tokens(out, y, t_idx, valid)
-        return out

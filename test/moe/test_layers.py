@@ -114,6 +114,28 @@ def test_static_and_dynamic_agree():
     torch.testing.assert_close(m(x, True), m(x, False), atol=0, rtol=0)
 
 
+@requires_cuda
+@pytest.mark.parametrize("precision", ["bf16", "fp8_rowwise"])
+def test_static_path_cuda_graph(precision):
+    """The static path has no host sync: it captures into a CUDA graph and replays on new tokens."""
+    args = make_args(precision)
+    w = make_weights(skew=True)
+    m = MetaShufflingMoE(None, None, args).build(init_methods(w, args), device="cuda")
+    x = make_x(skew=True).cuda()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        m(x, True)  # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = m(x, True)
+    x2 = make_x(seed=7).cuda()
+    x.copy_(x2)
+    graph.replay()
+    torch.testing.assert_close(out, m(x2, True), atol=0, rtol=0)
+
+
 def test_build_defaults_and_properties():
     m = BaselineMoE(None, None, make_args("fp8_rowwise", top_k=2)).build(device="cpu")
     assert (m.E, m.EG, m.K) == (E, E, 2) and m.router_DE.shape == (D, E)
@@ -146,6 +168,7 @@ def test_scaled_parameter_and_init_params():
     (dict(precision="fp4"), "precision"),
     (dict(ep=3), "ep_size"),
     (dict(mp=3), "mp_size"),
+    (dict(mp=128), "mp_size"),
     (dict(mp=2, mp_routed=3), "mp_size_for_routed_experts"),
     (dict(top_k=9, E_=16), "top_k"),
 ])

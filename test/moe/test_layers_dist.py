@@ -28,7 +28,8 @@ def _ep_cases(rank, device):
         for precision in PRECISIONS:
             for skew in (False, True):
                 w = make_weights(skew=skew)
-                x = make_x(seed=1 + rank, skew=skew)  # each EP rank holds its own tokens
+                # Each EP rank holds its own tokens; the dynamic path also takes unequal counts.
+                x = make_x(T=8 if static else 8 + 4 * rank, seed=1 + rank, skew=skew)
                 one = make_args(precision, top_k)
                 want = cls(None, None, one).build(init_methods(w, one), device=device)(x.to(device), static)
                 args = make_args(precision, top_k, ep=2)

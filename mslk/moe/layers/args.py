@@ -20,8 +20,9 @@ class MoEArgs:
     mp_size_for_routed_experts: hidden-dim split of the routed experts (None: mp_size); must
     divide mp_size, the remaining mp_size // it ranks split the tokens instead.
     use_fast_accum: accepted for interface parity; the grouped FP8 op picks its accumulation.
-    dedup_comm: with routed model parallelism, each model-parallel rank sends only its share of
-    the (identical) tokens through the expert exchange, then the shares are all-gathered.
+    dedup_comm: MetaShufflingMoE's static path gathers the tokens over ep_mp_group, each
+    model-parallel rank sending only its 1/mp_size share of the (identical) tokens; the other
+    paths send every token.
     """
 
     precision: str
@@ -52,8 +53,10 @@ class MoEArgs:
             raise ValueError(f"MoEArgs: argument 'mp_size_for_routed_experts' ({r}) must be a positive divisor "
                              f"of mp_size ({self.mp_size})")
         for name, mp in (("mp_size", self.mp_size), ("mp_size_for_routed_experts", r)):
-            if self.hidden_dim % mp:
-                raise ValueError(f"MoEArgs: argument '{name}' ({mp}) must divide hidden_dim ({self.hidden_dim})")
+            for dim_name in ("dim", "hidden_dim"):
+                if getattr(self, dim_name) % mp:
+                    raise ValueError(f"MoEArgs: argument '{name}' ({mp}) must divide {dim_name} "
+                                     f"({getattr(self, dim_name)})")
 
     @cached_property
     def num_local_experts(self) -> int:

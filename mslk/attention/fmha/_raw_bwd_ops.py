@@ -50,6 +50,9 @@ def _per_query_head(k: torch.Tensor, Hq: int) -> torch.Tensor:
 
 
 def _check_heads(api: str, q, k, v) -> None:
+    for name, x in (("key", k), ("value", v)):
+        if x.ndim != q.ndim:
+            raise ValueError(f"{api}: {name} must have {q.ndim} dimensions like query; got shape {tuple(x.shape)}")
     Hq, Hkv = q.shape[-2], k.shape[-2]
     if Hkv == 0 or Hq % Hkv or v.shape[-2] != Hkv:
         raise ValueError(f"{api}: query heads ({Hq}) must be a multiple of key/value heads (key {Hkv}, value "
@@ -97,6 +100,9 @@ def fused_bwd(api: str, grad, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max
     """FlashAttention-layout backward on torch.ops.mslk.fmha_fused_bwd (see the module doc)."""
     varlen = _check_mode(api, q, cu_seqlens_q, cu_seqlens_k)
     _check_heads(api, q, k, v)
+    for name, x in (("dout", grad), ("out", out), ("softmax_lse", lse)):  # cast below: refuse non-floats
+        if not x.is_floating_point():
+            raise TypeError(f"{api}: {name} must be a floating-point tensor, got {x.dtype}")
     if varlen:
         grad, q, k, v, out = (x.unsqueeze(0) for x in (grad, q, k, v, out))
         lse = lse.unsqueeze(0)

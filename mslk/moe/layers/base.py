@@ -102,7 +102,7 @@ class MoEBase(nn.Module):
         send = counts[:E].view(self.args.ep_size, L)
         recv = torch.empty_like(send)
         torch.distributed.all_to_all_single(recv, send, group=g)
-        in_splits, out_splits = send.sum(1).tolist(), recv.sum(1).tolist()  # the dynamic path's host sync
+        in_splits, out_splits = torch.stack([send.sum(1), recv.sum(1)]).tolist()  # the dynamic path's host sync
         got = self._launch_comm(lambda: comm.all_to_all(rows, out_splits, in_splits, g))
         extra = during() if during else None
         grouped, m = combine_shuffling(self._wait_comm(got), recv)

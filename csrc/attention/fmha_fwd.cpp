@@ -54,6 +54,7 @@ FmhaDropout fmha_fwd_check(const FmhaFwdArgs& a) {
   if (given(a.bias)) {
     const auto& b = *a.bias;
     check_same_device(b, q, op, "bias", "q");
+    check_dtype(b, op, "bias", {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble});  // additive, -inf masks
     TORCH_CHECK_VALUE(b.dim() <= 4, op, ": bias must broadcast to [B, H, Mq, Mkv]; got shape ", b.sizes());
     const int64_t full[4] = {B, H, q.size(1), Mkv};
     for (int64_t i = 0; i < b.dim(); ++i) {

@@ -45,6 +45,8 @@ std::tuple<at::Tensor, at::Tensor> fmha_reference_fwd(
   if (bias.has_value() && bias->defined()) {
     const auto& b = *bias;
     TORCH_CHECK(b.device() == q.device(), "fmha_reference_fwd: bias is on ", b.device(), ", q on ", q.device());
+    TORCH_CHECK_TYPE(at::isFloatingType(b.scalar_type()), "fmha_reference_fwd: argument 'bias' must have a floating "
+                     "dtype (an additive bias, -inf for masked), got ", b.scalar_type());
     TORCH_CHECK(b.dim() <= 4, "fmha_reference_fwd: bias must broadcast to [B, H, Mq, Mkv]; got ", b.sizes());
     for (int64_t i = 0; i < b.dim(); ++i) {
       const int64_t want = s.size(4 - b.dim() + i), got = b.size(i);

@@ -150,14 +150,10 @@ ALIASES = [{"q", "query"}, {"k", "key"}, {"v", "value"}, {"b", "bias"}, {"dOutpu
            {"output", "out"}, {"softmax_lse", "lse"}]
 # Found by this sweep, not fixed here (C++): (op, argument, mutation) -> what is wrong.
 _MATMUL = "csrc/gemm/fp8_rowwise.cpp:262: the checks name f8f8bf16_rowwise's XQ / WQ / x_scale / w_scale"
-_INT_BIAS = "an integer tensor bias passes csrc/attention/fmha_fwd.cpp:56 (no dtype check; CUDA reads it as q's dtype)"
 KNOWN = {
     **{("triton::matmul_fp8_row", a, m): _MATMUL for a, m in [("a", "dtype"), ("a", "stride"), ("b", "dtype"),
                                                               ("b", "rank"), ("b", "stride"), ("a_scale", "dtype"),
                                                               ("b_scale", "dtype")]},
-    ("mslk::fmha_fused_fwd", "bias", "dtype"): _INT_BIAS,
-    ("mslk::fmha_reference_fwd", "bias", "dtype"): "csrc/attention/fmha_reference_cpu.cpp:47: no bias dtype check",
-    ("mslk::memory_efficient_attention_forward_with_bias", "b", "dtype"): _INT_BIAS,
 }
 
 

@@ -119,6 +119,9 @@ class Inputs:
         if isinstance(bias, torch.Tensor):
             if bias.device != q.device:
                 raise ValueError(f"attn_bias is on {bias.device} but query is on {q.device}")
+            if not bias.dtype.is_floating_point:
+                raise TypeError(f"attn_bias must have a floating dtype (an additive bias, -inf where masked); "
+                                f"got {bias.dtype}")
             full = (B, *q.shape[2:-1], Mq, Mkv) if q.ndim > 3 else (B, Mq, Mkv)
             if bias.ndim > len(full) or any(b not in (1, f) for b, f in zip(bias.shape[::-1], full[::-1])):
                 raise ValueError(f"attn_bias of shape {tuple(bias.shape)} does not broadcast to {full}")

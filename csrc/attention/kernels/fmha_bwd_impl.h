@@ -1,5 +1,5 @@
 // Internal interface of the fused attention backward between its dispatch (fmha_bwd.cu) and the
-// per-head-dim instantiations (fmha_bwd_d*.cu). Host-only declarations; no torch.
+// per-head-dim instantiations (fmha_bwd_d*.cu, fmha_bwd_sm90_d*.cu). Host-only declarations; no torch.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -17,5 +17,14 @@ struct FmhaBwdScratch {
 cudaError_t fmha_bwd_d64(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream);
 cudaError_t fmha_bwd_d128(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream);
 cudaError_t fmha_bwd_d256(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream);
+
+// The Hopper main kernels (atomic mode only: w.dq_accum is set), by K == Kv.
+cudaError_t fmha_bwd_sm90_d64(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream);
+cudaError_t fmha_bwd_sm90_d128(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream);
+
+// The backward around a main-kernel launcher: workspace checks, preprocess, dQ sums cleared, `main`,
+// dQ conversion. Defined in fmha_bwd.cu; fmha_bwd and fmha_bwd_sm90 share it.
+using FmhaBwdMainFn = cudaError_t (*)(const FmhaBwdParams&, const FmhaBwdScratch&, cudaStream_t);
+cudaError_t fmha_bwd_with(const FmhaBwdParams& p, FmhaBwdMainFn main, cudaStream_t stream);
 
 }  // namespace mslk::attention

@@ -1,0 +1,309 @@
+// Hopper (sm_90a) fused attention backward, FlashAttention-3 structure, for fp16/bf16, d64 / d128.
+//
+// One CTA per (key tile of BN = 128 keys, head, sequence), walking the query tiles of BM = 64 rows
+// that the mask lets see one of its keys (as the FA2 kernel, fmha_bwd_kernel.cuh):
+//   WG0 producer: thread 0 loads the K and V tiles once and each query tile's Q and dO by TMA into
+//       a 2-stage ring (full: TMA transaction + warp 1's arrival; empty: the 8 consumer warps);
+//       warp 1 writes the tile's LSE (log2 domain) and D rows beside them. Gives registers away.
+//   WG1, WG2 consumers, 64 keys each; per query tile:
+//       S^T = K Q^T, dP^T = V dO^T  (wgmma, both operands from smem, keys as rows, so that P^T and
+//                                     dS^T come out in the layout of a register A operand),
+//       P^T = exp2(S^T scale log2e - lse2) masked, dS^T = P^T (dP^T - D)  (registers),
+//       dV += P^T dO, dK += dS^T Q   (wgmma, A from registers, dO / Q MN-major from smem; the dK / dV
+//                                     accumulators stay in registers across query tiles),
+//       dS^T to smem (input dtype), then dQ = dS K (wgmma, both MN-major from smem), added to the
+//       float32 dQ sums with 8-byte atomics (fmha_bwd.cu scales and converts them).
+// Tiles use the 128-byte swizzle both TMA and wgmma understand (fmha_fwd_sm90_traits.cuh).
+#pragma once
+#include "attention/kernels/fmha_bwd_sm90_traits.cuh"
+
+#if MSLK_HAS_CUTLASS
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "attention/kernels/fmha_bwd_device.cuh"
+
+namespace mslk::attention::sm90_bwd {
+using namespace cute;
+using ptx::mbar_arrive;
+using ptx::mbar_wait;
+using ptx::named_barrier_sync;
+using ptx::prefetch_tensormap;
+using ptx::tma_load_4d;
+using sm90::fast_exp2;
+using sm90::pack2;
+
+// This CTA's key tile and the query tiles [m_begin, + m_tiles * BM) of its block that the band lets
+// see one of its keys. False: no keys here (nothing to write).
+struct Span {
+  sm80::SeqBlock sb;
+  sm80::MaskBand band;
+  int n0, m_begin, m_tiles;
+};
+template <int BN, int BM>
+__device__ __forceinline__ bool key_tile_span(const FmhaBwdParams& p, Span& s) {
+  if (!sm80::seq_block(p, int(blockIdx.z), p.Mkv, s.sb)) return false;
+  s.n0 = int(blockIdx.x) * BN;
+  if (s.n0 >= s.sb.lk) return false;
+  s.band = sm80::MaskBand::make(p.mask_kind, p.window_left, p.window_right, s.sb.lq, s.sb.lk);
+  int64_t ib, ie;
+  s.band.queries_of(s.n0, min(s.n0 + BN, s.sb.lk) - 1, s.sb.lq, &ib, &ie);
+  s.m_begin = int(ib) / BM * BM;
+  s.m_tiles = ie > ib ? int((ie - s.m_begin + BM - 1) / BM) : 0;
+  return true;
+}
+
+// Producer thread 0: K, V once, then Q and dO of each query tile into the ring.
+template <typename Element, int D>
+__device__ __forceinline__ void produce_tiles(const Args& a, SharedStorage<Element, D>& ss, const Span& sp, int h) {
+  using Tr = Traits<Element, D>;
+  constexpr int BN = Tr::kBN, BM = Tr::kBM;
+  prefetch_tensormap(&a.tq);
+  prefetch_tensormap(&a.tk);
+  prefetch_tensormap(&a.tv);
+  prefetch_tensormap(&a.tdo);
+  const int bq = sp.sb.bq, kr = sp.sb.k0 + sp.n0;
+  cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_kv, 2 * Tr::kKVBytes);
+#pragma unroll
+  for (int cb = 0; cb < D / kColBlock; ++cb) {
+    tma_load_4d(&a.tk, &ss.full_kv, ss.k.data() + cb * BN * kColBlock, cb * kColBlock, kr, h * a.k_hm, bq * a.k_bm);
+    tma_load_4d(&a.tv, &ss.full_kv, ss.v.data() + cb * BN * kColBlock, cb * kColBlock, kr, h * a.v_hm, bq * a.v_bm);
+  }
+#pragma unroll 1
+  for (int it = 0; it < sp.m_tiles; ++it) {
+    const int st = it % Tr::kStages;
+    mbar_wait(&ss.empty[st], ((it / Tr::kStages) & 1) ^ 1);  // a fresh barrier passes parity 1
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full[st], 2 * Tr::kQBytes);
+    const int qr = sp.sb.q0 + sp.m_begin + it * BM;
+#pragma unroll
+    for (int cb = 0; cb < D / kColBlock; ++cb) {
+      const int off = st * BM * D + cb * BM * kColBlock;
+      tma_load_4d(&a.tq, &ss.full[st], ss.q.data() + off, cb * kColBlock, qr, h * a.q_hm, bq * a.q_bm);
+      tma_load_4d(&a.tdo, &ss.full[st], ss.dout.data() + off, cb * kColBlock, qr, h * a.do_hm, bq * a.do_bm);
+    }
+  }
+}
+
+// Producer warp 1: each query tile's LSE (log2 domain, +inf: no contribution) and D rows.
+template <typename Element, int D>
+__device__ __forceinline__ void produce_rows(const Args& a, SharedStorage<Element, D>& ss, const Span& sp, int h,
+                                             int lane) {
+  using Tr = Traits<Element, D>;
+#pragma unroll 1
+  for (int it = 0; it < sp.m_tiles; ++it) {
+    const int st = it % Tr::kStages, m0 = sp.m_begin + it * Tr::kBM;
+    mbar_wait(&ss.empty[st], ((it / Tr::kStages) & 1) ^ 1);
+    for (int r = lane; r < Tr::kBM; r += 32) {
+      ss.lse2[st][r] = bwd_detail::row_lse2(a.p, sp.sb, h, m0 + r);
+      ss.dsum[st][r] = bwd_detail::row_dsum(a.p, a.dsum, sp.sb, h, m0 + r);
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&ss.full[st]);  // release: the rows are visible to the waiters
+  }
+}
+
+template <typename Element, int D>
+__global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
+    fmha_bwd_sm90_kernel(const __grid_constant__ Args a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tr = Traits<Element, D>;
+  constexpr int BN = Tr::kBN, BM = Tr::kBM, KW = Tr::kDqKeys;
+  const FmhaBwdParams& p = a.p;
+  const int h = int(blockIdx.y);
+  Span sp;
+  if (!key_tile_span<BN, BM>(p, sp)) return;  // uniform over the CTA
+
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t pad = (1024u - (ptx::smem_u32(smem_raw) & 1023u)) & 1023u;
+  auto& ss = *reinterpret_cast<SharedStorage<Element, D>*>(smem_raw + pad);
+  if (threadIdx.x == 0) {
+    cutlass::arch::ClusterTransactionBarrier::init(&ss.full_kv, 1);
+#pragma unroll
+    for (int st = 0; st < Tr::kStages; ++st) {
+      cutlass::arch::ClusterTransactionBarrier::init(&ss.full[st], 2);
+      cutlass::arch::ClusterBarrier::init(&ss.empty[st], Tr::kConsumerWarps);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+
+  // ================= producer warpgroup
+  if (threadIdx.x < 128) {
+    cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
+    if (sp.m_tiles > 0) {
+      if (threadIdx.x == 0) produce_tiles<Element, D>(a, ss, sp, h);
+      else if (threadIdx.x / 32 == 1) produce_rows<Element, D>(a, ss, sp, h, threadIdx.x % 32);
+    }
+    return;
+  }
+
+  // ================= consumer warpgroups
+  cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
+  const int ctid = threadIdx.x - 128;
+  const int cwg = __shfl_sync(0xffffffffu, ctid / 128, 0), lane = threadIdx.x % 32;
+  // dQ part of this warpgroup (Traits::kDqSplitKeys): 64-column block cblk over key block kblk.
+  const int cblk = Tr::kDqSplitKeys ? 0 : cwg, kblk = Tr::kDqSplitKeys ? cwg : 0;
+
+  typename Tr::MmaSdP mma_sdp;
+  typename Tr::MmaDKV mma_dkv;
+  typename Tr::MmaDQ mma_dq;
+  auto thr_sdp = mma_sdp.get_thread_slice(ctid);
+  auto wg_sdp = mma_sdp.get_thread_slice(cwg * 128);  // smem operands: one descriptor a warpgroup
+  auto thr_dkv = mma_dkv.get_thread_slice(ctid);
+  auto wg_dkv = mma_dkv.get_thread_slice(cwg * 128);
+  auto thr_dq = mma_dq.get_thread_slice(ctid % 128);
+
+  Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename Tr::SmemLayoutQ{});
+  Tensor sQt = make_tensor(make_smem_ptr(ss.q.data()), typename Tr::SmemLayoutQt{});
+  Tensor sdO = make_tensor(make_smem_ptr(ss.dout.data()), typename Tr::SmemLayoutQ{});
+  Tensor sdOt = make_tensor(make_smem_ptr(ss.dout.data()), typename Tr::SmemLayoutQt{});
+  Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Tr::SmemLayoutK{});
+  Tensor sKt = make_tensor(make_smem_ptr(ss.k.data()), typename Tr::SmemLayoutKt{});
+  Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Tr::SmemLayoutK{});
+  Tensor sdSt = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutdSt{});
+  Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutdS{});
+  // dQ operands with the warpgroup's block as trailing modes: (BM, KW, 1, BN / KW), (64, KW, D / 64, BN / KW).
+  Tensor sdS_b = flat_divide(sdS, Shape<Int<BM>, Int<KW>>{});
+  Tensor sKt_b = flat_divide(sKt, Shape<_64, Int<KW>>{});
+
+  Tensor tSrK = wg_sdp.partition_fragment_A(sK);       // descriptors (1, 1, D / 16)
+  Tensor tSrV = wg_sdp.partition_fragment_A(sV);
+  Tensor tSrQ = wg_sdp.partition_fragment_B(sQ);       // (1, 1, D / 16, stages)
+  Tensor tSrdO = wg_sdp.partition_fragment_B(sdO);
+  Tensor tKVrQt = wg_dkv.partition_fragment_B(sQt);    // (1, 1, BM / 16, stages)
+  Tensor tKVrdOt = wg_dkv.partition_fragment_B(sdOt);
+  Tensor tQrdS = thr_dq.partition_fragment_A(sdS_b);   // (1, 1, KW / 16, 1, BN / KW)
+  Tensor tQrK = thr_dq.partition_fragment_B(sKt_b);    // (1, 1, KW / 16, D / 64, BN / KW)
+
+  Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<BN>, Int<BM>>{});
+  Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<BN>, Int<BM>>{});
+  Tensor tScS = thr_sdp.partition_C(make_identity_tensor(Shape<Int<BN>, Int<BM>>{}));  // (key, query)
+  Tensor tSsdS = thr_sdp.partition_C(sdSt);                                            // dS^T stores
+  Tensor tOrP = make_tensor<Element>(typename Tr::LayoutP{});
+  Tensor tOrdS = make_tensor<Element>(typename Tr::LayoutP{});
+  Tensor tdVrdV = partition_fragment_C(mma_dkv, Shape<Int<BN>, Int<D>>{});
+  Tensor tdKrdK = partition_fragment_C(mma_dkv, Shape<Int<BN>, Int<D>>{});
+  Tensor tdKVc = thr_dkv.partition_C(make_identity_tensor(Shape<Int<BN>, Int<D>>{}));  // (key, column)
+  Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<_64, _64>{});
+  Tensor tdQc = thr_dq.partition_C(make_identity_tensor(Shape<_64, _64>{}));  // (query, column in block)
+  static_assert(size(tOrP) == size(tSrS) && size(tSsdS) == size(tSrS), "fragment shapes");
+  clear(tdVrdV);
+  clear(tdKrdK);
+
+  const sm80::SeqBlock& sb = sp.sb;
+  const int n0 = sp.n0;
+  if (sp.m_tiles > 0) mbar_wait(&ss.full_kv, 0);
+#pragma unroll 1
+  for (int it = 0; it < sp.m_tiles; ++it) {
+    const int st = it % Tr::kStages, m0 = sp.m_begin + it * BM;
+    mbar_wait(&ss.full[st], (it / Tr::kStages) & 1);
+
+    // ---- S^T = K Q^T and dP^T = V dO^T
+    warpgroup_fence_operand(tSrS);
+    warpgroup_fence_operand(tSrdP);
+    warpgroup_arrive();
+    mma_sdp.accumulate_ = GMMA::ScaleOut::Zero;
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tSrK); ++kb) {
+      cute::gemm(mma_sdp, tSrK(_, _, kb), tSrQ(_, _, kb, st), tSrS);
+      mma_sdp.accumulate_ = GMMA::ScaleOut::One;
+    }
+    mma_sdp.accumulate_ = GMMA::ScaleOut::Zero;
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tSrV); ++kb) {
+      cute::gemm(mma_sdp, tSrV(_, _, kb), tSrdO(_, _, kb, st), tSrdP);
+      mma_sdp.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tSrS);
+    warpgroup_fence_operand(tSrdP);
+
+    // ---- P^T and dS^T; masking only where the tile crosses the band or a block end
+    const bool need_mask = n0 + BN > sb.lk || m0 + BM > sb.lq || !sp.band.inside(m0, m0 + BM - 1, n0, n0 + BN - 1);
+    CUTE_UNROLL
+    for (int i = 0; i < size(tSrS); ++i) {
+      const int kr = get<0>(tScS(i)), qc = get<1>(tScS(i));
+      float pr = fast_exp2(tSrS(i) * a.scale_log2 - ss.lse2[st][qc]);
+      if (need_mask) {
+        const int qi = m0 + qc, kj = n0 + kr;
+        if (qi >= sb.lq || kj >= sb.lk || !sp.band.allowed(qi, kj)) pr = 0.f;
+      }
+      tSrS(i) = pr;
+      tSrdP(i) = pr * (tSrdP(i) - ss.dsum[st][qc]);
+    }
+    {
+      Tensor p32 = recast<uint32_t>(tOrP);
+      Tensor ds32 = recast<uint32_t>(tOrdS);
+      CUTE_UNROLL
+      for (int i = 0; i < size(p32); ++i) {
+        p32(i) = pack2<Element>(tSrS(2 * i), tSrS(2 * i + 1));
+        ds32(i) = pack2<Element>(tSrdP(2 * i), tSrdP(2 * i + 1));
+      }
+    }
+
+    // ---- dV += P^T dO and dK += dS^T Q (not waited for yet)
+    warpgroup_fence_operand(tOrP);
+    warpgroup_fence_operand(tOrdS);
+    warpgroup_fence_operand(tdVrdV);
+    warpgroup_fence_operand(tdKrdK);
+    warpgroup_arrive();
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_dkv, tOrP(_, _, kb), tKVrdOt(_, _, kb, st), tdVrdV);
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tOrdS); ++kb) cute::gemm(mma_dkv, tOrdS(_, _, kb), tKVrQt(_, _, kb, st), tdKrdK);
+    warpgroup_commit_batch();
+
+    // ---- dS^T to shared memory once both warpgroups' previous dQ GEMMs have read it
+    named_barrier_sync(kBarDsFree, 256);
+    CUTE_UNROLL
+    for (int i = 0; i < size(tOrdS); ++i) tSsdS(i) = tOrdS(i);
+    cutlass::arch::fence_view_async_shared();  // generic-proxy stores before the async-proxy reads
+    named_barrier_sync(kBarDsReady, 256);
+
+    // ---- dQ part = dS K
+    warpgroup_fence_operand(tdQrdQ);
+    warpgroup_arrive();
+    mma_dq.accumulate_ = GMMA::ScaleOut::Zero;
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tQrdS); ++kb) {
+      cute::gemm(mma_dq, tQrdS(_, _, kb, 0, kblk), tQrK(_, _, kb, cblk, kblk), tdQrdQ);
+      mma_dq.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();  // dK / dV and dQ batches: the stage and dS^T are read
+    warpgroup_fence_operand(tdVrdV);
+    warpgroup_fence_operand(tdKrdK);
+    warpgroup_fence_operand(tdQrdQ);
+    __syncwarp();
+    if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[st]);
+
+    // ---- dQ sums: column pairs as one 8-byte reduction (even columns, K a multiple of 8)
+    CUTE_UNROLL
+    for (int i = 0; i < size(tdQrdQ); i += 2) {
+      const int qi = m0 + get<0>(tdQc(i));
+      if (qi < sb.lq) {
+        const int c = cblk * 64 + get<1>(tdQc(i));
+        float* dst = a.dq_accum + ((int64_t(sb.bq) * p.Mq + sb.q0 + qi) * p.H + h) * p.K + c;
+        atomicAdd(reinterpret_cast<float2*>(dst), make_float2(tdQrdQ(i), tdQrdQ(i + 1)));
+      }
+    }
+  }
+
+  // ---- epilogue: dK * scale and dV of the tile's keys, column pairs as 32-bit words
+  Element* dkp = static_cast<Element*>(p.dk);
+  Element* dvp = static_cast<Element*>(p.dv);
+  CUTE_UNROLL
+  for (int i = 0; i < size(tdKrdK); i += 2) {
+    const int kj = n0 + get<0>(tdKVc(i)), c = get<1>(tdKVc(i));
+    if (kj < sb.lk) {
+      const int64_t row = int64_t(sb.bq) * p.dk_sb + int64_t(sb.k0 + kj) * p.dk_sm + int64_t(h) * p.dk_sh;
+      const int64_t vrow = int64_t(sb.bq) * p.dv_sb + int64_t(sb.k0 + kj) * p.dv_sm + int64_t(h) * p.dv_sh;
+      *reinterpret_cast<uint32_t*>(dkp + row + c) = pack2<Element>(tdKrdK(i) * p.scale, tdKrdK(i + 1) * p.scale);
+      *reinterpret_cast<uint32_t*>(dvp + vrow + c) = pack2<Element>(tdVrdV(i), tdVrdV(i + 1));
+    }
+  }
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
+}  // namespace mslk::attention::sm90_bwd
+#endif  // MSLK_HAS_CUTLASS

@@ -1,0 +1,109 @@
+// Compile-time shape of the Hopper attention backward (fmha_bwd_sm90_kernel.cuh): tiles, register
+// budgets, shared-memory layouts, the three tiled MMAs, the shared storage and the kernel arguments.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "attention/kernels/fmha_bwd.h"
+
+#if MSLK_HAS_CUTLASS
+// First: it includes cuda.h and cudaTypedefs.h ahead of every CUTLASS header.
+#include "attention/kernels/fmha_fwd_sm90_device.cuh"
+#include <cutlass/arch/barrier.h>
+#include <cutlass/numeric_types.h>
+
+#include <cute/arch/mma_sm90.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cute/tensor.hpp>
+
+namespace mslk::attention::sm90_bwd {
+using namespace cute;
+
+constexpr int kColBlock = 64;  // elements per 128-byte swizzled row = columns of one TMA box
+
+// One CTA per key tile of BN = 128 keys: a producer warpgroup (TMA, LSE / D rows) and two consumer
+// warpgroups of 64 keys each; query tiles of BM = 64 rows stream through a 2-stage ring.
+template <typename Element, int D>
+struct Traits {
+  static constexpr int kBN = 128, kBM = 64, kStages = 2, kWGs = 2;
+  static constexpr int kThreads = 128 * (kWGs + 1);
+  static constexpr int kConsumerWarps = 4 * kWGs;
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static_assert(128 * kProducerRegs + 128 * kWGs * kConsumerRegs <= 65536 / kThreads / 8 * 8 * kThreads,
+                "register pool");
+  static_assert(D == 64 || D == 128, "head dims 64 and 128");
+  static_assert(sizeof(Element) == 2, "16-bit inputs only (MN-major operands need them)");
+  // dQ = dS K per warpgroup: 64 queries x 64 columns over KW keys. d128: warpgroup w takes columns
+  // [64 w, + 64) over all 128 keys; d64: all 64 columns over keys [64 w, + 64) (both add to dQ).
+  static constexpr int kDqSplitKeys = D == 64;
+  static constexpr int kDqKeys = kDqSplitKeys ? kBN / 2 : kBN;
+
+  // Q and dO: [stage][D / 64][BM][64] (one TMA box per 64-column block), seen K-major (BM x D) as
+  // the B operand of S^T = K Q^T, and MN-major (D x BM) as the B operand of dK += dS^T Q: the
+  // MN-major atoms vary along BM first, so both views are the same bytes.
+  using SmemLayoutQ =
+      decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kBM>, Int<D>, Int<kStages>>{}));
+  using SmemLayoutQt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
+                                              Shape<Int<D>, Int<kBM>, Int<kStages>>{}, Step<_2, _1, _3>{}));
+  // K and V: [D / 64][BN][64]; K also MN-major (D x BN) as the B operand of dQ = dS K.
+  using SmemLayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kBN>, Int<D>>{}));
+  using SmemLayoutKt =
+      decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{}, Shape<Int<D>, Int<kBN>>{}, Step<_2, _1>{}));
+  // dS^T written by the consumers as [BN keys][BM queries] (K-major, the accumulator's view) and
+  // read as the MN-major A operand (BM x BN) of dQ = dS K: same bytes.
+  using SmemLayoutdSt = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kBN>, Int<kBM>>{}));
+  using SmemLayoutdS =
+      decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{}, Shape<Int<kBM>, Int<kBN>>{}, Step<_2, _1>{}));
+
+  // S^T = K Q^T and dP^T = V dO^T: keys as rows (64 a warpgroup), queries as columns.
+  using MmaSdP = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBM>, Int<D>>>(), Layout<Shape<_2, _1, _1>>{}));
+  // dV += P^T dO and dK += dS^T Q: P^T / dS^T from registers, dO / Q MN-major from smem.
+  using MmaDKV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<D>, Int<kBM>>, GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<_2, _1, _1>>{}));
+  // dQ = dS K, one warpgroup's part (see kDqSplitKeys).
+  using MmaDQ = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<_64, _64, Int<kDqKeys>>,
+                                                             GMMA::Major::MN, GMMA::Major::MN>()));
+  // P^T / dS^T as the register A operand of one thread: (8 values of a 16-query step, 1, BM / 16),
+  // the accumulator's linear order (as the forward's P).
+  using LayoutP = Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBM / 16>>>;
+
+  static constexpr uint32_t kQBytes = kBM * D * sizeof(Element);   // one Q (or dO) tile
+  static constexpr uint32_t kKVBytes = kBN * D * sizeof(Element);  // the K (or V) tile
+};
+
+template <typename Element, int D>
+struct SharedStorage {
+  using Tr = Traits<Element, D>;
+  cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutQ>, 1024> q;
+  cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutQ>, 1024> dout;
+  cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutK>, 1024> k;
+  cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutK>, 1024> v;
+  cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutdSt>, 1024> ds;
+  float lse2[Tr::kStages][Tr::kBM];  // row_lse2 of the stage's query rows
+  float dsum[Tr::kStages][Tr::kBM];  // D_i of the stage's query rows
+  uint64_t full_kv;                  // K and V landed (TMA transaction)
+  uint64_t full[Tr::kStages];        // Q, dO landed and the LSE / D rows written
+  uint64_t empty[Tr::kStages];       // every consumer warp is done with the stage
+};
+
+// Tensor maps view a tensor as [batches][heads][rows][cols] (boxes of [rows of a tile][64]); a mode
+// whose stride is 0 has extent 1 and its coordinate multiplier (*_hm, *_bm) is 0.
+struct Args {
+  CUtensorMap tq, tk, tv, tdo;
+  FmhaBwdParams p;
+  const float* dsum;  // FmhaBwdScratch
+  float* dq_accum;
+  int q_hm, q_bm, k_hm, k_bm, v_hm, v_bm, do_hm, do_bm;
+  float scale_log2;  // scale * log2(e)
+};
+
+// Named barriers (0 is __syncthreads), both over the 256 consumer threads.
+constexpr int kBarDsFree = 1;   // both warpgroups' dQ GEMMs of the previous query tile are done
+constexpr int kBarDsReady = 2;  // both halves of dS^T are in shared memory
+
+}  // namespace mslk::attention::sm90_bwd
+#endif  // MSLK_HAS_CUTLASS

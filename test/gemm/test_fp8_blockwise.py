@@ -9,6 +9,7 @@ from mslk.gemm.triton.fp8_gemm import matmul_fp8_block
 from mslk.gemm.triton.fp8_groupwise_gemm import matmul_f8f8bf16_groupwise
 from mslk.gemm.triton.fp8_groupwise_grouped_gemm import matmul_f8f8bf16_groupwise_grouped
 from mslk.quantize.triton.fp8_quantize import quantize_fp8_block, quantize_fp8_group
+from test.conftest import requires_cuda
 from test.gemm.fp8_blockwise_reference import (cdiv, check, grouped_x_scale, rand_fp8, rand_grid, ref_blockwise,
                                                ref_groupwise)
 
@@ -138,3 +139,32 @@ def test_groupwise_grouped_n_not_multiple(device):
     for g, m in enumerate(sizes):
         check(out[s:s + m], *ref_groupwise(xq[s:s + m], wq[g], grouped_x_scale(xs, sizes, g), ws[g]), device)
         s += m
+
+
+@requires_cuda
+@pytest.mark.parametrize("M,N,K", [(4096, 384, 1024), (64, 2112, 7168), (65, 256, 16384)])
+def test_cuda_large_groupwise(M, N, K):
+    # both table rows (M <= 64: the 64-row ping-pong one), and a long K
+    xq, wq = rand_fp8((M, K), "cuda"), rand_fp8((N, K), "cuda")
+    xs, ws = rand_grid(K // 128, M, "cuda"), rand_grid(K // 128, cdiv(N, 128), "cuda")
+    check(ops.f8f8bf16_groupwise(xq, wq, xs, ws), *ref_groupwise(xq, wq, xs, ws), "cuda")
+
+
+@requires_cuda
+@pytest.mark.parametrize("M", [8, 7])  # M % 4 != 0: the x scales are copied into a padded buffer
+def test_cuda_graph_capture_groupwise(M):
+    N, K = 256, 512
+    xq, wq = rand_fp8((M, K), "cuda"), rand_fp8((N, K), "cuda")
+    xs, ws = rand_grid(K // 128, M, "cuda"), rand_grid(K // 128, 2, "cuda")
+    eager = ops.f8f8bf16_groupwise(xq, wq, xs, ws)
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        ops.f8f8bf16_groupwise(xq, wq, xs, ws)  # warm-up outside the capture
+        with torch.cuda.graph(g, stream=s):
+            out = ops.f8f8bf16_groupwise(xq, wq, xs, ws)
+    torch.cuda.current_stream().wait_stream(s)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)

@@ -15,7 +15,7 @@
 #include <cutlass/gemm/dispatch_policy.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
-#include "common/device_attrs.h"
+#include "gemm/kernels/cutlass_launch.cuh"
 #include "gemm/kernels/fp8_blockwise.h"
 #include "gemm/kernels/fp8_blockwise_configs.h"
 
@@ -86,35 +86,7 @@ struct CutlassBlockwise {
                                   {M, N, K, 1},
                                   {x, sa, w, sb, p.sfa, lsfa, p.sfb, lsfb},
                                   {{}, nullptr, sd, static_cast<ElementD*>(p.out), sd}};
-    int device = 0, sms = 0;
-    cudaError_t e = mslk::cuda::current_device_sms(&device, &sms);
-    if (e != cudaSuccess) return e;
-    args.hw_info.device_id = device;
-    args.hw_info.sm_count = sms;
-
-    Gemm gemm;
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorNotSupported;
-    const size_t ws_bytes = Gemm::get_workspace_size(args);
-    void* workspace = nullptr;
-    if (ws_bytes > 0 && (e = cudaMallocAsync(&workspace, ws_bytes, stream)) != cudaSuccess) return e;
-    // What gemm.run(args, workspace, stream) does, less the cudaFuncSetAttribute of the kernel's
-    // (fixed) shared memory on every call: that is set once per device.
-    static mslk::cuda::SmemLimitOnce smem_limit;
-    constexpr int kSmem = static_cast<int>(Kernel::SharedStorageSize);
-    cutlass::Status st = Kernel::initialize_workspace(args, workspace, stream);
-    typename Kernel::Params params;
-    if (st == cutlass::Status::kSuccess) {
-      params = Kernel::to_underlying_arguments(args, workspace);
-      if (kSmem >= (48 << 10) && smem_limit.ensure(cutlass::device_kernel<Kernel>, device, kSmem) != cudaSuccess) {
-        cudaGetLastError();
-        st = cutlass::Status::kErrorInternal;
-      }
-    }
-    if (st == cutlass::Status::kSuccess) st = Gemm::run(params, stream);
-    e = cudaGetLastError();
-    if (workspace) cudaFreeAsync(workspace, stream);
-    if (st != cutlass::Status::kSuccess && e == cudaSuccess) e = cudaErrorLaunchFailure;
-    return e;
+    return run_cutlass_universal<Gemm>(args, stream);
   }
 };
 

@@ -39,6 +39,18 @@ def test_blockwise_default_blocks(device, M, N, K):
     check(out, *ref_blockwise(xq, wq, xs, ws, 128, 128, 128), device)
 
 
+@pytest.mark.parametrize("M", [1, 130])
+@pytest.mark.parametrize("N,K", [(256, 208), (136, 336)])  # K not a multiple of 128: a partial last K block
+def test_blockwise_k_not_multiple(device, M, N, K):
+    xq, wq = rand_fp8((M, K), device), rand_fp8((N, K), device)
+    xs, ws = rand_grid(cdiv(M, 128), cdiv(K, 128), device), rand_grid(cdiv(N, 128), cdiv(K, 128), device)
+    out = ops.f8f8bf16_blockwise(xq, wq, xs, ws)
+    check(out, *ref_blockwise(xq, wq, xs, ws, 128, 128, 128), device)
+    xs2 = rand_grid(cdiv(K, 128), M, device)  # groupwise takes ceil(K / 128) groups as well
+    ws2 = ws.t().contiguous()
+    check(ops.f8f8bf16_groupwise(xq, wq, xs2, ws2), *ref_blockwise(xq, wq, xs2.t(), ws2.t(), 1, 128, 128), device)
+
+
 @pytest.mark.parametrize("M", [7, 300])
 def test_matmul_fp8_block_default_256(device, M):
     N, K = 520, 640  # neither a multiple of the 256 scale blocks

@@ -1,9 +1,9 @@
-// Native entry points of mslk's rowwise FP8 GEMMs (spec: "C++ - Native GEMM declarations -
-// FP8 & BF16"), callable from C++ without Python. Each one calls the same-name
+// Native entry points of mslk's FP8 GEMMs, rowwise and block/group-scaled (spec: "C++ - Native
+// GEMM declarations - FP8 & BF16"), callable from C++ without Python. Each one calls the same-name
 // torch.ops.mslk op through the dispatcher, so the CPU reference or the CUDA kernel runs by the
 // inputs' device. Link against libmslk.so (which registers the ops when it is loaded).
 //
-// Contract: out[..., m, n] = x_scale[..., m] * w_scale[n] * sum_k XQ[..., m, k] * WQ[n, k]
+// Rowwise contract: out[..., m, n] = x_scale[..., m] * w_scale[n] * sum_k XQ[..., m, k] * WQ[n, k]
 // (+ bias[n]), XQ / WQ float8_e4m3fn with unit stride along K, scales float32, bias bf16 or
 // float32, output bf16 (fp16 for f8f8f16_rowwise).
 #pragma once

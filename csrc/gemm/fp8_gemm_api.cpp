@@ -72,4 +72,18 @@ T f8f8bf16_rowwise_grouped_mm(T XQ, T WQ, T x_scale, T w_scale, OT offsets, T& o
       .call(XQ, WQ, x_scale, w_scale, offsets, OT(output));
 }
 
+T f8f8bf16_blockwise(T XQ, T WQ, T x_scale, T w_scale, int64_t block_m, int64_t block_n, int64_t block_k) {
+  return op<T(const T&, const T&, const T&, const T&, int64_t, int64_t, int64_t)>("mslk::f8f8bf16_blockwise")
+      .call(XQ, WQ, x_scale, w_scale, block_m, block_n, block_k);
+}
+
+T f8f8bf16_groupwise(T XQ, T WQ, T x_scale, T w_scale) {
+  return op<T(const T&, const T&, const T&, const T&)>("mslk::f8f8bf16_groupwise").call(XQ, WQ, x_scale, w_scale);
+}
+
+T f8f8bf16_groupwise_grouped(T XQ, T WQ, T x_scale, T w_scale, T M_sizes) {
+  return op<T(const T&, const T&, const T&, const T&, const T&)>("mslk::f8f8bf16_groupwise_grouped")
+      .call(XQ, WQ, x_scale, w_scale, M_sizes);
+}
+
 }  // namespace mslk::gemm

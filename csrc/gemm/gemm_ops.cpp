@@ -33,6 +33,14 @@ TORCH_LIBRARY_FRAGMENT(mslk, m) {
   m.def("_f8f8bf16_rowwise_grouped_mm_into(Tensor XQ, Tensor WQ, Tensor x_scale, Tensor w_scale, Tensor? offsets, "
         "Tensor(a!) output) -> ()");
 
+  // FP8 block/group-scaled (csrc/gemm/fp8_blockwise.cpp): out[m, n] = sum over 128-K blocks of
+  // x_scale(m, kb) * w_scale(n, kb) * (XQ @ WQ^T restricted to the block).
+  m.def("f8f8bf16_blockwise(Tensor XQ, Tensor WQ, Tensor x_scale, Tensor w_scale, int block_m=128, "
+        "int block_n=128, int block_k=128) -> Tensor");
+  m.def("f8f8bf16_groupwise(Tensor XQ, Tensor WQ, Tensor x_scale, Tensor w_scale) -> Tensor");
+  m.def("f8f8bf16_groupwise_grouped(Tensor XQ, Tensor WQ, Tensor x_scale, Tensor w_scale, Tensor M_sizes) "
+        "-> Tensor");
+
   // BF16 grouped (csrc/gemm/bf16_grouped.cpp): X [total_M, K], W [G, N, K], M_sizes [G].
   m.def("bf16bf16bf16_grouped(Tensor[] X, Tensor[] W) -> Tensor[]");
   m.def("bf16bf16bf16_grouped_cat(Tensor[] X, Tensor[] W) -> Tensor");
@@ -131,4 +139,7 @@ TORCH_LIBRARY_FRAGMENT(triton, m) {
   m.def("matmul_fp8_row(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, Tensor? bias=None, "
         "ScalarType? dot_out_dtype=None, bool allow_tf32=True, bool fp8_fast_accum=True, bool imprecise_acc=False, "
         "bool tma_persistent=True, bool? no_use_persistent=None, bool use_warp_specialization=False) -> Tensor");
+  m.def("matmul_fp8_block(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, int scale_block_m=256, "
+        "int scale_block_n=256, int scale_block_k=256, ScalarType? dot_out_dtype=None, bool allow_tf32=True, "
+        "bool fp8_fast_accum=True) -> Tensor");
 }

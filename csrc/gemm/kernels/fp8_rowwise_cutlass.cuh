@@ -17,7 +17,7 @@
 #include <cutlass/gemm/dispatch_policy.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
-#include "common/device_attrs.h"
+#include "gemm/kernels/cutlass_launch.cuh"
 #include "gemm/kernels/cutlass_swizzle.h"
 #include "gemm/kernels/fp8_rowwise.h"
 #include "gemm/kernels/fp8_rowwise_configs.h"
@@ -109,36 +109,8 @@ struct CutlassRowwise {
         {{p.w_scale, 0.f, ws}, {}, {}},  // w_scale * acc
         {p.bias, 0.f, bs},               // bias (null: 0)
         {}};                             // fma
-    int device = 0, sms = 0;
-    cudaError_t e = mslk::cuda::current_device_sms(&device, &sms);  // read once per device
-    if (e != cudaSuccess) return e;
-    args.hw_info.device_id = device;
-    args.hw_info.sm_count = sms;
     args.scheduler.max_swizzle_size = cutlass_swizzle(p.tuning, p.swizzle);
-
-    Gemm gemm;
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorNotSupported;
-    const size_t ws_bytes = Gemm::get_workspace_size(args);
-    void* workspace = nullptr;
-    if (ws_bytes > 0 && (e = cudaMallocAsync(&workspace, ws_bytes, stream)) != cudaSuccess) return e;
-    // What gemm.run(args, workspace, stream) does, less the cudaFuncSetAttribute of the kernel's
-    // (fixed) shared memory on every call: that is set once per device.
-    static mslk::cuda::SmemLimitOnce smem_limit;
-    constexpr int kSmem = static_cast<int>(Kernel::SharedStorageSize);
-    cutlass::Status st = Kernel::initialize_workspace(args, workspace, stream);
-    typename Kernel::Params params;
-    if (st == cutlass::Status::kSuccess) {
-      params = Kernel::to_underlying_arguments(args, workspace);
-      if (kSmem >= (48 << 10) && smem_limit.ensure(cutlass::device_kernel<Kernel>, device, kSmem) != cudaSuccess) {
-        cudaGetLastError();  // clear it, as the adapter does
-        st = cutlass::Status::kErrorInternal;
-      }
-    }
-    if (st == cutlass::Status::kSuccess) st = Gemm::run(params, stream);
-    e = cudaGetLastError();
-    if (workspace) cudaFreeAsync(workspace, stream);
-    if (st != cutlass::Status::kSuccess && e == cudaSuccess) e = cudaErrorLaunchFailure;
-    return e;
+    return run_cutlass_universal<Gemm>(args, stream);
   }
 };
 

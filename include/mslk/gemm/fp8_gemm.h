@@ -1,9 +1,9 @@
-// Native entry points of mslk's rowwise FP8 GEMMs (spec: "C++ - Native GEMM declarations -
-// FP8 & BF16"), callable from C++ without Python. Each one calls the same-name
+// Native entry points of mslk's FP8 GEMMs, rowwise and block/group-scaled (spec: "C++ - Native
+// GEMM declarations - FP8 & BF16"), callable from C++ without Python. Each one calls the same-name
 // torch.ops.mslk op through the dispatcher, so the CPU reference or the CUDA kernel runs by the
 // inputs' device. Link against libmslk.so (which registers the ops when it is loaded).
 //
-// Contract: out[..., m, n] = x_scale[..., m] * w_scale[n] * sum_k XQ[..., m, k] * WQ[n, k]
+// Rowwise contract: out[..., m, n] = x_scale[..., m] * w_scale[n] * sum_k XQ[..., m, k] * WQ[n, k]
 // (+ bias[n]), XQ / WQ float8_e4m3fn with unit stride along K, scales float32, bias bf16 or
 // float32, output bf16 (fp16 for f8f8f16_rowwise).
 #pragma once
@@ -34,5 +34,17 @@ at::Tensor f8f8bf16_rowwise_grouped_dynamic(at::Tensor XQ, at::Tensor WQ, at::Te
 // Spec: "C++ - Native offset-grouped GEMM declarations". Writes into and returns `output`.
 at::Tensor f8f8bf16_rowwise_grouped_mm(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
                                        std::optional<at::Tensor> offsets, at::Tensor& output);
+
+// Block/group-scaled FP8 GEMMs: out[m, n] = sum over K blocks kb of
+// x_scale(m, kb) * w_scale(n, kb) * sum_{k in kb} XQ[m, k] * WQ[n, k], bf16 output.
+// f8f8bf16_blockwise: x_scale [ceil(M/block_m), ceil(K/block_k)], w_scale [ceil(N/block_n), ceil(K/block_k)].
+at::Tensor f8f8bf16_blockwise(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
+                              int64_t block_m = 128, int64_t block_n = 128, int64_t block_k = 128);
+// f8f8bf16_groupwise: x_scale [K/128, M], w_scale [K/128, N/128] (both MN-major).
+at::Tensor f8f8bf16_groupwise(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale);
+// XQ [total_M, K], WQ [G, N, K], x_scale [total_M, K/128] (M-major inside each group's rows),
+// w_scale [G, K/128, N/128], M_sizes [G].
+at::Tensor f8f8bf16_groupwise_grouped(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
+                                      at::Tensor M_sizes);
 
 }  // namespace mslk::gemm

@@ -9,6 +9,10 @@ Differences from the reference: the Triton tuning knobs (allow_tf32, imprecise_a
 tma_persistent, no_use_persistent, use_warp_specialization) are accepted and ignored;
 dot_out_dtype names the accumulator type and must be None or torch.float32; higher-rank `a`
 works under torch.compile too (the fake implementation keeps the leading dims).
+matmul_fp8_block: a_scale [ceil(M / scale_block_m), ceil(K / scale_block_k)] and b_scale
+[ceil(N / scale_block_n), ceil(K / scale_block_k)] (K-major grids, as quantize_fp8_block writes
+them); the scales are applied per K block to float32 partial sums. On CUDA scale_block_n and
+scale_block_k must be multiples of 128 (any scale_block_m); the CPU reference takes any.
 to_mxfp8 (an MX format) raises until this build makes MX kernels (mslk.utils.unavailable).
 """
 
@@ -34,6 +38,14 @@ def matmul_fp8_row(a: Tensor, b: Tensor, a_scale: Tensor, b_scale: Tensor, bias:
     return torch.ops.triton.matmul_fp8_row(a, b, a_scale, b_scale, bias, dot_out_dtype, allow_tf32,
                                            fp8_fast_accum, imprecise_acc, tma_persistent, no_use_persistent,
                                            use_warp_specialization)
+
+
+def matmul_fp8_block(a: Tensor, b: Tensor, a_scale: Tensor, b_scale: Tensor, scale_block_m: int = 256,
+                     scale_block_n: int = 256, scale_block_k: int = 256, dot_out_dtype: Optional[torch.dtype] = None,
+                     allow_tf32: bool = True, fp8_fast_accum: bool = True) -> Tensor:
+    """Block-scaled FP8 a [..., M, K] @ b [N, K].T -> BF16 [..., M, N]."""
+    return torch.ops.triton.matmul_fp8_block(a, b, a_scale, b_scale, scale_block_m, scale_block_n, scale_block_k,
+                                             dot_out_dtype, allow_tf32, fp8_fast_accum)
 
 
 @unavailable(FP4)

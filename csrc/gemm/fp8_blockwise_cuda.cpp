@@ -1,0 +1,87 @@
+// CUDA backend of the block/group-scaled FP8 GEMM ops: brings the call's scale grids into the
+// kernel's layouts (fp8_blockwise.h under kernels/: one scale per row and 128-K block for X,
+// one per 128 x 128 block for W, both MN-major) and runs the CUTLASS sm90 kernel. The groupwise
+// scales as the spec lays them out ([K/128, M] with M % 4 == 0, [K/128, N/128]) go in as they
+// are; any other layout or block size (block_n and block_k multiples of 128) is expanded first.
+#include <ATen/ops/arange.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include "common/checks.h"
+#include "common/device_attrs.h"
+#include "gemm/fp8_blockwise.h"
+#include "gemm/kernels/config_table.h"
+#include "gemm/kernels/fp8_blockwise.h"
+
+namespace mslk::gemm {
+namespace {
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Scale grid g [rows_in, cols_in] sampled at (idx_r, idx_c) -> [len(idx_r), len(idx_c)].
+Tensor sample(const Tensor& g, int64_t n, int64_t block, int64_t cols, int64_t block_k) {
+  const auto li = g.options().dtype(at::kLong);
+  const Tensor r = at::arange(n, li).div_(block, "floor");
+  const Tensor c = at::arange(cols, li).mul_(128).div_(block_k, "floor");
+  return g.index_select(0, r).index_select(1, c);
+}
+
+void cuda_run(const BlockwiseCall& c) {
+  const int64_t M = c.A.size(0), K = c.A.size(1), N = c.B.size(0), kb = cdiv(K, 128), nb = cdiv(N, 128);
+  int dev = 0;
+  mslk::cuda::DeviceAttrs attrs;
+  C10_CUDA_CHECK(mslk::cuda::current_device_attrs(&dev, &attrs));
+  TORCH_CHECK(attrs.cc_major == 9, c.op, ": the CUDA kernel is built for Hopper (sm_90a); this device is sm_",
+              attrs.cc_major, attrs.cc_minor, ". Run it on the CPU reference or on an H100/H200");
+  TORCH_CHECK_VALUE(c.block_n % 128 == 0 && c.block_k % 128 == 0, c.op,
+                    ": on CUDA the weight scale blocks must be multiples of 128 along N and K (the kernel applies "
+                    "scales per 128 x 128 block), got block_n=",
+                    c.block_n, ", block_k=", c.block_k);
+  BlockwiseKernelParams p;
+  p.a = static_cast<const uint8_t*>(c.A.const_data_ptr());
+  p.b = static_cast<const uint8_t*>(c.B.const_data_ptr());
+  p.out = c.out.data_ptr();
+  p.M = M, p.N = N, p.K = K;
+  p.lda = M > 1 ? c.A.stride(0) : K;
+  p.ldb = N > 1 ? c.B.stride(0) : K;
+  p.ldd = M > 1 ? c.out.stride(0) : N;
+  // X scales: [kb, ld] with ld = M rounded up to 4 (TMA reads 16-byte rows).
+  const int64_t m_pad = (M + 3) / 4 * 4;
+  Tensor sfa;
+  if (c.block_m == 1 && c.block_k == 128 && c.xs.stride(0) == 1 && c.xs.stride(1) == m_pad &&
+      aligned(c.xs.const_data_ptr(), 16)) {
+    p.sfa = c.xs.const_data_ptr<float>();
+    p.sfa_ld = m_pad;
+  } else {
+    sfa = at::zeros({kb, m_pad}, c.xs.options());
+    sfa.narrow(1, 0, M).copy_(sample(c.xs, M, c.block_m, kb, c.block_k).t());
+    p.sfa = sfa.const_data_ptr<float>();
+    p.sfa_ld = m_pad;
+  }
+  Tensor sfb;
+  if (c.block_n == 128 && c.block_k == 128 && (nb == 1 || c.ws.stride(0) == 1) && c.ws.stride(1) >= nb) {
+    p.sfb = c.ws.const_data_ptr<float>();
+    p.sfb_ld = c.ws.stride(1);
+  } else {
+    sfb = sample(c.ws, nb, c.block_n / 128, kb, c.block_k).t().contiguous();
+    p.sfb = sfb.const_data_ptr<float>();
+    p.sfb_ld = nb;
+  }
+  const cudaError_t e = fp8_blockwise_run(p, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK_VALUE(e != cudaErrorNotSupported, c.op, ": the CUDA kernel cannot take this problem (M=", M, ", N=", N,
+                    ", K=", K, ", row strides ", p.lda, "/", p.ldb, "/", p.ldd,
+                    "): TMA needs K % 16 == 0, N % 8 == 0 and 16-byte aligned operands and rows");
+  C10_CUDA_CHECK(e);
+}
+
+constexpr BlockwiseBackend kCudaBackend{cuda_run};
+using CudaOps = BlockwiseOps<&kCudaBackend>;
+
+}  // namespace
+}  // namespace mslk::gemm
+
+TORCH_LIBRARY_IMPL(mslk, CUDA, m) { mslk::gemm::CudaOps::register_mslk(m); }
+TORCH_LIBRARY_IMPL(triton, CUDA, m) { mslk::gemm::CudaOps::register_triton(m); }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +19,10 @@
 #include "attention/kernels/fmha_bwd_sm90.h"
 #include "attention/kernels/fmha_fwd.h"
 
+namespace mslk::attention {
+cudaError_t fmha_bwd_sm90_variant(const FmhaBwdParams& p, int v, cudaStream_t stream);
+int fmha_bwd_sm90_variant_bits(int v);
+}
 using namespace mslk::attention;
 
 #define CK(x)                                                                                   \
@@ -119,12 +124,14 @@ cudaError_t fa2_fwd(const FmhaFwdParams& p) {
   return p.K <= 64 ? fmha_fwd_d64(p, 0) : fmha_fwd_d128(p, 0);
 }
 
-// 0: FA2 backward, 1: Hopper backward.
+// 0: FA2 backward, 1: Hopper backward (the library's variant), 2 + v: Hopper variant v
+// (fmha_bwd_sm90_variants.cu).
 cudaError_t run_bwd(FmhaBwdParams p, int which) {
   if (which == 0) {
     p.no_sm90 = 1;
     return fmha_bwd(p, 0);
   }
+  if (which >= 2) return fmha_bwd_sm90_variant(p, which - 2, 0);
   return fmha_bwd_sm90(p, 0);
 }
 
@@ -183,7 +190,7 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& r) {
   return den > 0 ? num / den : num;
 }
 
-bool check(const Case& cs, const std::vector<int>& lens, std::mt19937& rng) {
+bool check(const Case& cs, const std::vector<int>& lens, std::mt19937& rng, int which = 1) {
   Problem pr(cs, lens, rng);
   const FmhaBwdParams p = pr.bwd();
   if (!fmha_bwd_sm90_supports(p)) {
@@ -195,7 +202,7 @@ bool check(const Case& cs, const std::vector<int>& lens, std::mt19937& rng) {
   CK(cudaDeviceSynchronize());
   const auto rq = to_host(pr.b.dq, pr.nq), rk = to_host(pr.b.dk, pr.nk), rv = to_host(pr.b.dv, pr.nk);
   pr.clear_grads();
-  const cudaError_t e = run_bwd(p, 1);
+  const cudaError_t e = run_bwd(p, which);
   const cudaError_t e2 = cudaDeviceSynchronize();
   if (e != cudaSuccess || e2 != cudaSuccess) {
     std::printf("%-34s FAIL: sm90 launch %s, sync %s\n", cs.name, cudaGetErrorName(e), cudaGetErrorName(e2));
@@ -204,7 +211,7 @@ bool check(const Case& cs, const std::vector<int>& lens, std::mt19937& rng) {
   const double eq = rel_err(to_host(pr.b.dq, pr.nq), rq), ek = rel_err(to_host(pr.b.dk, pr.nk), rk),
                ev = rel_err(to_host(pr.b.dv, pr.nk), rv);
   const bool ok = eq < 2e-2 && ek < 2e-2 && ev < 2e-2;
-  std::printf("%-34s dq %.2e  dk %.2e  dv %.2e  %s\n", cs.name, eq, ek, ev, ok ? "ok" : "FAIL");
+  std::printf("%-34s v%-2d dq %.2e  dk %.2e  dv %.2e  %s\n", cs.name, which >= 2 ? fmha_bwd_sm90_variant_bits(which - 2) : -1, eq, ek, ev, ok ? "ok" : "FAIL");
   return ok;
 }
 
@@ -233,7 +240,12 @@ double median_ms(Problem& pr, int which) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool timing = !(argc > 1 && std::string(argv[1]) == "--no-timing");
+  // Modes: (none) checks + timing of FA2 vs the library's variant; --no-timing: checks only;
+  // --variants: checks of every variant + timing of all of them; --profile V: one launch of variant V
+  // on B2 H32 S4096 d128 (for ncu).
+  const std::string mode = argc > 1 ? argv[1] : "";
+  const bool timing = mode != "--no-timing";
+  const bool variants = mode == "--variants";
   int dev = 0;
   cudaDeviceProp prop{};
   CK(cudaGetDevice(&dev));
@@ -254,11 +266,47 @@ int main(int argc, char** argv) {
       {1, 3, 0, 0, 64, kMaskNone, true, "varlen 5 seqs d64"},
   };
   const std::vector<int> lens = {1, 130, 7, 513, 64};
+  constexpr int kVariants = 4;
+  if (mode == "--profile") {
+    const int v = argc > 2 ? std::atoi(argv[2]) : 0;
+    const Case c{2, 32, 4096, 4096, 128, kMaskNone, false, "B2 H32 S4096 d128"};
+    Problem pr(c, {}, rng);
+    CK(run_bwd(pr.bwd(), 2 + v));
+    CK(cudaDeviceSynchronize());
+    std::printf("profiled variant bits %d\n", fmha_bwd_sm90_variant_bits(v));
+    return 0;
+  }
   bool all = true;
-  for (const Case& c : cases) all = check(c, c.varlen ? lens : std::vector<int>{}, rng) && all;
-  if (timing) {
-    for (int mask : {kMaskNone, kMaskCausalTopLeft}) {
-      const Case c{2, 32, 4096, 4096, 128, mask, false, mask ? "B2 H32 S4096 d128 causal" : "B2 H32 S4096 d128"};
+  for (const Case& c : cases) {
+    if (!variants) {
+      all = check(c, c.varlen ? lens : std::vector<int>{}, rng) && all;
+      continue;
+    }
+    for (int v = 0; v < kVariants; ++v) all = check(c, c.varlen ? lens : std::vector<int>{}, rng, 2 + v) && all;
+  }
+  if (timing && variants) {
+    const Case shapes[] = {{2, 32, 4096, 4096, 128, kMaskNone, false, "B2 H32 S4096 d128"},
+                           {2, 32, 4096, 4096, 128, kMaskCausalTopLeft, false, "B2 H32 S4096 d128 causal"},
+                           {4, 16, 2048, 2048, 64, kMaskNone, false, "B4 H16 S2048 d64"},
+                           {4, 16, 2048, 2048, 64, kMaskCausalTopLeft, false, "B4 H16 S2048 d64 causal"}};
+    for (const Case& c : shapes) {
+      Problem pr(c, {}, rng);
+      const double flops = 10.0 * c.B * c.H * double(c.Mq) * c.Mkv * c.D * (c.mask ? 0.5 : 1.0);
+      std::printf("%-28s", c.name);
+      for (int rep = 0; rep < 2; ++rep)
+        for (int v = 0; v < kVariants; ++v) {
+          const double t = median_ms(pr, 2 + v);
+          std::printf(" | v%d %6.3f ms %5.1f", fmha_bwd_sm90_variant_bits(v), t, flops / t * 1e-9);
+        }
+      std::printf("  (TFLOP/s)\n");
+    }
+  } else if (timing) {
+    const Case shapes[] = {{2, 32, 4096, 4096, 128, kMaskNone, false, "B2 H32 S4096 d128"},
+                           {2, 32, 4096, 4096, 128, kMaskCausalTopLeft, false, "B2 H32 S4096 d128 causal"},
+                           {4, 16, 2048, 2048, 64, kMaskNone, false, "B4 H16 S2048 d64"},
+                           {4, 16, 2048, 2048, 64, kMaskCausalTopLeft, false, "B4 H16 S2048 d64 causal"}};
+    for (const Case& c : shapes) {
+      const int mask = c.mask;
       Problem pr(c, {}, rng);
       const double flops = 10.0 * c.B * c.H * double(c.Mq) * c.Mkv * c.D * (mask ? 0.5 : 1.0);
       const double t0 = median_ms(pr, 0), t1 = median_ms(pr, 1);

@@ -101,12 +101,49 @@ __device__ __forceinline__ void produce_rows(const Args& a, SharedStorage<Elemen
   }
 }
 
+// Producer warp 2: each query tile's dQ parts (shared memory) added to the float32 dQ sums by bulk
+// reductions, one 256-byte row of a warpgroup's part per instruction, rows past the block skipped.
 template <typename Element, int D>
+__device__ __forceinline__ void drain_dq(const Args& a, SharedStorage<Element, D>& ss, const Span& sp, int h,
+                                         int lane) {
+  using Tr = Traits<Element, D>;
+  const FmhaBwdParams& p = a.p;
+#pragma unroll 1
+  for (int it = 0; it < sp.m_tiles; ++it) {
+    const int s = it % Tr::kDqStages, m0 = sp.m_begin + it * Tr::kBM;
+    mbar_wait(&ss.dq_full[s], (it / Tr::kDqStages) & 1);
+    const int rows = min(Tr::kBM, sp.sb.lq - m0);
+    for (int idx = lane; idx < Tr::kWGs * Tr::kBM; idx += 32) {
+      const int w = idx / Tr::kBM, r = idx % Tr::kBM;
+      if (r >= rows) continue;
+      const int col = Tr::kDqSplitKeys ? 0 : w * Tr::kDqCols;
+      float* dst = a.dq_accum + ((int64_t(sp.sb.bq) * p.Mq + sp.sb.q0 + m0 + r) * p.H + h) * p.K + col;
+      ptx::bulk_reduce_add_f32(dst, ss.dq.data() + ((s * Tr::kWGs + w) * Tr::kBM + r) * Tr::kDqLd,
+                               Tr::kDqCols * sizeof(float));
+    }
+    ptx::tma_store_commit();
+    ptx::tma_store_wait_read();  // this lane's reductions have read the buffer
+    mbar_arrive(&ss.dq_empty[s]);
+  }
+  ptx::tma_store_wait_all();
+}
+
+// V: the variant bits of kVariantBits (traits); production kernels use kVariant.
+template <typename Element, int D, int V>
 __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
     fmha_bwd_sm90_kernel(const __grid_constant__ Args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tr = Traits<Element, D>;
-  constexpr int BN = Tr::kBN, BM = Tr::kBM, KW = Tr::kDqKeys;
+  constexpr bool kBulkDq = (V & kVarBulkDq) != 0, kSplitSdP = (V & kVarSplitSdP) != 0;
+  constexpr bool kFastIo = (V & kVarFastIo) != 0;
+  // dQ = dS K per warpgroup: kKeySplit: all NC = D columns over the warpgroup's own 64 keys (no
+  // cross-warpgroup barrier; twice the dQ reductions at d128), else 64 columns over all 128 keys.
+  constexpr bool kKeySplit = Tr::kDqSplitKeys || (V & kVarKeySplitDq) != 0;
+  static_assert(!(kBulkDq && kKeySplit && D != 64), "the bulk dQ buffers hold 64 columns a warpgroup");
+  constexpr int KW = kKeySplit ? 64 : 128, NC = kKeySplit ? D : 64;
+  using MmaDQ = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<NC>, Int<KW>>, GMMA::Major::MN, GMMA::Major::MN>()));
+  constexpr int BN = Tr::kBN, BM = Tr::kBM;
   const FmhaBwdParams& p = a.p;
   const int h = int(blockIdx.y);
   Span sp;
@@ -122,6 +159,11 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
       cutlass::arch::ClusterTransactionBarrier::init(&ss.full[st], 2);
       cutlass::arch::ClusterBarrier::init(&ss.empty[st], Tr::kConsumerWarps);
     }
+#pragma unroll
+    for (int st = 0; st < Tr::kDqStages; ++st) {
+      cutlass::arch::ClusterBarrier::init(&ss.dq_full[st], 128 * Tr::kWGs);
+      cutlass::arch::ClusterBarrier::init(&ss.dq_empty[st], 32);
+    }
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
@@ -132,6 +174,7 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
     if (sp.m_tiles > 0) {
       if (threadIdx.x == 0) produce_tiles<Element, D>(a, ss, sp, h);
       else if (threadIdx.x / 32 == 1) produce_rows<Element, D>(a, ss, sp, h, threadIdx.x % 32);
+      else if (kBulkDq && threadIdx.x / 32 == 2) drain_dq<Element, D>(a, ss, sp, h, threadIdx.x % 32);
     }
     return;
   }
@@ -140,12 +183,12 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
   cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
   const int ctid = threadIdx.x - 128;
   const int cwg = __shfl_sync(0xffffffffu, ctid / 128, 0), lane = threadIdx.x % 32;
-  // dQ part of this warpgroup (Traits::kDqSplitKeys): 64-column block cblk over key block kblk.
-  const int cblk = Tr::kDqSplitKeys ? 0 : cwg, kblk = Tr::kDqSplitKeys ? cwg : 0;
+  // dQ part of this warpgroup (kKeySplit): NC-column block cblk over key block kblk.
+  const int cblk = kKeySplit ? 0 : cwg, kblk = kKeySplit ? cwg : 0;
 
   typename Tr::MmaSdP mma_sdp;
   typename Tr::MmaDKV mma_dkv;
-  typename Tr::MmaDQ mma_dq;
+  MmaDQ mma_dq;
   auto thr_sdp = mma_sdp.get_thread_slice(ctid);
   auto wg_sdp = mma_sdp.get_thread_slice(cwg * 128);  // smem operands: one descriptor a warpgroup
   auto thr_dkv = mma_dkv.get_thread_slice(ctid);
@@ -161,9 +204,9 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
   Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Tr::SmemLayoutK{});
   Tensor sdSt = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutdSt{});
   Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutdS{});
-  // dQ operands with the warpgroup's block as trailing modes: (BM, KW, 1, BN / KW), (64, KW, D / 64, BN / KW).
+  // dQ operands with the warpgroup's block as trailing modes: (BM, KW, 1, BN / KW), (NC, KW, D / NC, BN / KW).
   Tensor sdS_b = flat_divide(sdS, Shape<Int<BM>, Int<KW>>{});
-  Tensor sKt_b = flat_divide(sKt, Shape<_64, Int<KW>>{});
+  Tensor sKt_b = flat_divide(sKt, Shape<Int<NC>, Int<KW>>{});
 
   Tensor tSrK = wg_sdp.partition_fragment_A(sK);       // descriptors (1, 1, D / 16)
   Tensor tSrV = wg_sdp.partition_fragment_A(sV);
@@ -172,7 +215,7 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
   Tensor tKVrQt = wg_dkv.partition_fragment_B(sQt);    // (1, 1, BM / 16, stages)
   Tensor tKVrdOt = wg_dkv.partition_fragment_B(sdOt);
   Tensor tQrdS = thr_dq.partition_fragment_A(sdS_b);   // (1, 1, KW / 16, 1, BN / KW)
-  Tensor tQrK = thr_dq.partition_fragment_B(sKt_b);    // (1, 1, KW / 16, D / 64, BN / KW)
+  Tensor tQrK = thr_dq.partition_fragment_B(sKt_b);    // (1, 1, KW / 16, D / NC, BN / KW)
 
   Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<BN>, Int<BM>>{});
   Tensor tSrdP = partition_fragment_C(mma_sdp, Shape<Int<BN>, Int<BM>>{});
@@ -183,11 +226,18 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
   Tensor tdVrdV = partition_fragment_C(mma_dkv, Shape<Int<BN>, Int<D>>{});
   Tensor tdKrdK = partition_fragment_C(mma_dkv, Shape<Int<BN>, Int<D>>{});
   Tensor tdKVc = thr_dkv.partition_C(make_identity_tensor(Shape<Int<BN>, Int<D>>{}));  // (key, column)
-  Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<_64, _64>{});
-  Tensor tdQc = thr_dq.partition_C(make_identity_tensor(Shape<_64, _64>{}));  // (query, column in block)
+  Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<_64, Int<NC>>{});
+  Tensor tdQc = thr_dq.partition_C(make_identity_tensor(Shape<_64, Int<NC>>{}));  // (query, column in block)
   static_assert(size(tOrP) == size(tSrS) && size(tSsdS) == size(tSrS), "fragment shapes");
   clear(tdVrdV);
   clear(tdKrdK);
+
+  // kFastIo: the accumulator layout of a 64 x N wgmma tile, value v = c + 2 rb + 4 k of a thread
+  // holding row (warp % 4) * 16 + lane / 4 + 8 rb, column 8 k + 2 (lane % 4) + c (as tScS / tdQc say).
+  // dS^T leaves by stmatrix: instruction t stores the 8 x 8 blocks (rb, k) = (0, 2t), (1, 2t),
+  // (0, 2t + 1), (1, 2t + 1); lane l addresses row l % 8 of block l / 8 in the 128-byte swizzled rows.
+  static_assert(BM == 64 && sizeof(Element) == 2, "stmatrix addressing assumes 128-byte dS^T rows");
+  // (Addresses are recomputed per tile: at d128 the consumer registers are full, hoisting spills.)
 
   const sm80::SeqBlock& sb = sp.sb;
   const int n0 = sp.n0;
@@ -202,63 +252,148 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
     warpgroup_fence_operand(tSrdP);
     warpgroup_arrive();
     mma_sdp.accumulate_ = GMMA::ScaleOut::Zero;
-    CUTE_UNROLL
-    for (int kb = 0; kb < size<2>(tSrK); ++kb) {
-      cute::gemm(mma_sdp, tSrK(_, _, kb), tSrQ(_, _, kb, st), tSrS);
-      mma_sdp.accumulate_ = GMMA::ScaleOut::One;
-    }
-    mma_sdp.accumulate_ = GMMA::ScaleOut::Zero;
-    CUTE_UNROLL
-    for (int kb = 0; kb < size<2>(tSrV); ++kb) {
-      cute::gemm(mma_sdp, tSrV(_, _, kb), tSrdO(_, _, kb, st), tSrdP);
-      mma_sdp.accumulate_ = GMMA::ScaleOut::One;
-    }
-    warpgroup_commit_batch();
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(tSrS);
-    warpgroup_fence_operand(tSrdP);
-
-    // ---- P^T and dS^T; masking only where the tile crosses the band or a block end
-    const bool need_mask = n0 + BN > sb.lk || m0 + BM > sb.lq || !sp.band.inside(m0, m0 + BM - 1, n0, n0 + BN - 1);
-    CUTE_UNROLL
-    for (int i = 0; i < size(tSrS); ++i) {
-      const int kr = get<0>(tScS(i)), qc = get<1>(tScS(i));
-      float pr = fast_exp2(tSrS(i) * a.scale_log2 - ss.lse2[st][qc]);
-      if (need_mask) {
-        const int qi = m0 + qc, kj = n0 + kr;
-        if (qi >= sb.lq || kj >= sb.lk || !sp.band.allowed(qi, kj)) pr = 0.f;
-      }
-      tSrS(i) = pr;
-      tSrdP(i) = pr * (tSrdP(i) - ss.dsum[st][qc]);
-    }
-    {
-      Tensor p32 = recast<uint32_t>(tOrP);
-      Tensor ds32 = recast<uint32_t>(tOrdS);
+    if constexpr (kSplitSdP) {
       CUTE_UNROLL
-      for (int i = 0; i < size(p32); ++i) {
-        p32(i) = pack2<Element>(tSrS(2 * i), tSrS(2 * i + 1));
-        ds32(i) = pack2<Element>(tSrdP(2 * i), tSrdP(2 * i + 1));
+      for (int kb = 0; kb < size<2>(tSrK); ++kb) {
+        cute::gemm(mma_sdp, tSrK(_, _, kb), tSrQ(_, _, kb, st), tSrS);
+        mma_sdp.accumulate_ = GMMA::ScaleOut::One;
       }
+      warpgroup_commit_batch();
+      mma_sdp.accumulate_ = GMMA::ScaleOut::Zero;
+      CUTE_UNROLL
+      for (int kb = 0; kb < size<2>(tSrV); ++kb) {
+        cute::gemm(mma_sdp, tSrV(_, _, kb), tSrdO(_, _, kb, st), tSrdP);
+        mma_sdp.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      float lse_r[16];  // kFastIo: this thread's 16 query rows' LSE, read while the GEMMs run
+      if constexpr (kFastIo) {
+        CUTE_UNROLL
+        for (int k = 0; k < 8; ++k) {
+          const float2 l2 = *reinterpret_cast<const float2*>(&ss.lse2[st][8 * k + 2 * (lane % 4)]);
+          lse_r[2 * k] = l2.x, lse_r[2 * k + 1] = l2.y;
+        }
+      }
+      warpgroup_wait<1>();  // S^T landed; dP^T still running under the exponentials
+      warpgroup_fence_operand(tSrS);
+
+      // ---- P^T; masking only where the tile crosses the band or a block end
+      const bool need_mask = n0 + BN > sb.lk || m0 + BM > sb.lq || !sp.band.inside(m0, m0 + BM - 1, n0, n0 + BN - 1);
+      CUTE_UNROLL
+      for (int i = 0; i < size(tSrS); ++i) {
+        const int kr = get<0>(tScS(i)), qc = get<1>(tScS(i));
+        const float l2 = kFastIo ? lse_r[2 * (i / 4) + i % 2] : ss.lse2[st][qc];
+        float pr = fast_exp2(tSrS(i) * a.scale_log2 - l2);
+        if (need_mask) {
+          const int qi = m0 + qc, kj = n0 + kr;
+          if (qi >= sb.lq || kj >= sb.lk || !sp.band.allowed(qi, kj)) pr = 0.f;
+        }
+        tSrS(i) = pr;
+      }
+      {
+        Tensor p32 = recast<uint32_t>(tOrP);
+        CUTE_UNROLL
+        for (int i = 0; i < size(p32); ++i) p32(i) = pack2<Element>(tSrS(2 * i), tSrS(2 * i + 1));
+      }
+      // ---- dV += P^T dO (not waited for yet): it runs under dS^T's arithmetic
+      warpgroup_fence_operand(tOrP);
+      warpgroup_fence_operand(tdVrdV);
+      warpgroup_arrive();
+      CUTE_UNROLL
+      for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_dkv, tOrP(_, _, kb), tKVrdOt(_, _, kb, st), tdVrdV);
+      warpgroup_commit_batch();
+
+      // ---- dS^T = P^T (dP^T - D)
+      warpgroup_wait<1>();  // dP^T landed (dV may still run)
+      warpgroup_fence_operand(tSrdP);
+      CUTE_UNROLL
+      for (int i = 0; i < size(tSrdP); ++i) {
+        const float d = kFastIo ? ss.dsum[st][8 * (i / 4) + 2 * (lane % 4) + i % 2] : ss.dsum[st][get<1>(tScS(i))];
+        tSrdP(i) = tSrS(i) * (tSrdP(i) - d);
+      }
+      {
+        Tensor ds32 = recast<uint32_t>(tOrdS);
+        CUTE_UNROLL
+        for (int i = 0; i < size(ds32); ++i) ds32(i) = pack2<Element>(tSrdP(2 * i), tSrdP(2 * i + 1));
+      }
+
+      // ---- dK += dS^T Q (not waited for yet)
+      warpgroup_fence_operand(tOrdS);
+      warpgroup_fence_operand(tdKrdK);
+      warpgroup_arrive();
+      CUTE_UNROLL
+      for (int kb = 0; kb < size<2>(tOrdS); ++kb) cute::gemm(mma_dkv, tOrdS(_, _, kb), tKVrQt(_, _, kb, st), tdKrdK);
+      warpgroup_commit_batch();
+
+    } else {
+      CUTE_UNROLL
+      for (int kb = 0; kb < size<2>(tSrK); ++kb) {
+        cute::gemm(mma_sdp, tSrK(_, _, kb), tSrQ(_, _, kb, st), tSrS);
+        mma_sdp.accumulate_ = GMMA::ScaleOut::One;
+      }
+      mma_sdp.accumulate_ = GMMA::ScaleOut::Zero;
+      CUTE_UNROLL
+      for (int kb = 0; kb < size<2>(tSrV); ++kb) {
+        cute::gemm(mma_sdp, tSrV(_, _, kb), tSrdO(_, _, kb, st), tSrdP);
+        mma_sdp.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tSrS);
+      warpgroup_fence_operand(tSrdP);
+
+      // ---- P^T and dS^T; masking only where the tile crosses the band or a block end
+      const bool need_mask = n0 + BN > sb.lk || m0 + BM > sb.lq || !sp.band.inside(m0, m0 + BM - 1, n0, n0 + BN - 1);
+      CUTE_UNROLL
+      for (int i = 0; i < size(tSrS); ++i) {
+        const int kr = get<0>(tScS(i)), qc = get<1>(tScS(i));
+        float pr = fast_exp2(tSrS(i) * a.scale_log2 - ss.lse2[st][qc]);
+        if (need_mask) {
+          const int qi = m0 + qc, kj = n0 + kr;
+          if (qi >= sb.lq || kj >= sb.lk || !sp.band.allowed(qi, kj)) pr = 0.f;
+        }
+        tSrS(i) = pr;
+        tSrdP(i) = pr * (tSrdP(i) - ss.dsum[st][qc]);
+      }
+      {
+        Tensor p32 = recast<uint32_t>(tOrP);
+        Tensor ds32 = recast<uint32_t>(tOrdS);
+        CUTE_UNROLL
+        for (int i = 0; i < size(p32); ++i) {
+          p32(i) = pack2<Element>(tSrS(2 * i), tSrS(2 * i + 1));
+          ds32(i) = pack2<Element>(tSrdP(2 * i), tSrdP(2 * i + 1));
+        }
+      }
+
+      // ---- dV += P^T dO and dK += dS^T Q (not waited for yet)
+      warpgroup_fence_operand(tOrP);
+      warpgroup_fence_operand(tOrdS);
+      warpgroup_fence_operand(tdVrdV);
+      warpgroup_fence_operand(tdKrdK);
+      warpgroup_arrive();
+      CUTE_UNROLL
+      for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_dkv, tOrP(_, _, kb), tKVrdOt(_, _, kb, st), tdVrdV);
+      CUTE_UNROLL
+      for (int kb = 0; kb < size<2>(tOrdS); ++kb) cute::gemm(mma_dkv, tOrdS(_, _, kb), tKVrQt(_, _, kb, st), tdKrdK);
+      warpgroup_commit_batch();
     }
-
-    // ---- dV += P^T dO and dK += dS^T Q (not waited for yet)
-    warpgroup_fence_operand(tOrP);
-    warpgroup_fence_operand(tOrdS);
-    warpgroup_fence_operand(tdVrdV);
-    warpgroup_fence_operand(tdKrdK);
-    warpgroup_arrive();
-    CUTE_UNROLL
-    for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_dkv, tOrP(_, _, kb), tKVrdOt(_, _, kb, st), tdVrdV);
-    CUTE_UNROLL
-    for (int kb = 0; kb < size<2>(tOrdS); ++kb) cute::gemm(mma_dkv, tOrdS(_, _, kb), tKVrQt(_, _, kb, st), tdKrdK);
-    warpgroup_commit_batch();
-
     // ---- dS^T to shared memory once both warpgroups' previous dQ GEMMs have read it
-    named_barrier_sync(kBarDsFree, 256);
-    CUTE_UNROLL
-    for (int i = 0; i < size(tOrdS); ++i) tSsdS(i) = tOrdS(i);
+    if constexpr (!kKeySplit) named_barrier_sync(kBarDsFree, 256);  // (kKeySplit: own half, own wait<0>)
+    if constexpr (kFastIo) {
+      Tensor ds32 = recast<uint32_t>(tOrdS);
+      const int blk = lane / 8, row = 64 * cwg + 16 * ((ctid % 128) / 32) + 8 * (blk & 1) + lane % 8;
+      const uint32_t row_addr = ptx::smem_u32(ss.ds.data()) + row * 128;
+      CUTE_UNROLL
+      for (int t = 0; t < 4; ++t)
+        ptx::stmatrix_x4(row_addr + (((2 * t + (blk >> 1)) ^ (row % 8)) << 4), ds32(4 * t), ds32(4 * t + 1),
+                         ds32(4 * t + 2), ds32(4 * t + 3));
+    } else {
+      CUTE_UNROLL
+      for (int i = 0; i < size(tOrdS); ++i) tSsdS(i) = tOrdS(i);
+    }
     cutlass::arch::fence_view_async_shared();  // generic-proxy stores before the async-proxy reads
-    named_barrier_sync(kBarDsReady, 256);
+    if constexpr (kKeySplit) named_barrier_sync(kBarDsReadyWg + cwg, 128);
+    else named_barrier_sync(kBarDsReady, 256);
 
     // ---- dQ part = dS K
     warpgroup_fence_operand(tdQrdQ);
@@ -277,14 +412,40 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
     __syncwarp();
     if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[st]);
 
-    // ---- dQ sums: column pairs as one 8-byte reduction (even columns, K a multiple of 8)
-    CUTE_UNROLL
-    for (int i = 0; i < size(tdQrdQ); i += 2) {
-      const int qi = m0 + get<0>(tdQc(i));
-      if (qi < sb.lq) {
-        const int c = cblk * 64 + get<1>(tdQc(i));
-        float* dst = a.dq_accum + ((int64_t(sb.bq) * p.Mq + sb.q0 + qi) * p.H + h) * p.K + c;
-        atomicAdd(reinterpret_cast<float2*>(dst), make_float2(tdQrdQ(i), tdQrdQ(i + 1)));
+    if constexpr (kBulkDq) {
+      // ---- dQ part to its shared buffer (column pairs as 8-byte stores) for warp 2's bulk reductions
+      {
+        const int ds = it % Tr::kDqStages;
+        mbar_wait(&ss.dq_empty[ds], ((it / Tr::kDqStages) & 1) ^ 1);
+        float* buf = ss.dq.data() + (ds * Tr::kWGs + cwg) * BM * Tr::kDqLd;
+        CUTE_UNROLL
+        for (int i = 0; i < size(tdQrdQ); i += 2)
+          *reinterpret_cast<float2*>(buf + get<0>(tdQc(i)) * Tr::kDqLd + get<1>(tdQc(i))) =
+              make_float2(tdQrdQ(i), tdQrdQ(i + 1));
+        ptx::fence_proxy_async_smem();  // generic stores before the async-proxy reads
+        mbar_arrive(&ss.dq_full[ds]);
+      }
+    } else if constexpr (kFastIo) {
+      // ---- dQ sums: column pairs as 8-byte reductions from two row pointers (the thread's two rows)
+      const int64_t dq_rs = int64_t(p.H) * p.K;  // float stride of a query row
+      float* const base = a.dq_accum + (int64_t(sb.bq) * p.Mq + sb.q0 + m0) * dq_rs + int64_t(h) * p.K + cblk * NC;
+      const int rows_left = sb.lq - m0;
+      CUTE_UNROLL
+      for (int i = 0; i < size(tdQrdQ); i += 2) {
+        const int r = get<0>(tdQc(i));
+        if (r < rows_left)
+          atomicAdd(reinterpret_cast<float2*>(base + r * dq_rs + get<1>(tdQc(i))), make_float2(tdQrdQ(i), tdQrdQ(i + 1)));
+      }
+    } else {
+      // ---- dQ sums: column pairs as one 8-byte reduction (even columns, K a multiple of 8)
+      CUTE_UNROLL
+      for (int i = 0; i < size(tdQrdQ); i += 2) {
+        const int qi = m0 + get<0>(tdQc(i));
+        if (qi < sb.lq) {
+          const int c = cblk * NC + get<1>(tdQc(i));
+          float* dst = a.dq_accum + ((int64_t(sb.bq) * p.Mq + sb.q0 + qi) * p.H + h) * p.K + c;
+          atomicAdd(reinterpret_cast<float2*>(dst), make_float2(tdQrdQ(i), tdQrdQ(i + 1)));
+        }
       }
     }
   }

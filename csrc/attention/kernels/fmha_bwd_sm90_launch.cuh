@@ -10,7 +10,7 @@
 
 namespace mslk::attention::sm90_bwd {
 
-template <typename Element, int D>
+template <typename Element, int D, int V = kVariant>
 cudaError_t launch(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
   using Tr = Traits<Element, D>;
   if (p.K != D || p.Kv != D || w.dq_accum == nullptr) return cudaErrorNotSupported;
@@ -29,7 +29,7 @@ cudaError_t launch(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t
       !sm90::encode_map(&a.tv, p.v, bf16, p.Kv, p.Mkv, p.H, p.B, p.v_sm, p.v_sh, p.v_sb, Tr::kBN, &a.v_hm, &a.v_bm))
     return cudaErrorNotSupported;
   const size_t smem = sizeof(SharedStorage<Element, D>) + 1024;  // + the 1024-byte alignment pad
-  auto kern = fmha_bwd_sm90_kernel<Element, D>;
+  auto kern = fmha_bwd_sm90_kernel<Element, D, V>;
   static mslk::cuda::SmemLimitOnce smem_limit;
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);

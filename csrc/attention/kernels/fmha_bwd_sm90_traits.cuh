@@ -35,10 +35,8 @@ struct Traits {
                 "register pool");
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
   static_assert(sizeof(Element) == 2, "16-bit inputs only (MN-major operands need them)");
-  // dQ = dS K per warpgroup: 64 queries x 64 columns over KW keys. d128: warpgroup w takes columns
-  // [64 w, + 64) over all 128 keys; d64: all 64 columns over keys [64 w, + 64) (both add to dQ).
+  // d64: each warpgroup's dQ = dS K over its own 64 keys (all 64 columns), as kVarKeySplitDq does at d128.
   static constexpr int kDqSplitKeys = D == 64;
-  static constexpr int kDqKeys = kDqSplitKeys ? kBN / 2 : kBN;
 
   // Q and dO: [stage][D / 64][BM][64] (one TMA box per 64-column block), seen K-major (BM x D) as
   // the B operand of S^T = K Q^T, and MN-major (D x BM) as the B operand of dK += dS^T Q: the
@@ -64,12 +62,14 @@ struct Traits {
   using MmaDKV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<D>, Int<kBM>>, GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<_2, _1, _1>>{}));
-  // dQ = dS K, one warpgroup's part (see kDqSplitKeys).
-  using MmaDQ = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<_64, _64, Int<kDqKeys>>,
-                                                             GMMA::Major::MN, GMMA::Major::MN>()));
   // P^T / dS^T as the register A operand of one thread: (8 values of a 16-query step, 1, BM / 16),
   // the accumulator's linear order (as the forward's P).
   using LayoutP = Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBM / 16>>>;
+
+  // dQ leaves through shared memory: each warpgroup's 64 x 64 float32 part, rows padded to 72 floats
+  // (conflict-free 8-byte stores from the accumulator layout, 16-byte aligned rows), added to the
+  // global float32 sums by bulk reductions that producer warp 2 issues; 2 buffers.
+  static constexpr int kDqCols = 64, kDqLd = kDqCols + 8, kDqStages = 2;
 
   static constexpr uint32_t kQBytes = kBM * D * sizeof(Element);   // one Q (or dO) tile
   static constexpr uint32_t kKVBytes = kBN * D * sizeof(Element);  // the K (or V) tile
@@ -83,11 +83,14 @@ struct SharedStorage {
   cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutK>, 1024> k;
   cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutK>, 1024> v;
   cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutdSt>, 1024> ds;
+  cute::array_aligned<float, Tr::kDqStages * Tr::kWGs * Tr::kBM * Tr::kDqLd, 128> dq;  // [stage][wg][row][kDqLd]
   float lse2[Tr::kStages][Tr::kBM];  // row_lse2 of the stage's query rows
   float dsum[Tr::kStages][Tr::kBM];  // D_i of the stage's query rows
   uint64_t full_kv;                  // K and V landed (TMA transaction)
   uint64_t full[Tr::kStages];        // Q, dO landed and the LSE / D rows written
   uint64_t empty[Tr::kStages];       // every consumer warp is done with the stage
+  uint64_t dq_full[Tr::kDqStages];   // the 256 consumer threads wrote their dQ parts
+  uint64_t dq_empty[Tr::kDqStages];  // warp 2's bulk reductions have read the buffer (32 lanes)
 };
 
 // Tensor maps view a tensor as [batches][heads][rows][cols] (boxes of [rows of a tile][64]); a mode
@@ -101,9 +104,18 @@ struct Args {
   float scale_log2;  // scale * log2(e)
 };
 
+// Kernel variants (bits of the kernel's V), kept selectable so tools/attention/fmha_bwd_sm90_check can
+// time them against each other in one run; kVariant is what the library instantiates.
+constexpr int kVarBulkDq = 1;    // dQ parts through shared memory + bulk reductions (else 8-byte atomics)
+constexpr int kVarSplitSdP = 2;  // S and dP in separate wgmma groups: P and dV under the dP GEMM
+constexpr int kVarKeySplitDq = 4;  // d128: each warpgroup's dQ over its own keys, no cross-warpgroup barrier
+constexpr int kVarFastIo = 8;  // dS^T by stmatrix, dQ reductions from hoisted row pointers, LSE rows in registers
+constexpr int kVariant = kVarSplitSdP;
+
 // Named barriers (0 is __syncthreads), both over the 256 consumer threads.
 constexpr int kBarDsFree = 1;   // both warpgroups' dQ GEMMs of the previous query tile are done
 constexpr int kBarDsReady = 2;  // both halves of dS^T are in shared memory
+constexpr int kBarDsReadyWg = 3;  // + warpgroup: its half of dS^T is in shared memory (kVarKeySplitDq)
 
 }  // namespace mslk::attention::sm90_bwd
 #endif  // MSLK_HAS_CUTLASS

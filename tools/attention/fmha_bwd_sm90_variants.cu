@@ -1,0 +1,23 @@
+// Every variant of the Hopper attention backward (kVar* bits of fmha_bwd_sm90_traits.cuh), bf16, for
+// tools/attention/fmha_bwd_sm90_check's side-by-side timing; the library instantiates kVariant only.
+#include "attention/kernels/fmha_bwd_sm90_launch.cuh"
+
+namespace mslk::attention {
+namespace {
+template <int V>
+cudaError_t main_v(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
+  return p.K == 64 ? sm90_bwd::launch<cutlass::bfloat16_t, 64, V>(p, w, stream)
+                   : sm90_bwd::launch<cutlass::bfloat16_t, 128, V>(p, w, stream);
+}
+}  // namespace
+
+// The variants compared (measured and dropped: kVarBulkDq, kVarKeySplitDq); v = index here.
+constexpr int kVariantBits[] = {0, 2, 8, 10};
+constexpr int kNumSm90BwdVariants = 4;
+int fmha_bwd_sm90_variant_bits(int v) { return v >= 0 && v < kNumSm90BwdVariants ? kVariantBits[v] : -1; }
+cudaError_t fmha_bwd_sm90_variant(const FmhaBwdParams& p, int v, cudaStream_t stream) {
+  static constexpr FmhaBwdMainFn fns[kNumSm90BwdVariants] = {main_v<0>, main_v<2>, main_v<8>, main_v<10>};
+  if (v < 0 || v >= kNumSm90BwdVariants || !p.is_bf16) return cudaErrorInvalidValue;
+  return fmha_bwd_with(p, fns[v], stream);
+}
+}  // namespace mslk::attention

@@ -13,7 +13,7 @@ FLAGS=(-DMSLK_HAS_CUTLASS=1 -I"$TREE/csrc" -I"$TREE/include" -isystem="$CUTLASS_
        -isystem="$CUTLASS_ROOT/tools/util/include" -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a
        --expt-relaxed-constexpr -lineinfo -std=c++17)
 K=csrc/attention/kernels
-SRCS=(tools/attention/fmha_bwd_sm90_check.cu
+SRCS=(tools/attention/fmha_bwd_sm90_check.cu tools/attention/fmha_bwd_sm90_variants.cu
       $K/fmha_bwd_sm90.cu $K/fmha_bwd_sm90_d64.cu $K/fmha_bwd_sm90_d128.cu
       $K/fmha_bwd.cu $K/fmha_bwd_d64.cu $K/fmha_bwd_d128.cu $K/fmha_bwd_d256.cu
       $K/fmha_fwd_d64.cu $K/fmha_fwd_d128.cu)

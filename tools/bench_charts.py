@@ -71,6 +71,12 @@ CHARTS = {
         bars={"mslk": "mslk us", "torch.compile": "torch.compile us"},
         floor=("floor (bytes at copy BW)", lambda n: n["mslk us"] / n["time / floor"] if n["time / floor"] else None),
         log=True),
+    "decode": dict(
+        label=lambda r: f"B{r['B']} Hq{r['Hq']}/{r['Hkv']} keys {r['keys']} D{r['D']}",
+        unit="us",
+        bars={"mslk decode": "decode us", "SDPA enable_gqa": "SDPA us", "mslk general": "general (cutlass) us"},
+        floor=("bar (K/V at 3.7 TB/s)", lambda n: n["KV MB"] / 3.7),  # MB / (TB/s) = us
+        log=True),
 }
 
 

@@ -47,6 +47,18 @@ TORCH_LIBRARY_FRAGMENT(mslk, m) {
   // [seed, offset]. The LSE is that of the undropped softmax. The same rng_state in the backward
   // gives the same mask.
 
+  // Split-K decode attention (fmha_decode.h): few queries against a long K/V cache, one pass over
+  // each K/V head for its R query heads. q [B, Mq, Hkv, R, K], k [B, Mkv, Hkv, K], v [B, Mkv, Hkv, Kv]
+  // (last dim stride 1); the sequence, paged and mask arguments are those of fmha_fused_fwd.
+  // num_splits: key splits per (sequence, K/V head) (0: a heuristic; the result does not depend on
+  // it beyond rounding). Returns out [B, Mq, Hkv, R, Kv] (output_dtype, default q's dtype) and lse
+  // [B, Hkv, R, Mq] (float32, natural log; float64 for float64 on CPU).
+  m.def(
+      "fmha_decode_splitk(Tensor q, Tensor k, Tensor v, Tensor? seqstart_q=None, Tensor? seqstart_k=None, "
+      "Tensor? seqlen_k=None, int max_seqlen_q=-1, int mask_kind=0, int window_left=-1, int window_right=-1, "
+      "float scale=1.0, Tensor? block_tables=None, int page_size=0, int num_splits=0, "
+      "ScalarType? output_dtype=None) -> (Tensor, Tensor)");
+
   // Fused attention backward: gradients of fmha_fused_fwd for the same descriptor (no paged K/V).
   //   grad_out, out [B, Mq, H, Kv]; lse [B, H, Mq] float32 (float64 for float64 on CPU) as the
   //   forward returned it (varlen: packed [1, H, total_Mq]). max_seqlen_k: an upper bound of the

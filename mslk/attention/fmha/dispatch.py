@@ -32,8 +32,20 @@ def fa3_available() -> bool:
     return flash3.FwOp.is_available()
 
 
+# Decode shapes (at most this many queries per sequence against at least this many keys) go to
+# the split-K decode kernel first (triton_splitk), which reads each K/V head once per group.
+_DECODE_MAX_Q, _DECODE_MIN_KEYS = 16, 1024
+
+
+def _is_decode(inp: Inputs) -> bool:
+    qi = getattr(inp.attn_bias, "q_seqinfo", None)
+    seqs = len(qi.seqstart_py) - 1 if qi is not None else 1
+    mq = qi.max_seqlen if qi is not None else inp.query.shape[1]
+    return mq <= _DECODE_MAX_Q and inp.key.shape[1] // max(seqs, 1) >= _DECODE_MIN_KEYS
+
+
 def _fw_priority(inp: Inputs) -> List[Type[AttentionFwOpBase]]:
-    ops: List[Type[AttentionFwOpBase]] = []
+    ops: List[Type[AttentionFwOpBase]] = [triton_splitk.FwOp] if _is_decode(inp) else []
     if _get_use_fa3():
         ops.append(flash3.FwOp)
     ops += [flash.FwOp, cutlass.FwOp, cute_hopper.FwOp, triton_splitk.FwOp, reference.FwOp]

@@ -1,25 +1,87 @@
-"""Triton split-K decode attention (INT4/FP8 KV caches). No kernel in this build yet."""
+"""Split-K decode attention (the spec's `triton_splitk` backend), backed by mslk's CUDA kernel.
 
-from typing import Dict
+`FwOp` runs `torch.ops.mslk.fmha_decode_splitk` (csrc/attention/kernels/fmha_decode_kernel.cuh):
+each CTA streams one (sequence, K/V head, split) chunk of the K/V cache once for all the query
+heads that read that K/V head (GQA / MQA: K/V expand()ed over the query heads of a group, BMGHK,
+or over every head, BMHK), and the attention-merge kernel combines the splits. fp16 / bf16, head
+dims 16..256 (K == Kv), the masks of SUPPORTED_ATTN_BIAS_TYPES (dense causal, padded, gappy and
+paged K/V), the LSE (memory_efficient_attention_partial) and any output dtype. NUM_SPLITS = 0 picks
+the split count by the kernel's heuristic; FwOp_S{n} fix it. Quantized (FP8 / INT4) K/V caches
+(InputsFp8) are not served yet. The result does not depend on the split count beyond rounding.
+"""
+
+from typing import Dict, Optional, Tuple
+
+import torch
 
 from mslk.attention.fmha import _backends as _b
-from mslk.attention.fmha.common import AttentionFwOpBase, InputsFp8  # noqa: F401  (the spec's import path of InputsFp8)
+from mslk.attention.fmha import _decode
+from mslk.attention.fmha.common import AttentionFwOpBase, Context, Inputs, InputsFp8, _kernel_registered
+
+# Query rows of one group (query heads per K/V head x queries) the grid takes per sequence, in
+# chunks of 16 (the kernel's grid.z holds sequences x chunks <= 65535).
+_MAX_GRID_Z = 65535
 
 
 class FwOp(_b.HeadDims, AttentionFwOpBase):
     NAME = "triton_splitKF"
     SUPPORTED_DEVICES = {"cuda"}
-    SUPPORTED_DTYPES = set(_b.FP)
-    SUPPORTED_MAX_K = 512
+    CUDA_MINIMUM_COMPUTE_CAPABILITY = (8, 0)
+    SUPPORTED_DTYPES = set(_b.HALF)
+    SUPPORTED_MAX_K = 256
     SUPPORTED_MIN_K = 16
     SUPPORTED_ATTN_BIAS_TYPES = (*_b.BASIC_MASKS, *_b.VARLEN_MASKS, *_b.PADDED_MASKS, *_b.GAPPY_MASKS,
                                  *_b.PAGED_MASKS)
     SUPPORTS_BMGHK = True
     SUPPORTS_PARTIAL = True
     SUPPORTS_OUTPUT_DTYPE = True
-    UNAVAILABLE_REASON = _b.NO_KERNEL_YET
-    HEAD_DIMS = {16, 32, 64, 128, 256, 512}
+    VARLEN_LSE_PACKED = True
+    UNAVAILABLE_REASON = "needs a CUDA build of mslk (torch.ops.mslk.fmha_decode_splitk has no CUDA kernel here)"
+    HEAD_DIMS = {16, 32, 64, 128, 256}
     NUM_SPLITS: int = 0  # 0: chosen by a heuristic
+
+    @classmethod
+    def is_available(cls) -> bool:
+        return _decode.op_loaded() and _kernel_registered(_decode._OP, "CUDA")
+
+    @classmethod
+    def not_supported_reasons(cls, d: Inputs):
+        reasons = super().not_supported_reasons(d)
+        if isinstance(d, InputsFp8) or d.key.dtype != d.query.dtype:
+            reasons.append("quantized (FP8 / INT4) K/V caches are not served yet")
+        if d.query.ndim in (4, 5):
+            rows = _decode.group_size(d.query, d.key, d.value)
+            qi = getattr(d.attn_bias, "q_seqinfo", None)
+            rows *= qi.max_seqlen if qi is not None else d.query.shape[1]
+            seqs = len(qi.seqstart_py) - 1 if qi is not None else d.query.shape[0]
+            if seqs * -(-rows // 16) > _MAX_GRID_Z:
+                reasons.append(f"too many query rows: {seqs} sequences x {rows} rows per K/V head "
+                               f"(at most {_MAX_GRID_Z} chunks of 16)")
+        return reasons
+
+    @classmethod
+    def apply(cls, inp: Inputs, needs_gradient: bool) -> Tuple[torch.Tensor, Optional[Context]]:
+        from mslk.attention.fmha.cutlass import mask_descriptor
+
+        q, k, v = inp.query, inp.key, inp.value
+        if q.ndim == 3:
+            q, k, v = q.unsqueeze(2), k.unsqueeze(2), v.unsqueeze(2)
+        q5, k4, v4, out_back, lse_back = _decode.group_heads(q, k, v)
+        desc = mask_descriptor(inp.attn_bias, q.device)
+        desc.pop("bias")
+        splits = cls.NUM_SPLITS or int(getattr(inp, "num_splits", 0) or 0)
+        out, lse = torch.ops.mslk.fmha_decode_splitk(q5, k4, v4, scale=inp.scale_float, num_splits=splits,
+                                                     output_dtype=inp.get_output_dtype(), **desc)
+        out, lse = out_back(out), lse_back(lse)
+        if inp.query.ndim == 3:
+            out = out[:, :, 0]
+        return out, Context(lse=lse, out=out)
+
+    @classmethod
+    def get_operator(cls, splitk: int, *, block_m=None, block_n=None, num_warps=None, num_stages=None,
+                     split_k_early_exit=None) -> type:
+        """The class fixed to `splitk` splits (the tile arguments are the kernel's own: ignored)."""
+        return FwOp_Map[splitk] if splitk in FwOp_Map else _b.with_num_splits(cls, int(splitk))
 
 
 # Named power-of-two split counts 1..128, plus 48, 72, 80, 96 and 112.

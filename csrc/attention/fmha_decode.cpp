@@ -1,0 +1,60 @@
+// mslk::fmha_decode_splitk: argument checks shared by every backend, and the CPU implementation,
+// which expands the K/V heads to the query heads and runs the exact fused-forward reference
+// (fmha_fwd_cpu) in float32. The split count does not change the result, so the CPU ignores it.
+#include "attention/fmha_decode.h"
+
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include "attention/fmha_fwd.h"
+#include "common/checks.h"
+
+namespace mslk::attention {
+
+at::ScalarType fmha_decode_check(const FmhaDecodeArgs& a) {
+  const char* op = kDecodeOp;
+  check_dim(a.q, op, "q", 5, 5);
+  check_dim(a.k, op, "k", 4, 4);
+  check_dim(a.v, op, "v", 4, 4);
+  TORCH_CHECK_VALUE(a.q.size(3) >= 1, op, ": q must hold at least one query head per K/V head (q.shape[3] >= 1), "
+                    "got shape ", a.q.sizes());
+  TORCH_CHECK_VALUE(a.num_splits >= 0 && a.num_splits <= kDecodeMaxSplits, op, ": num_splits must be in [0, ",
+                    kDecodeMaxSplits, "] (0: heuristic), got ", a.num_splits);
+  // Every check of the fused forward, on the group's first query head ([B, Mq, Hkv, K], a view).
+  fmha_fwd_check({a.q.select(3, 0), a.k, a.v, std::nullopt, a.seqstart_q, a.seqstart_k, a.seqlen_k, a.max_seqlen_q,
+                  a.mask_kind, a.window_left, a.window_right, a.scale, a.block_tables, a.page_size, 0.0, std::nullopt,
+                  op});
+  check_last_dim_contiguous(a.q, op, "q");
+  const at::ScalarType out = a.output_dtype.value_or(a.q.scalar_type());
+  TORCH_CHECK_TYPE(out == at::kHalf || out == at::kBFloat16 || out == at::kFloat || out == at::kDouble, op,
+                   ": argument 'output_dtype' must be float16, bfloat16, float32 or float64, got ", out);
+  return out;
+}
+
+namespace {
+
+std::tuple<at::Tensor, at::Tensor> fmha_decode_cpu(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& seqstart_q,
+    const std::optional<at::Tensor>& seqstart_k, const std::optional<at::Tensor>& seqlen_k, int64_t max_seqlen_q,
+    int64_t mask_kind, int64_t window_left, int64_t window_right, double scale,
+    const std::optional<at::Tensor>& block_tables, int64_t page_size, int64_t num_splits,
+    std::optional<at::ScalarType> output_dtype) {
+  const at::ScalarType out_dtype = fmha_decode_check({q, k, v, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q,
+                                                      mask_kind, window_left, window_right, scale, block_tables,
+                                                      page_size, num_splits, output_dtype});
+  const int64_t B = q.size(0), Mq = q.size(1), Hkv = q.size(2), R = q.size(3);
+  const auto acc = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  auto heads = [&](const at::Tensor& x) {  // [B, M, Hkv, D] -> [B, M, Hkv * R, D], float
+    return x.to(acc).unsqueeze(3).expand({x.size(0), x.size(1), Hkv, R, x.size(3)}).reshape(
+        {x.size(0), x.size(1), Hkv * R, x.size(3)});
+  };
+  auto [out, lse] = fmha_fwd_cpu(q.to(acc).reshape({B, Mq, Hkv * R, q.size(4)}), heads(k), heads(v), std::nullopt,
+                                 seqstart_q, seqstart_k, seqlen_k, max_seqlen_q, mask_kind, window_left, window_right,
+                                 scale, block_tables, page_size, 0.0, std::nullopt);
+  return {out.reshape({B, Mq, Hkv, R, v.size(3)}).to(out_dtype), lse.reshape({B, Hkv, R, Mq})};
+}
+
+}  // namespace
+}  // namespace mslk::attention
+
+TORCH_LIBRARY_IMPL(mslk, CPU, m) { m.impl("fmha_decode_splitk", &mslk::attention::fmha_decode_cpu); }

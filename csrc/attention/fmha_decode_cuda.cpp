@@ -1,0 +1,141 @@
+// CUDA backend of mslk::fmha_decode_splitk: the split kernel of kernels/fmha_decode_kernel.cuh
+// writes each split's float32 O and LSE into a workspace, and the attention-merge kernel
+// (kernels/merge_attentions.cu) combines them into the output. No host sync and no allocation
+// but the workspace and the outputs, so a call can be captured in a CUDA graph.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "attention/fmha_decode.h"
+#include "attention/fmha_operands.h"
+#include "attention/kernels/fmha_decode.h"
+#include "attention/kernels/merge_attentions.h"
+#include "common/checks.h"
+#include "common/device_attrs.h"
+
+namespace mslk::attention {
+namespace {
+
+bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
+
+// fmha_prepare_operand for q [B, Mq, Hkv, R, K]: last dim padded to a multiple of 8, 16-byte loadable.
+at::Tensor prepare_q(const at::Tensor& x) {
+  at::Tensor y = x;
+  const int64_t d = x.size(4);
+  if (d % 8 != 0) y = at::constant_pad_nd(y, {0, 8 - d % 8}, 0);
+  bool ok = reinterpret_cast<uintptr_t>(y.data_ptr()) % 16 == 0 && y.stride(4) == 1;
+  for (int i = 0; i < 4; ++i) ok = ok && (y.size(i) == 1 || y.stride(i) % 8 == 0);
+  return ok ? y : y.contiguous();
+}
+
+Dtype merge_dtype(at::ScalarType t) {
+  return t == at::kHalf ? Dtype::kFloat16 : t == at::kBFloat16 ? Dtype::kBFloat16 : Dtype::kFloat32;
+}
+
+std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
+    const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+    const std::optional<at::Tensor>& seqstart_q, const std::optional<at::Tensor>& seqstart_k,
+    const std::optional<at::Tensor>& seqlen_k, int64_t max_seqlen_q, int64_t mask_kind, int64_t window_left,
+    int64_t window_right, double scale, const std::optional<at::Tensor>& block_tables, int64_t page_size,
+    int64_t num_splits, std::optional<at::ScalarType> output_dtype) {
+  const char* op = kDecodeOp;
+  const at::ScalarType out_dtype = fmha_decode_check({q_in, k_in, v_in, seqstart_q, seqstart_k, seqlen_k,
+                                                      max_seqlen_q, mask_kind, window_left, window_right, scale,
+                                                      block_tables, page_size, num_splits, output_dtype});
+  check_dtype(q_in, op, "q", {at::kHalf, at::kBFloat16});
+  TORCH_CHECK_TYPE(out_dtype != at::kDouble, op, ": the CUDA kernel writes float16, bfloat16 or float32 "
+                   "(output_dtype), got float64");
+  const int64_t B = q_in.size(0), Mq = q_in.size(1), Hkv = q_in.size(2), R = q_in.size(3);
+  const int64_t K = q_in.size(4), Kv = v_in.size(3), Mkv = k_in.size(1);
+  TORCH_CHECK_VALUE(K >= 1 && K <= 256 && Kv >= 1 && Kv <= 256, op,
+                    ": the CUDA kernel supports head dims 1..256; got K=", K, ", Kv=", Kv);
+  TORCH_CHECK_VALUE(Hkv <= 65535, op, ": at most 65535 K/V heads; got ", Hkv);
+  TORCH_CHECK_VALUE(Mq < (int64_t(1) << 31) && Mkv < (int64_t(1) << 31), op, ": sequence lengths must be < 2^31");
+  const c10::cuda::CUDAGuard guard(q_in.device());
+
+  const bool varlen = given(seqstart_q);
+  const int64_t num_seqs = varlen ? seqstart_q->numel() - 1 : B;
+  const int64_t lq_max = !varlen || max_seqlen_q < 0 || max_seqlen_q > Mq ? Mq : max_seqlen_q;
+  const int64_t chunks = (R * lq_max + 15) / 16;
+  TORCH_CHECK_VALUE(num_seqs * chunks <= 65535, op, ": at most 65535 (sequence, 16-row chunk) pairs; got ",
+                    num_seqs, " sequences of ", R * lq_max, " rows (query heads per K/V head x queries)");
+  const at::Tensor q = prepare_q(q_in), k = fmha_prepare_operand(k_in), v = fmha_prepare_operand(v_in);
+  const int64_t Kvp = v.size(3);
+
+  auto out = at::empty({B, Mq, Hkv, R, Kvp}, q.options().dtype(out_dtype));
+  auto lse = at::empty({B, Hkv, R, Mq}, q.options().dtype(at::kFloat));
+  if (out.numel() == 0 && lse.numel() == 0) return {Kvp == Kv ? out : out.narrow(4, 0, Kv), lse};
+
+  const bool paged = given(block_tables);
+  const int64_t lane_keys = paged ? block_tables->size(1) * page_size : Mkv;
+  int S = int(num_splits);
+  if (S == 0) {
+    int dev = 0, sms = 0;
+    C10_CUDA_CHECK(mslk::cuda::current_device_sms(&dev, &sms));
+    S = fmha_decode_num_splits(num_seqs * Hkv * chunks, lane_keys, int(std::max(q.size(4), Kvp)), sms);
+  }
+  // Rows outside every query block (varlen) are never written by the split kernel: their LSE
+  // starts at -inf, which makes the merge write O = 0 without reading their O.
+  const auto f32 = q.options().dtype(at::kFloat);
+  auto o_part = at::empty({S, B, Mq, Hkv, R, Kvp}, f32);
+  auto lse_part = varlen ? at::full({S, B, Hkv, R, Mq}, -std::numeric_limits<float>::infinity(), f32)
+                         : at::empty({S, B, Hkv, R, Mq}, f32);
+
+  FmhaDecodeParams p{};
+  p.q = q.data_ptr(), p.k = k.data_ptr(), p.v = v.data_ptr();
+  p.q_sb = fmha_stride(q, 0), p.q_sm = fmha_stride(q, 1), p.q_sg = fmha_stride(q, 2), p.q_sh = fmha_stride(q, 3);
+  p.k_sb = fmha_stride(k, 0), p.k_sm = fmha_stride(k, 1), p.k_sg = fmha_stride(k, 2);
+  p.v_sb = fmha_stride(v, 0), p.v_sm = fmha_stride(v, 1), p.v_sg = fmha_stride(v, 2);
+  p.o_part = o_part.data_ptr<float>(), p.lse_part = lse_part.data_ptr<float>();
+  p.B = int(B), p.Mq = int(Mq), p.Mkv = int(Mkv), p.Hkv = int(Hkv), p.R = int(R);
+  p.K = int(q.size(4)), p.Kv = int(Kvp);
+  at::Tensor sq, sk, lk, bt;  // keep the descriptor tensors alive until the launch is queued
+  if (varlen) {
+    sq = seqstart_q->contiguous(), sk = seqstart_k->contiguous();
+    p.seqstart_q = sq.data_ptr<int>(), p.seqstart_k = sk.data_ptr<int>();
+  }
+  if (given(seqlen_k)) lk = seqlen_k->contiguous(), p.seqlen_k = lk.data_ptr<int>();
+  p.num_seqs = int(num_seqs);
+  if (paged) {  // page values are checked by the kernel (rows outside k/v read as zeros)
+    bt = block_tables->contiguous();
+    p.block_table = bt.data_ptr<int>();
+    p.bt_stride = bt.size(1);
+    p.bt_cols = int(bt.size(1));
+    p.page_size = int(page_size);
+    p.kv_rows = k.size(1);
+  }
+  p.max_seqlen_q = int(lq_max);
+  p.mask_kind = int(mask_kind);
+  p.window_left = window_left, p.window_right = window_right;
+  p.scale = float(scale);
+  p.is_bf16 = q.scalar_type() == at::kBFloat16;
+  p.num_splits = S;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  C10_CUDA_CHECK(fmha_decode_splits(p, stream));
+
+  // The splits' merge, [S, B, Mq, G = Hkv, H = R, Kvp] -> out, lse (all contiguous).
+  MergeFwdParams m;
+  m.S = S;
+  m.B = B, m.M = Mq, m.G = Hkv, m.H = R, m.K = Kvp;
+  m.in_dtype = Dtype::kFloat32, m.out_dtype = merge_dtype(out_dtype);
+  m.in.stacked = true;
+  m.in.attn[0] = o_part.data_ptr(), m.in.lse[0] = lse_part.data_ptr<float>();
+  m.in.attn_split_stride = o_part.stride(0), m.in.lse_split_stride = lse_part.stride(0);
+  const MergeAttnLayout a{out.stride(0), out.stride(1), out.stride(2), out.stride(3)};
+  const MergeLseLayout l{lse.stride(0), lse.stride(1), lse.stride(2), lse.stride(3)};
+  m.in.a = a, m.in.l = l, m.o = a, m.lo = l;  // o_part / lse_part rows are laid out as out / lse
+  m.out = out.data_ptr(), m.lse_out = lse.data_ptr<float>();
+  C10_CUDA_CHECK(merge_attentions_fwd(m, stream));
+  if (Kvp != Kv) out = out.narrow(4, 0, Kv).contiguous();
+  return {out, lse};
+}
+
+}  // namespace
+}  // namespace mslk::attention
+
+TORCH_LIBRARY_IMPL(mslk, CUDA, m) { m.impl("fmha_decode_splitk", &mslk::attention::fmha_decode_cuda); }

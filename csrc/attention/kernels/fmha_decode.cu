@@ -1,0 +1,50 @@
+// Head-dim dispatch and split-count heuristic of the split-K decode attention (fmha_decode.h).
+#include "attention/kernels/fmha_decode.h"
+
+#include <algorithm>
+#include <iterator>
+
+namespace mslk::attention {
+namespace {
+
+// The split heuristic's data: per padded head dim (first row whose head_dim holds it), the fewest
+// keys a split should hold (shorter splits cost more in the merge and the per-CTA prologue than
+// they gain) and the CTAs one SM runs at once (the kernel's ring takes most of its shared memory).
+struct SplitRule {
+  int head_dim;
+  int min_keys_per_split;
+  int ctas_per_sm;
+};
+constexpr SplitRule kSplitTable[] = {
+    {64, 512, 1},
+    {128, 256, 1},
+    {256, 128, 1},
+};
+constexpr int kMaxSplits = 128;
+
+}  // namespace
+
+int fmha_decode_num_splits(int64_t pairs, int64_t keys, int head_dim, int sms) {
+  const SplitRule* rule = &kSplitTable[std::size(kSplitTable) - 1];
+  for (const SplitRule& r : kSplitTable)
+    if (head_dim <= r.head_dim) {
+      rule = &r;
+      break;
+    }
+  const int64_t target = int64_t(std::max(sms, 1)) * rule->ctas_per_sm;
+  if (pairs <= 0 || pairs >= target) return 1;
+  // One wave: the most splits that still fit beside the other pairs' CTAs.
+  const int64_t by_sms = target / pairs;
+  const int64_t by_keys = std::max<int64_t>(1, keys / rule->min_keys_per_split);
+  return int(std::clamp<int64_t>(std::min(by_sms, by_keys), 1, kMaxSplits));
+}
+
+cudaError_t fmha_decode_splits(const FmhaDecodeParams& p, cudaStream_t stream) {
+  const int d = std::max(p.K, p.Kv);
+  if (d <= 0 || d > 256 || p.K % 8 != 0 || p.Kv % 8 != 0) return cudaErrorInvalidValue;
+  if (d <= 64) return fmha_decode_d64(p, stream);
+  if (d <= 128) return fmha_decode_d128(p, stream);
+  return fmha_decode_d256(p, stream);
+}
+
+}  // namespace mslk::attention

@@ -1,0 +1,61 @@
+// Split-K decode attention (few queries per sequence against a long K/V cache). Torch-free
+// interface: raw pointers, sizes and element strides. Algorithm: fmha_decode_kernel.cuh.
+//
+// Query heads are grouped by the K/V head they read: q is [B, Mq, Hkv, R, K] (R query heads per
+// K/V head: GQA / MQA), k [B, Mkv, Hkv, K], v [B, Mkv, Hkv, Kv]. One CTA reads the keys of one
+// (sequence, K/V head, split) once for all R x (query block) rows of the group. Sequences, paged
+// K/V and masks follow FmhaFwdParams (kernels/fmha_fwd.h) field for field.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace mslk::attention {
+
+struct FmhaDecodeParams {
+  const void* q;  // [B, Mq, Hkv, R, K], element strides below, last stride 1
+  const void* k;  // [B, Mkv, Hkv, K]
+  const void* v;  // [B, Mkv, Hkv, Kv]
+  int64_t q_sb, q_sm, q_sg, q_sh;
+  int64_t k_sb, k_sm, k_sg;
+  int64_t v_sb, v_sm, v_sg;
+  // Per split s: attention over the split's keys, float32, contiguous
+  //   o_part [S, B, Mq, Hkv, R, Kv] and lse_part [S, B, Hkv, R, Mq] (natural log; -inf and O = 0
+  //   where the split holds no allowed key). Rows outside every query block are not written.
+  float* o_part;
+  float* lse_part;
+  int B, Mq, Mkv, Hkv, R;
+  int K, Kv;  // multiples of 8, <= 256
+  // Sequences, as FmhaFwdParams: seqstart_q != null is varlen (B == 1).
+  const int* seqstart_q;
+  const int* seqstart_k;
+  const int* seqlen_k;
+  int num_seqs;
+  // Paged K/V, as FmhaFwdParams.
+  const int* block_table;
+  int64_t bt_stride;
+  int page_size;
+  int bt_cols;
+  int64_t kv_rows;
+  int max_seqlen_q;  // upper bound of the query block lengths (grid size)
+  int mask_kind;     // FmhaMaskKind
+  int64_t window_left, window_right;
+  float scale;
+  int is_bf16;
+  int num_splits;  // S >= 1 (fmha_decode_num_splits when the caller asks for the heuristic)
+};
+
+// Split count of the heuristic (kSplitTable in fmha_decode.cu): enough CTAs for `sms` SMs without
+// splits shorter than a few key tiles. pairs = sequences x K/V heads x row chunks.
+int fmha_decode_num_splits(int64_t pairs, int64_t keys, int head_dim, int sms);
+
+// Launches the split kernel on `stream` (the caller merges the splits); cudaErrorInvalidValue for
+// a shape it does not take (K or Kv > 256 or not a multiple of 8).
+cudaError_t fmha_decode_splits(const FmhaDecodeParams& p, cudaStream_t stream);
+
+// One instantiation per padded head dim, each in its own TU.
+cudaError_t fmha_decode_d64(const FmhaDecodeParams& p, cudaStream_t stream);
+cudaError_t fmha_decode_d128(const FmhaDecodeParams& p, cudaStream_t stream);
+cudaError_t fmha_decode_d256(const FmhaDecodeParams& p, cudaStream_t stream);
+
+}  // namespace mslk::attention

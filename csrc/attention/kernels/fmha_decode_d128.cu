@@ -1,0 +1,8 @@
+// Instantiation of the split-K decode attention for head dims padded to 128.
+#include "attention/kernels/fmha_decode_kernel.cuh"
+
+namespace mslk::attention {
+cudaError_t fmha_decode_d128(const FmhaDecodeParams& p, cudaStream_t stream) {
+  return decode_detail::launch_dtype<128>(p, stream);
+}
+}  // namespace mslk::attention

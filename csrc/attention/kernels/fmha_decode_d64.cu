@@ -1,0 +1,8 @@
+// Instantiation of the split-K decode attention for head dims padded to 64.
+#include "attention/kernels/fmha_decode_kernel.cuh"
+
+namespace mslk::attention {
+cudaError_t fmha_decode_d64(const FmhaDecodeParams& p, cudaStream_t stream) {
+  return decode_detail::launch_dtype<64>(p, stream);
+}
+}  // namespace mslk::attention

@@ -1,0 +1,292 @@
+// Split-K decode attention (kernels/fmha_decode.h) for fp16/bf16 on SM80+ (mma.sync m16n8k16).
+//
+// Grid (split, K/V head, sequence x row chunk). The rows of a (sequence, K/V head) are the R x lq
+// (query head, query) pairs of the group, row x = query i * R + head h, taken 16 at a time (one
+// m16 tile; decode shapes with R x Mq <= 16 have one chunk, so K/V is read once per group). The
+// split's key tiles are dealt round-robin to the CTA's warps; each warp streams its own tiles
+// through a kStages-deep cp.async ring (only __syncwarp in the main loop, so no warp waits for
+// another's loads) and keeps its own online softmax over the shared Q tile, exactly as the FA2
+// forward does (fmha_fwd_kernel.cuh, same helpers). The warps' partial (m, l, O) are combined
+// through shared memory and written as the split's float32 O and LSE; a second kernel (the
+// attention merge, kernels/merge_attentions.cu) combines the splits.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "attention/kernels/fmha_decode.h"
+#include "attention/kernels/fmha_sm80_device.cuh"
+#include "common/device_attrs.h"
+
+namespace mslk::attention::decode_detail {
+
+using namespace sm80;  // NOLINT: the shared device helpers
+
+// Tiles per padded head dim (tuning data): warps per CTA, keys per warp tile, ring depth. Every
+// warp stage (a K and a V tile) is 16 KiB, so a CTA keeps up to 4 x 2 x 16 KiB of loads in flight
+// on its SM (the ring's third stage is the one being computed on).
+template <int D> struct DecodeCfg;
+template <> struct DecodeCfg<64> { static constexpr int kWarps = 4, kBN = 64, kStages = 3; };
+template <> struct DecodeCfg<128> { static constexpr int kWarps = 4, kBN = 32, kStages = 3; };
+template <> struct DecodeCfg<256> { static constexpr int kWarps = 4, kBN = 16, kStages = 3; };
+
+constexpr int kRows = 16;  // query rows per CTA (one mma row tile)
+
+template <int D>
+constexpr size_t smem_bytes(size_t elem) {
+  using C = DecodeCfg<D>;
+  return (size_t(kRows) * D + size_t(C::kWarps) * C::kStages * 2 * C::kBN * D) * elem;
+}
+
+// Element offset of chunk row r of the Q tile: row x = r0 + r is query x / R, head x % R; -1 for
+// rows past the block.
+struct QRows {
+  int64_t base, q_sm, q_sh;
+  int r0, R, rows_used;
+  __device__ __forceinline__ int64_t operator()(int r) const {
+    if (r >= rows_used) return -1;
+    const int x = r0 + r;
+    return base + int64_t(x / R) * q_sm + int64_t(x % R) * q_sh;
+  }
+};
+
+template <typename T, int D>
+__global__ void __launch_bounds__(DecodeCfg<D>::kWarps * 32) fmha_decode_kernel(const FmhaDecodeParams p) {
+  using C = DecodeCfg<D>;
+  constexpr int NW = C::kWarps, BN = C::kBN, STAGES = C::kStages;
+  constexpr int THREADS = NW * 32;
+  constexpr int NB = BN / 8;  // score n-blocks per warp tile
+  constexpr int OB = D / 8;   // output n-blocks
+  constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+  static_assert(BN % 16 == 0 && STAGES >= 2, "tile shape");
+  static_assert(NW * kRows * D * sizeof(float) <= size_t(NW) * STAGES * 2 * BN * D * sizeof(T),
+                "the combine buffer reuses the ring");
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);  // [kRows][D], swizzled
+  T* ring = sQ + kRows * D;                // [NW][STAGES][K, V][BN][D], swizzled tiles
+  __shared__ float sM[NW][kRows], sL[NW][kRows];
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  const int split = blockIdx.x, kvh = blockIdx.y;
+  const int n_chunks = (p.R * p.max_seqlen_q + kRows - 1) / kRows;
+  const int s = blockIdx.z / n_chunks, chunk = blockIdx.z % n_chunks;
+
+  const bool paged = p.block_table != nullptr;
+  SeqBlock sb;
+  if (!seq_block(p, s, paged ? p.bt_cols * p.page_size : p.Mkv, sb)) return;
+  const int r0 = chunk * kRows;
+  const int rows_used = min(kRows, sb.lq * p.R - r0);
+  if (rows_used <= 0) return;  // uniform over the CTA
+
+  // ---- this split's key tiles: the keys some row may see, in BN-tiles dealt evenly to the splits
+  const MaskBand band = MaskBand::make(p.mask_kind, p.window_left, p.window_right, sb.lq, sb.lk);
+  const int i_first = r0 / p.R, i_last = (r0 + rows_used - 1) / p.R;
+  int64_t jb, je;
+  band.keys_of(i_first, i_last, sb.lk, &jb, &je);
+  const int base = int(jb) / BN * BN;
+  const int n_tiles = je > jb ? int((je - base + BN - 1) / BN) : 0;
+  const int per_split = (n_tiles + p.num_splits - 1) / p.num_splits;
+  const int t_begin = min(n_tiles, split * per_split), t_end = min(n_tiles, t_begin + per_split);
+  const int my_tiles = t_end - t_begin > warp ? (t_end - t_begin - warp + NW - 1) / NW : 0;
+
+  const T* q = static_cast<const T*>(p.q);
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  const int64_t k_off = int64_t(sb.bq) * p.k_sb + int64_t(sb.k0) * p.k_sm + int64_t(kvh) * p.k_sg;
+  const int64_t v_off = int64_t(sb.bq) * p.v_sb + int64_t(sb.k0) * p.v_sm + int64_t(kvh) * p.v_sg;
+  const int* bt_row = paged ? p.block_table + int64_t(s) * p.bt_stride : nullptr;
+  T* wring = ring + warp * STAGES * 2 * BN * D;
+  // Warp tile `it` (keys [n, n + BN) of the lane) into ring stage st, by this warp's lanes.
+  auto tile_key = [&](int it) { return base + (t_begin + warp + it * NW) * BN; };
+  auto load = [&](int it, int st) {
+    const int n = tile_key(it);
+    T* dk = wring + st * 2 * BN * D;
+    T* dv = dk + BN * D;
+    if (paged) {
+      const PagedRows rk{bt_row, int64_t(sb.k0) + n, int64_t(kvh) * p.k_sg, p.k_sm, p.kv_rows, p.page_size};
+      const PagedRows rv{bt_row, int64_t(sb.k0) + n, int64_t(kvh) * p.v_sg, p.v_sm, p.kv_rows, p.page_size};
+      load_rows<T, D, BN, 32>(dk, k, rk, sb.lk - n, p.K, lane);
+      load_rows<T, D, BN, 32>(dv, v, rv, sb.lk - n, p.Kv, lane);
+    } else {
+      load_rows<T, D, BN, 32>(dk, k, DenseRows{k_off + int64_t(n) * p.k_sm, p.k_sm}, sb.lk - n, p.K, lane);
+      load_rows<T, D, BN, 32>(dv, v, DenseRows{v_off + int64_t(n) * p.v_sm, p.v_sm}, sb.lk - n, p.Kv, lane);
+    }
+  };
+
+  // ---- prologue: Q (every thread), then the first STAGES - 1 tiles of each warp
+  const QRows qrows{int64_t(sb.bq) * p.q_sb + int64_t(sb.q0) * p.q_sm + int64_t(kvh) * p.q_sg, p.q_sm, p.q_sh, r0,
+                    p.R, rows_used};
+  load_rows<T, D, kRows, THREADS>(sQ, q, qrows, kRows, p.K, tid);
+  cp_async_commit();
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < my_tiles) load(st, st);
+    cp_async_commit();  // possibly empty: keeps the group count uniform
+  }
+  cp_async_wait<STAGES - 2>();  // Q and this thread's part of tile 0 landed
+  __syncthreads();              // ... every thread's Q chunks (the only CTA-wide barrier before the combine)
+
+  // Rows g and g + 8 of the chunk held by this thread: their query index and whether they exist.
+  int qi[2];
+  bool rv[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int r = g + rr * 8;
+    rv[rr] = r < rows_used;
+    qi[rr] = (r0 + r) / p.R;
+  }
+  const bool rows_full = rows_used == kRows;
+  const int k_steps = (p.K + 15) / 16;
+  const int v_steps = (p.Kv + 15) / 16;
+  const float scale_log2 = p.scale * kLog2e;
+
+  float o[OB][4];
+#pragma unroll
+  for (int i = 0; i < OB; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m_i[2] = {-INFINITY, -INFINITY};
+  float l_i[2] = {0.f, 0.f};
+
+  for (int it = 0; it < my_tiles; ++it) {
+    cp_async_wait<STAGES - 2>();  // this lane's part of tile it landed
+    __syncwarp();                 // ... every lane's; and every lane is done with stage (it - 1) % STAGES
+    if (it + STAGES - 1 < my_tiles) load(it + STAGES - 1, (it + STAGES - 1) % STAGES);
+    cp_async_commit();
+    const T* sKc = wring + (it % STAGES) * 2 * BN * D;
+    const T* sVc = sKc + BN * D;
+    const int n0 = tile_key(it);
+
+    // ---- S = Q K^T, 16 rows x BN keys
+    float sc[NB][4];
+#pragma unroll
+    for (int i = 0; i < NB; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      if (kk < k_steps) mma_rows_rows<T, D, NB>(sc, sQ, 0, sKc, kk, lane);
+    }
+
+    // ---- scale and mask (log2 domain)
+    const bool need_mask = !rows_full || n0 + BN > sb.lk || !band.inside(i_first, i_last, n0, n0 + BN - 1);
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rr = e >> 1;
+        const int j = n0 + nb * 8 + 2 * t4 + (e & 1);
+        float x = sc[nb][e] * scale_log2;
+        if (need_mask && (!rv[rr] || j >= sb.lk || !band.allowed(qi[rr], j))) x = -INFINITY;
+        sc[nb][e] = x;
+      }
+    }
+
+    // ---- online softmax; rows g (rr = 0) and g + 8 (rr = 1)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb) mx = fmaxf(mx, fmaxf(sc[nb][2 * rr], sc[nb][2 * rr + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_i[rr], mx);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: keep exp2 finite
+      const float alpha = exp2f(m_i[rr] - m_use);
+      m_i[rr] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb) {
+        sc[nb][2 * rr] = exp2f(sc[nb][2 * rr] - m_use);
+        sc[nb][2 * rr + 1] = exp2f(sc[nb][2 * rr + 1] - m_use);
+        sum += sc[nb][2 * rr] + sc[nb][2 * rr + 1];
+      }
+      l_i[rr] = l_i[rr] * alpha + sum;
+#pragma unroll
+      for (int ob = 0; ob < OB; ++ob) {
+        o[ob][2 * rr] *= alpha;
+        o[ob][2 * rr + 1] *= alpha;
+      }
+    }
+
+    // ---- O += P V
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      uint32_t a[4];
+      acc_to_a<T>(sc, kk, a);
+      const int key = trans_row(kk, lane);
+#pragma unroll
+      for (int ob2 = 0; ob2 < OB / 2; ++ob2) {
+        if (ob2 < v_steps) mma_a_trans<T, D>(o[2 * ob2], o[2 * ob2 + 1], a, sVc, key, ob2 * 16, lane);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done with the ring: it becomes the combine buffer
+
+  // ---- combine the warps: (m, l, unnormalized O) of each warp through shared memory
+  float* sO = reinterpret_cast<float*>(ring);  // [NW][kRows][D]
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    float l = l_i[rr];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int row = g + rr * 8;
+    if (t4 == 0) sM[warp][row] = m_i[rr], sL[warp][row] = l;
+    float* orow = sO + (warp * kRows + row) * D;
+#pragma unroll
+    for (int ob = 0; ob < OB; ++ob) {
+      orow[ob * 8 + 2 * t4] = o[ob][2 * rr];
+      orow[ob * 8 + 2 * t4 + 1] = o[ob][2 * rr + 1];
+    }
+  }
+  __syncthreads();
+
+  const int64_t rows_total = int64_t(p.B) * p.Mq * p.Hkv * p.R;  // rows of one split's O
+  for (int idx = tid; idx < kRows * D; idx += THREADS) {
+    const int row = idx / D, col = idx % D;
+    if (row >= rows_used || col >= p.Kv) continue;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < NW; ++w) mx = fmaxf(mx, sM[w][row]);
+    float den = 0.f, acc = 0.f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < NW; ++w) {
+        const float f = exp2f(sM[w][row] - mx);  // 0 for a warp that saw no allowed key
+        den += sL[w][row] * f;
+        acc += sO[(w * kRows + row) * D + col] * f;
+      }
+    }
+    const int x = r0 + row, i = x / p.R, h = x % p.R;
+    const int64_t head_row = ((int64_t(sb.bq) * p.Mq + sb.q0 + i) * p.Hkv + kvh) * p.R + h;  // of [B, Mq, Hkv, R]
+    p.o_part[(int64_t(split) * rows_total + head_row) * p.Kv + col] = den > 0.f ? acc / den : 0.f;
+    if (col == 0) {
+      const int64_t l_row = ((int64_t(sb.bq) * p.Hkv + kvh) * p.R + h) * p.Mq + sb.q0 + i;  // of [B, Hkv, R, Mq]
+      p.lse_part[int64_t(split) * rows_total + l_row] = den > 0.f ? (mx + log2f(den)) * kLn2 : -INFINITY;
+    }
+  }
+}
+
+template <typename T, int D>
+cudaError_t launch(const FmhaDecodeParams& p, cudaStream_t stream) {
+  if (p.num_seqs <= 0 || p.Hkv <= 0 || p.R <= 0 || p.max_seqlen_q <= 0 || p.num_splits <= 0) return cudaSuccess;
+  const int64_t n_chunks = (int64_t(p.R) * p.max_seqlen_q + kRows - 1) / kRows;
+  const int64_t z = n_chunks * p.num_seqs;
+  if (z > 65535 || p.Hkv > 65535 || int64_t(p.R) * p.max_seqlen_q > (int64_t(1) << 30)) return cudaErrorInvalidValue;
+  const size_t smem = smem_bytes<D>(sizeof(T));
+  auto kern = fmha_decode_kernel<T, D>;
+  static mslk::cuda::SmemLimitOnce smem_limit;  // the cap raised once per device
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = smem_limit.ensure(kern, dev, smem);
+  if (err != cudaSuccess) return err;
+  kern<<<dim3(unsigned(p.num_splits), unsigned(p.Hkv), unsigned(z)), DecodeCfg<D>::kWarps * 32, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <int D>
+cudaError_t launch_dtype(const FmhaDecodeParams& p, cudaStream_t stream) {
+  return p.is_bf16 ? launch<__nv_bfloat16, D>(p, stream) : launch<__half, D>(p, stream);
+}
+
+}  // namespace mslk::attention::decode_detail

@@ -47,6 +47,8 @@ class FwOp(_b.HeadDims, AttentionFwOpBase):
     @classmethod
     def not_supported_reasons(cls, d: Inputs):
         reasons = super().not_supported_reasons(d)
+        if d.output_dtype == torch.float64:
+            reasons.append("output_dtype float64 (the kernel writes float16, bfloat16 or float32)")
         if isinstance(d, InputsFp8) or d.key.dtype != d.query.dtype:
             reasons.append("quantized (FP8 / INT4) K/V caches are not served yet")
         if d.query.ndim in (4, 5):

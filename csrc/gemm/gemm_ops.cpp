@@ -41,6 +41,14 @@ TORCH_LIBRARY_FRAGMENT(mslk, m) {
   m.def("f8f8bf16_groupwise_grouped(Tensor XQ, Tensor WQ, Tensor x_scale, Tensor w_scale, Tensor M_sizes) "
         "-> Tensor");
 
+  // INT8 (csrc/gemm/int8_gemm.cpp): out = bf16(float(int32 XQ @ WQ^T) * scale).
+  m.def("i8i8bf16(Tensor XQ, Tensor WQ, float scale, int split_k=1) -> Tensor");
+  m.def("i8i8bf16_dynamic(Tensor XQ, Tensor WQ, Tensor scale, int split_k=1) -> Tensor");
+  // FP32 from nine BF16 products (csrc/gemm/bf16x9.cpp): a router over the internal pair.
+  m.def("bf16x9_gemm(Tensor A, Tensor B, Tensor(a!)? output=None) -> Tensor");
+  m.def("_bf16x9_gemm_new(Tensor A, Tensor B) -> Tensor");
+  m.def("_bf16x9_gemm_into(Tensor A, Tensor B, Tensor(a!) output) -> ()");
+
   // BF16 grouped (csrc/gemm/bf16_grouped.cpp): X [total_M, K], W [G, N, K], M_sizes [G].
   m.def("bf16bf16bf16_grouped(Tensor[] X, Tensor[] W) -> Tensor[]");
   m.def("bf16bf16bf16_grouped_cat(Tensor[] X, Tensor[] W) -> Tensor");

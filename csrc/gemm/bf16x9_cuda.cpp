@@ -1,0 +1,52 @@
+// CUDA backend of bf16x9_gemm: splits A and B into their segmented BF16 parts buffers (kernels/
+// bf16x9.h: A' [M, 9 kp], B' [N, 9 kp], kp = K rounded up to 8) and runs the one BF16 GEMM over
+// K' = 9 kp. An output whose rows break TMA's 16-byte rule gets a padded temporary, copied back.
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include "common/device_attrs.h"
+#include "gemm/bf16x9.h"
+#include "gemm/kernels/bf16x9.h"
+#include "gemm/kernels/config_table.h"
+
+namespace mslk::gemm {
+namespace {
+
+Tensor split(const Tensor& x, int64_t kp, bool b_side, cudaStream_t stream) {
+  Tensor parts = at::empty({x.size(0), 9 * kp}, x.options().dtype(at::kBFloat16));
+  Bf16x9SplitParams p{x.const_data_ptr<float>(), parts.data_ptr(), x.size(0), x.size(1),
+                      x.size(0) > 1 ? x.stride(0) : x.size(1), kp, b_side};
+  C10_CUDA_CHECK(bf16x9_split(p, stream));
+  return parts;
+}
+
+void cuda_run(const Tensor& A, const Tensor& B, const Tensor& out) {
+  int dev = 0;
+  mslk::cuda::DeviceAttrs attrs;
+  C10_CUDA_CHECK(mslk::cuda::current_device_attrs(&dev, &attrs));
+  TORCH_CHECK(attrs.cc_major == 9, "bf16x9_gemm: the CUDA kernel is built for Hopper (sm_90a); this device is sm_",
+              attrs.cc_major, attrs.cc_minor, ". Run it on the CPU reference or on an H100/H200");
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  const int64_t M = A.size(0), N = B.size(0), K = A.size(1), kp = (K + 7) / 8 * 8;
+  const Tensor a = split(A, kp, false, stream);
+  const Tensor b = split(B, kp, true, stream);
+  const int64_t ldd = M > 1 ? out.stride(0) : N;
+  const bool direct = ldd % 4 == 0 && aligned(out.data_ptr(), 16);
+  const Tensor d = direct ? out : at::empty({M, (N + 3) / 4 * 4}, out.options());
+  Bf16x9GemmParams p{a.const_data_ptr(), b.const_data_ptr(), d.data_ptr<float>(), M, N, 9 * kp,
+                     direct ? ldd : d.stride(0)};
+  const cudaError_t e = bf16x9_gemm_run(p, stream);
+  TORCH_CHECK(e != cudaErrorNotSupported, "bf16x9_gemm: the CUDA kernel cannot take this problem (M=", M,
+              ", N=", N, ", K=", K, "); this build may lack CUTLASS");
+  C10_CUDA_CHECK(e);
+  if (!direct) out.copy_(d.narrow(1, 0, N));
+}
+
+constexpr Bf16x9Backend kCudaBackend{cuda_run};
+
+}  // namespace
+}  // namespace mslk::gemm
+
+TORCH_LIBRARY_IMPL(mslk, CUDA, m) { mslk::gemm::Bf16x9Ops<&mslk::gemm::kCudaBackend>::register_mslk(m); }

@@ -1,0 +1,52 @@
+// CUDA backend of the INT8 GEMM ops: the CUTLASS sm90 kernel of kernels/int8_gemm.h. Operands
+// whose rows or bases break TMA's 16-byte rule are copied contiguous first; an output row stride
+// that breaks it (N % 8) gets a padded temporary, copied back. The dynamic scale stays on the
+// device (the epilogue reads it): no host sync.
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include "common/device_attrs.h"
+#include "gemm/int8_gemm.h"
+#include "gemm/kernels/config_table.h"
+#include "gemm/kernels/int8_gemm.h"
+
+namespace mslk::gemm {
+namespace {
+
+int64_t row_stride(const Tensor& t) { return t.size(0) > 1 ? t.stride(0) : t.size(1); }
+
+// The operand itself when TMA can read it, else a fresh contiguous copy (K % 16 == 0, so a
+// contiguous operand only fails on its base address).
+Tensor tma_ready(const Tensor& t) {
+  if (row_stride(t) % 16 == 0 && aligned(t.const_data_ptr(), 16)) return t;
+  return t.is_contiguous() ? t.clone() : t.contiguous();
+}
+
+void cuda_run(const Int8Call& c) {
+  int dev = 0;
+  mslk::cuda::DeviceAttrs attrs;
+  C10_CUDA_CHECK(mslk::cuda::current_device_attrs(&dev, &attrs));
+  TORCH_CHECK(attrs.cc_major == 9, c.op, ": the CUDA kernel is built for Hopper (sm_90a); this device is sm_",
+              attrs.cc_major, attrs.cc_minor, ". Run it on the CPU reference or on an H100/H200");
+  const Tensor x = tma_ready(c.XQ), w = tma_ready(c.WQ);
+  const int64_t M = x.size(0), N = w.size(0), K = x.size(1);
+  const bool direct = N % 8 == 0 && aligned(c.out.data_ptr(), 16);
+  const Tensor d = direct ? c.out : at::empty({M, (N + 7) / 8 * 8}, c.out.options());
+  Int8GemmParams p{x.const_data_ptr<int8_t>(), w.const_data_ptr<int8_t>(), d.data_ptr(), M, N, K,
+                   row_stride(x), row_stride(w), d.stride(0), c.scale,
+                   c.scale_t.defined() ? c.scale_t.const_data_ptr<float>() : nullptr};
+  const cudaError_t e = int8_gemm_run(p, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(e != cudaErrorNotSupported, c.op, ": the CUDA kernel cannot take this problem (M=", M, ", N=", N,
+              ", K=", K, "); this build may lack CUTLASS");
+  C10_CUDA_CHECK(e);
+  if (!direct) c.out.copy_(d.narrow(1, 0, N));
+}
+
+constexpr Int8Backend kCudaBackend{cuda_run};
+
+}  // namespace
+}  // namespace mslk::gemm
+
+TORCH_LIBRARY_IMPL(mslk, CUDA, m) { mslk::gemm::Int8Ops<&mslk::gemm::kCudaBackend>::register_mslk(m); }

@@ -1,0 +1,97 @@
+"""INT4 weight preprocessing at the spec's module path (mslk.quantize.shuffle).
+
+Group-wise INT4 quantization of a weight x [N, K] along K (groups of `group_size`; a shorter last
+group when K is not a multiple), values kept one per int8 element in -8..7, and the packing of two
+such values per byte. Scales and zero points come out transposed, [ceil(K / group_size), N]
+contiguous float32 (the layout the INT4 GEMMs read: one row per K group). These are plain torch
+tensor ops on any device; the INT4 GEMMs consume their output.
+
+Conventions (docs/design/int_gemm.md):
+- symmetric: scale = max(amax, 1e-6) / 8, q = clamp(round(x / scale), -8, 7);
+- asymmetric: scale = max(max - min, 1e-6) / 15, q = clamp(round((x - min) / scale), 0, 15) - 8,
+  zero = min + 8 * scale (a float offset), so that x ~ q * scale + zero;
+- round is half to even; pack_int4 puts even k in the low nibble, odd k in the high nibble.
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+import torch
+
+Tensor = torch.Tensor
+
+
+def _check_weight(x: Tensor, group_size: int, name: str) -> None:
+    if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
+        raise TypeError(f"{name}: argument 'x' must be a floating-point tensor, got "
+                        f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__}")
+    if x.dim() != 2:
+        raise ValueError(f"{name}: argument 'x' must be 2-D [N, K], got shape {tuple(x.shape)}")
+    if not isinstance(group_size, int) or group_size <= 0:
+        raise ValueError(f"{name}: argument 'group_size' must be a positive integer, got {group_size!r}")
+
+
+def _groups(x: Tensor, group_size: int) -> Tensor:
+    """x [N, K] as float32 [N, G, group_size]; a short last group is padded with its own last value
+    (the group's min and max stay as they are)."""
+    x = x.float()
+    K = x.shape[1]
+    pad = -K % group_size
+    if pad:
+        x = torch.cat([x, x[:, -1:].expand(-1, pad)], dim=1)
+    return x.view(x.shape[0], -1, group_size)
+
+
+def _ungroup(q: Tensor, K: int) -> Tensor:
+    return q.reshape(q.shape[0], -1)[:, :K].contiguous()
+
+
+def int4_row_quantize(x: Tensor, group_size: int = 128) -> Tuple[Tensor, Tensor]:
+    """Symmetric group-wise INT4 quantization of x [N, K].
+
+    Returns (q [N, K] int8 in -8..7, one value per element; scales [ceil(K/group_size), N] float32)."""
+    _check_weight(x, group_size, "int4_row_quantize")
+    K = x.shape[1]
+    if x.numel() == 0:
+        G = -(-K // group_size)
+        return torch.empty(x.shape, dtype=torch.int8, device=x.device), x.new_empty((G, x.shape[0]),
+                                                                                      dtype=torch.float32)
+    g = _groups(x, group_size)
+    scale = g.abs().amax(dim=-1, keepdim=True).clamp(min=1e-6) / 8
+    q = torch.round(g / scale).clamp_(-8, 7).to(torch.int8)
+    return _ungroup(q, K), scale.squeeze(-1).t().contiguous()
+
+
+def int4_row_quantize_zp(x: Tensor, group_size: int = 128) -> Tuple[Tensor, Tensor, Tensor]:
+    """Asymmetric group-wise INT4 quantization of x [N, K] with a float zero point per group.
+
+    Returns (q [N, K] int8 in -8..7, unpacked; scales and zeros [ceil(K/group_size), N] float32),
+    with x ~ q * scale + zero."""
+    _check_weight(x, group_size, "int4_row_quantize_zp")
+    K = x.shape[1]
+    if x.numel() == 0:
+        G = -(-K // group_size)
+        e = x.new_empty((G, x.shape[0]), dtype=torch.float32)
+        return torch.empty(x.shape, dtype=torch.int8, device=x.device), e, e.clone()
+    g = _groups(x, group_size)
+    lo, hi = g.amin(dim=-1, keepdim=True), g.amax(dim=-1, keepdim=True)
+    scale = (hi - lo).clamp(min=1e-6) / 15
+    zero = lo + 8 * scale
+    q = (torch.round((g - lo) / scale).clamp_(0, 15) - 8).to(torch.int8)
+    return _ungroup(q, K), scale.squeeze(-1).t().contiguous(), zero.squeeze(-1).t().contiguous()
+
+
+def pack_int4(x: Tensor) -> Tensor:
+    """Packs int8 values in -8..7 two per byte along the last dimension: [..., K] -> [..., K/2] int8,
+    x[..., 2i] in the low nibble and x[..., 2i+1] in the high nibble."""
+    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.int8, torch.uint8, torch.int16, torch.int32,
+                                                           torch.int64):
+        raise TypeError(f"pack_int4: argument 'x' must be an integer tensor (int8 values in -8..7), got "
+                        f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__}")
+    if x.dim() == 0 or x.shape[-1] % 2:
+        raise ValueError(f"pack_int4: argument 'x' must have an even last dimension (two values per byte), "
+                         f"got shape {tuple(x.shape)}")
+    lo = x[..., 0::2].to(torch.int16) & 0xF
+    hi = (x[..., 1::2].to(torch.int16) & 0xF) << 4
+    return (lo | hi).to(torch.uint8).view(torch.int8).contiguous()

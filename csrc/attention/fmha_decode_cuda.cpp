@@ -72,7 +72,10 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
   if (out.numel() == 0 && lse.numel() == 0) return {Kvp == Kv ? out : out.narrow(4, 0, Kv), lse};
 
   const bool paged = given(block_tables);
-  const int64_t lane_keys = paged ? block_tables->size(1) * page_size : Mkv;
+  // Keys of one sequence's lane (varlen K/V packs every lane into Mkv).
+  const int64_t lane_keys = paged    ? block_tables->size(1) * page_size
+                            : varlen ? Mkv / std::max<int64_t>(num_seqs, 1)
+                                     : Mkv;
   int S = int(num_splits);
   if (S == 0) {
     int dev = 0, sms = 0;

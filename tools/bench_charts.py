@@ -77,6 +77,18 @@ CHARTS = {
         bars={"mslk decode": "decode us", "SDPA enable_gqa": "SDPA us", "mslk general": "general (cutlass) us"},
         floor=("bar (K/V at 3.7 TB/s)", lambda n: n["KV MB"] / 3.7),  # MB / (TB/s) = us
         log=True),
+    "fmha_bwd": dict(
+        label=lambda r: f"B{r['B']} H{r['H']} S{r['S']} D{r['D']}" + (" causal" if r["causal"] == "True" or r["causal"] is True else ""),
+        unit="TFLOP/s",
+        bars={"mslk": "bwd TFLOP/s", "SDPA cuDNN": "cuDNN bwd TFLOP/s", "SDPA flash": "flash bwd TFLOP/s"},
+        floor=None,
+        log=False),
+    "fp8_blockwise": dict(
+        label=lambda r: f"M{r['M']} N{r['N']} K{r['K']}",
+        unit="us",
+        bars={"mslk": "mslk us", "torch._scaled_mm blockwise": "cuBLAS us"},
+        floor=("floor (N*K bytes at copy BW)", lambda n: n["weight-read floor us"]),
+        log=True),
 }
 
 

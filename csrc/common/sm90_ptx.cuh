@@ -115,6 +115,17 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* gdst, const float* ss
 // stores, bulk reductions, wgmma operands).
 __device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+// ---- vector reduction: two float32 added at `base + kOffsetBytes` when `pred`; the offset is an
+// immediate and the predicate a guard, so a run of them shares one address register (no branch or
+// address arithmetic between the reductions). No "memory" clobber: the sums are read only after
+// the kernel, and a clobber would pin every shared-memory access of the caller around it.
+template <int kOffsetBytes>
+__device__ __forceinline__ void red_add_f32x2(float* base, float a, float b, bool pred) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p red.global.add.v2.f32 [%0+%4], {%1, %2};\n}\n" ::"l"(base),
+      "f"(a), "f"(b), "r"(int(pred)), "n"(kOffsetBytes));
+}
+
 // Keeps a tensor map (a __grid_constant__ parameter's address) in the descriptor cache.
 __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");

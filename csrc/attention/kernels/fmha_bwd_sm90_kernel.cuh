@@ -136,9 +136,14 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
   using Tr = Traits<Element, D>;
   constexpr bool kBulkDq = (V & kVarBulkDq) != 0, kSplitSdP = (V & kVarSplitSdP) != 0;
   constexpr bool kFastIo = (V & kVarFastIo) != 0;
+  constexpr bool kLsePrefetch = kFastIo && (V & kVarNoLsePrefetch) == 0;
   // dQ = dS K per warpgroup: kKeySplit: all NC = D columns over the warpgroup's own 64 keys (no
   // cross-warpgroup barrier; twice the dQ reductions at d128), else 64 columns over all 128 keys.
   constexpr bool kKeySplit = Tr::kDqSplitKeys || (V & kVarKeySplitDq) != 0;
+  // Independent warpgroups (kKeySplit) take turns issuing their S / dP GEMMs, so that one's
+  // exponentials run under the other's GEMMs instead of both idling the tensor cores together.
+  constexpr bool kPingPong = (V & kVarPingPong) != 0 && kKeySplit;
+  static_assert(!kPingPong || kSplitSdP, "the turn passes after the split S / dP issue");
   static_assert(!(kBulkDq && kKeySplit && D != 64), "the bulk dQ buffers hold 64 columns a warpgroup");
   constexpr int KW = kKeySplit ? 64 : 128, NC = kKeySplit ? D : 64;
   using MmaDQ = decltype(make_tiled_mma(
@@ -242,12 +247,14 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
   const sm80::SeqBlock& sb = sp.sb;
   const int n0 = sp.n0;
   if (sp.m_tiles > 0) mbar_wait(&ss.full_kv, 0);
+  if (kPingPong && cwg == 1 && sp.m_tiles > 0) ptx::named_barrier_arrive(kBarSched, 256);  // warpgroup 0 first
 #pragma unroll 1
   for (int it = 0; it < sp.m_tiles; ++it) {
     const int st = it % Tr::kStages, m0 = sp.m_begin + it * BM;
     mbar_wait(&ss.full[st], (it / Tr::kStages) & 1);
 
     // ---- S^T = K Q^T and dP^T = V dO^T
+    if constexpr (kPingPong) named_barrier_sync(kBarSched + cwg, 256);  // this warpgroup's turn
     warpgroup_fence_operand(tSrS);
     warpgroup_fence_operand(tSrdP);
     warpgroup_arrive();
@@ -266,8 +273,9 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
         mma_sdp.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
-      float lse_r[16];  // kFastIo: this thread's 16 query rows' LSE, read while the GEMMs run
-      if constexpr (kFastIo) {
+      if constexpr (kPingPong) ptx::named_barrier_arrive(kBarSched + 1 - cwg, 256);  // the other's turn
+      float lse_r[16];  // kLsePrefetch: this thread's 16 query rows' LSE, read while the GEMMs run
+      if constexpr (kLsePrefetch) {
         CUTE_UNROLL
         for (int k = 0; k < 8; ++k) {
           const float2 l2 = *reinterpret_cast<const float2*>(&ss.lse2[st][8 * k + 2 * (lane % 4)]);
@@ -282,7 +290,7 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
       CUTE_UNROLL
       for (int i = 0; i < size(tSrS); ++i) {
         const int kr = get<0>(tScS(i)), qc = get<1>(tScS(i));
-        const float l2 = kFastIo ? lse_r[2 * (i / 4) + i % 2] : ss.lse2[st][qc];
+        const float l2 = kLsePrefetch ? lse_r[2 * (i / 4) + i % 2] : ss.lse2[st][qc];
         float pr = fast_exp2(tSrS(i) * a.scale_log2 - l2);
         if (need_mask) {
           const int qi = m0 + qc, kj = n0 + kr;
@@ -427,15 +435,23 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
       }
     } else if constexpr (kFastIo) {
       // ---- dQ sums: column pairs as 8-byte reductions from two row pointers (the thread's two rows)
+      // (the layout formula rather than tdQc, so that the 8-column steps become immediate offsets of
+      // two row pointers: per-reduction address arithmetic serialised the reductions)
+      static_assert(size(tdQrdQ) == NC / 2, "64 x NC accumulator: 2 rows x NC / 8 column pairs a thread");
       const int64_t dq_rs = int64_t(p.H) * p.K;  // float stride of a query row
-      float* const base = a.dq_accum + (int64_t(sb.bq) * p.Mq + sb.q0 + m0) * dq_rs + int64_t(h) * p.K + cblk * NC;
-      const int rows_left = sb.lq - m0;
-      CUTE_UNROLL
-      for (int i = 0; i < size(tdQrdQ); i += 2) {
-        const int r = get<0>(tdQc(i));
-        if (r < rows_left)
-          atomicAdd(reinterpret_cast<float2*>(base + r * dq_rs + get<1>(tdQc(i))), make_float2(tdQrdQ(i), tdQrdQ(i + 1)));
-      }
+      const int r0 = 16 * ((ctid % 128) / 32) + lane / 4, rows_left = sb.lq - m0;
+      float* const ra = a.dq_accum + (int64_t(sb.bq) * p.Mq + sb.q0 + m0 + r0) * dq_rs + int64_t(h) * p.K +
+                        cblk * NC + 2 * (lane % 4);
+      float* const rb = ra + 8 * dq_rs;
+      const bool oka = r0 < rows_left, okb = r0 + 8 < rows_left;
+      auto reduce = [&](bool pa, bool pb) {
+        cute::for_each(cute::make_int_sequence<NC / 8>{}, [&](auto k) {
+          ptx::red_add_f32x2<32 * k>(ra, tdQrdQ(4 * k), tdQrdQ(4 * k + 1), pa);
+          ptx::red_add_f32x2<32 * k>(rb, tdQrdQ(4 * k + 2), tdQrdQ(4 * k + 3), pb);
+        });
+      };
+      if (rows_left >= BM) reduce(true, true);  // the common full tile: no guards
+      else reduce(oka, okb);
     } else {
       // ---- dQ sums: column pairs as one 8-byte reduction (even columns, K a multiple of 8)
       CUTE_UNROLL
@@ -449,6 +465,7 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
       }
     }
   }
+  if (kPingPong && cwg == 0 && sp.m_tiles > 0) named_barrier_sync(kBarSched, 256);  // warpgroup 1's last turn
 
   // ---- epilogue: dK * scale and dV of the tile's keys, column pairs as 32-bit words
   Element* dkp = static_cast<Element*>(p.dk);

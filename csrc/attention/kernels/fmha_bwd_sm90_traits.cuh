@@ -109,13 +109,16 @@ struct Args {
 constexpr int kVarBulkDq = 1;    // dQ parts through shared memory + bulk reductions (else 8-byte atomics)
 constexpr int kVarSplitSdP = 2;  // S and dP in separate wgmma groups: P and dV under the dP GEMM
 constexpr int kVarKeySplitDq = 4;  // d128: each warpgroup's dQ over its own keys, no cross-warpgroup barrier
-constexpr int kVarFastIo = 8;  // dS^T by stmatrix, dQ reductions from hoisted row pointers, LSE rows in registers
-constexpr int kVariant = kVarSplitSdP;
+constexpr int kVarFastIo = 8;
+constexpr int kVarPingPong = 16;
+constexpr int kVarNoLsePrefetch = 32;  // with kVarFastIo: LSE rows read from shared memory per element  // with key-split dQ: the warpgroups alternate their S / dP GEMM issue  // dS^T by stmatrix, dQ reductions from hoisted row pointers, LSE rows in registers
+constexpr int kVariant = kVarSplitSdP | kVarFastIo;
 
 // Named barriers (0 is __syncthreads), both over the 256 consumer threads.
 constexpr int kBarDsFree = 1;   // both warpgroups' dQ GEMMs of the previous query tile are done
 constexpr int kBarDsReady = 2;  // both halves of dS^T are in shared memory
 constexpr int kBarDsReadyWg = 3;  // + warpgroup: its half of dS^T is in shared memory (kVarKeySplitDq)
+constexpr int kBarSched = 5;      // + warpgroup: its turn to issue S / dP (kVarPingPong)
 
 }  // namespace mslk::attention::sm90_bwd
 #endif  // MSLK_HAS_CUTLASS

@@ -1,6 +1,7 @@
 // CUDA backend of the INT8 GEMM ops: the CUTLASS sm90 kernel of kernels/int8_gemm.h. Operands
 // whose rows or bases break TMA's 16-byte rule are copied contiguous first; an output row stride
-// that breaks it (N % 8) gets a padded temporary, copied back. The dynamic scale stays on the
+// that breaks it (N % 8) gets a padded temporary, copied back. At M <= kInt8SwapMaxM the kernel
+// computes out^T (swap AB) into a small temporary, transposed back. The dynamic scale stays on the
 // device (the epilogue reads it): no host sync.
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
@@ -32,16 +33,22 @@ void cuda_run(const Int8Call& c) {
               attrs.cc_major, attrs.cc_minor, ". Run it on the CPU reference or on an H100/H200");
   const Tensor x = tma_ready(c.XQ), w = tma_ready(c.WQ);
   const int64_t M = x.size(0), N = w.size(0), K = x.size(1);
-  const bool direct = N % 8 == 0 && aligned(c.out.data_ptr(), 16);
-  const Tensor d = direct ? c.out : at::empty({M, (N + 7) / 8 * 8}, c.out.options());
+  // Swap AB at decode-sized M: the kernel writes out^T into a [N, M rounded up to 8] buffer.
+  const bool swap = M <= kInt8SwapMaxM;
+  const bool direct = !swap && N % 8 == 0 && aligned(c.out.data_ptr(), 16);
+  const int64_t rows = swap ? N : M, cols = swap ? M : N;
+  const Tensor d = direct ? c.out : at::empty({rows, (cols + 7) / 8 * 8}, c.out.options());
   Int8GemmParams p{x.const_data_ptr<int8_t>(), w.const_data_ptr<int8_t>(), d.data_ptr(), M, N, K,
                    row_stride(x), row_stride(w), d.stride(0), c.scale,
-                   c.scale_t.defined() ? c.scale_t.const_data_ptr<float>() : nullptr};
+                   c.scale_t.defined() ? c.scale_t.const_data_ptr<float>() : nullptr, swap};
   const cudaError_t e = int8_gemm_run(p, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(e != cudaErrorNotSupported, c.op, ": the CUDA kernel cannot take this problem (M=", M, ", N=", N,
               ", K=", K, "); this build may lack CUTLASS");
   C10_CUDA_CHECK(e);
-  if (!direct) c.out.copy_(d.narrow(1, 0, N));
+  if (swap)
+    c.out.copy_(d.narrow(1, 0, M).t());
+  else if (!direct)
+    c.out.copy_(d.narrow(1, 0, N));
 }
 
 constexpr Int8Backend kCudaBackend{cuda_run};

@@ -1,6 +1,6 @@
 // One-problem "TN" GEMM on CUTLASS sm90 with a scaled accumulator: D [M, N] (row-major) =
 // alpha * (A [M, K] @ B [N, K]^T), both operands K-major, TMA + wgmma, warp-specialized
-// cooperative, persistent tiles; alpha a float or a device pointer to one (CUTLASS's ScaledAcc,
+// (cooperative, or ping-pong for 64-row tiles), persistent tiles; alpha a float or a device pointer to one (CUTLASS's ScaledAcc,
 // computed in float32). Instantiated once per kernel TU (bf16x9_cutlass.cu, int8_gemm_cutlass.cu).
 #pragma once
 #include <cute/tensor.hpp>
@@ -20,24 +20,28 @@
 
 namespace mslk::gemm::detail {
 
-template <class ElementAB, class ElementAcc, class ElementD, int TM, int TN, int TK, int CM, int CN>
+template <class ElementAB, class ElementAcc, class ElementD, int TM, int TN, int TK, int CM, int CN,
+          bool kCooperative = true>
 struct CutlassTnGemm {
   static constexpr int kAlignAB = 16 / sizeof(ElementAB);
   static constexpr int kAlignD = 16 / sizeof(ElementD);
   using TileShape = cute::Shape<cute::Int<TM>, cute::Int<TN>, cute::Int<TK>>;
   using ClusterShape = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
   using Fusion = cutlass::epilogue::fusion::ScaledAcc<ElementD, float, float>;
+  using MainloopSchedule = cute::conditional_t<kCooperative, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                                               cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
+  using EpilogueSchedule = cute::conditional_t<kCooperative, cutlass::epilogue::TmaWarpSpecializedCooperative,
+                                               cutlass::epilogue::TmaWarpSpecialized>;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, float, void, cutlass::layout::RowMajor, kAlignD,
-      ElementD, cutlass::layout::RowMajor, kAlignD, cutlass::epilogue::TmaWarpSpecializedCooperative,
-      Fusion>::CollectiveOp;
+      ElementD, cutlass::layout::RowMajor, kAlignD, EpilogueSchedule, Fusion>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementAB, cutlass::layout::RowMajor, kAlignAB, ElementAB,
       cutlass::layout::ColumnMajor, kAlignAB, ElementAcc, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+      MainloopSchedule>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
                                                       CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;

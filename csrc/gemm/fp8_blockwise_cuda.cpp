@@ -55,11 +55,6 @@ void cuda_run(const BlockwiseCall& c) {
       aligned(c.xs.const_data_ptr(), 16)) {
     p.sfa = c.xs.const_data_ptr<float>();
     p.sfa_ld = m_pad;
-  } else if (c.block_m == 1 && c.block_k == 128) {
-    // Groupwise scales in another layout (M < 4 or not padded): one padded copy, no resampling
-    // (each ATen call costs host time that dominates a decode-sized GEMM).
-    sfa = at::zeros({kb, m_pad}, c.xs.options());
-    sfa.narrow(1, 0, M).copy_(c.xs.t());
   } else {
     sfa = at::zeros({kb, m_pad}, c.xs.options());
     sfa.narrow(1, 0, M).copy_(sample(c.xs, M, c.block_m, kb, c.block_k).t());

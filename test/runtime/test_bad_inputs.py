@@ -109,6 +109,20 @@ CASES = [
      {}),
     (mslk.fmha_dropout_mask, dict(rng_state=torch.tensor([1, 2], dtype=torch.int64), B=1, H=2, Mq=4, Mkv=4,
                                   dropout_p=0.5, device=torch.device("cpu")), {}),
+    # FP8 block/group-scaled GEMMs
+    (mslk.f8f8bf16_blockwise, dict(XQ=r(4, 256, dtype=F8), WQ=r(8, 256, dtype=F8), x_scale=r(1, 2, dtype=F32),
+                                   w_scale=r(1, 2, dtype=F32)), {}),
+    (mslk.f8f8bf16_groupwise, dict(XQ=r(4, 256, dtype=F8), WQ=r(8, 256, dtype=F8), x_scale=r(2, 4, dtype=F32),
+                                   w_scale=r(2, 1, dtype=F32)), {}),
+    (mslk.f8f8bf16_groupwise_grouped, dict(XQ=r(4, 256, dtype=F8), WQ=r(2, 8, 256, dtype=F8),
+                                           x_scale=r(4, 2, dtype=F32), w_scale=r(2, 2, 1, dtype=F32),
+                                           M_sizes=torch.tensor([1, 3], dtype=torch.int64)), {}),
+    # INT8 and exact-FP32 GEMMs
+    (mslk.i8i8bf16, dict(XQ=r(4, 32).clamp(-3, 3).to(torch.int8), WQ=r(8, 32).clamp(-3, 3).to(torch.int8),
+                         scale=0.5), {}),
+    (mslk.i8i8bf16_dynamic, dict(XQ=r(4, 32).clamp(-3, 3).to(torch.int8), WQ=r(8, 32).clamp(-3, 3).to(torch.int8),
+                                 scale=torch.tensor([0.5])), {}),
+    (mslk.bf16x9_gemm, dict(A=r(4, 16, dtype=F32), B=r(8, 16, dtype=F32)), {}),
     # MoE
     (mslk.index_shuffling, dict(routing_scores=r(8, 16, dtype=F32), valid_token_count=i32(6)), {}),
     (mslk.gather_scale_dense_tokens, dict(x=r(4, 16), token_indices=i32(0, 1, 2, 3), expert_indices=i32(0, 1, 0, 1),

@@ -55,6 +55,13 @@ void cuda_run(const BlockwiseCall& c) {
       aligned(c.xs.const_data_ptr(), 16)) {
     p.sfa = c.xs.const_data_ptr<float>();
     p.sfa_ld = m_pad;
+  } else if (c.block_m == 1 && c.block_k == 128) {
+    // The quantizers' row-major [M, K/128] grid: one transposing copy. The pad columns (rows past
+    // M) scale only accumulator rows the epilogue does not store, so they stay uninitialised.
+    sfa = at::empty({kb, m_pad}, c.xs.options());
+    sfa.narrow(1, 0, M).copy_(c.xs.t());
+    p.sfa = sfa.const_data_ptr<float>();
+    p.sfa_ld = m_pad;
   } else {
     sfa = at::zeros({kb, m_pad}, c.xs.options());
     sfa.narrow(1, 0, M).copy_(sample(c.xs, M, c.block_m, kb, c.block_k).t());
@@ -65,6 +72,10 @@ void cuda_run(const BlockwiseCall& c) {
   if (c.block_n == 128 && c.block_k == 128 && (nb == 1 || c.ws.stride(0) == 1) && c.ws.stride(1) >= nb) {
     p.sfb = c.ws.const_data_ptr<float>();
     p.sfb_ld = c.ws.stride(1);
+  } else if (c.block_n == 128 && c.block_k == 128) {
+    sfb = c.ws.t().contiguous();  // the quantizers' row-major [N/128, K/128] grid
+    p.sfb = sfb.const_data_ptr<float>();
+    p.sfb_ld = nb;
   } else {
     sfb = sample(c.ws, nb, c.block_n / 128, kb, c.block_k).t().contiguous();
     p.sfb = sfb.const_data_ptr<float>();

@@ -1,6 +1,8 @@
 """bf16x9_gemm (FP32 GEMM from three BF16 parts per operand, nine BF16 products) against float64,
 on every device the tests see (the exact CPU reference; the CUTLASS sm90 kernel on Hopper)."""
 
+import math
+
 import pytest
 import torch
 
@@ -29,8 +31,13 @@ def check(out, A, B, device):
     err = (out.double().cpu() - exact).abs()
     if device == "cpu":  # one rounding of the exact sum
         assert torch.all(err <= exact.abs() * 2.0**-24 + 1e-300), err.max()
-    else:  # FP32 accumulation of the nine products: within 1e-6 of sum |a||b|
-        assert torch.all(err <= 1e-6 * mag + 1e-30), (err / mag).max()
+    else:
+        # FP32 tensor-core accumulation of the nine products: rounding errors of 2^-24 of
+        # sum |a||b| that add up as a random walk over K (4 sqrt(K): 5e-6 at K = 512). A lost
+        # middle part (2^-9 of each product) is far above it; the lo part's share is checked
+        # by test_ill_conditioned and test_cuda_matches_cpu_closely.
+        tol = 4 * math.sqrt(A.shape[1]) * 2.0**-24
+        assert torch.all(err <= tol * mag + 1e-30), (err / mag).max()
     return err
 
 

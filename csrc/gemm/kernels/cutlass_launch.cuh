@@ -10,16 +10,19 @@
 
 namespace mslk::gemm::detail {
 
-// Returns cudaErrorNotSupported, having launched nothing, when can_implement refuses `args`.
+// Returns cudaErrorNotSupported, having launched nothing, when can_implement refuses `args` (or
+// `probe`, when given: the same problem with its output's row length rounded up, because the
+// epilogue's check wants N % alignment == 0 where TMA itself only needs aligned row strides).
 template <class Gemm>
-cudaError_t run_cutlass_universal(typename Gemm::Arguments& args, cudaStream_t stream) {
+cudaError_t run_cutlass_universal(typename Gemm::Arguments& args, cudaStream_t stream,
+                                  const typename Gemm::Arguments* probe = nullptr) {
   using Kernel = typename Gemm::GemmKernel;
   int device = 0, sms = 0;
   cudaError_t e = mslk::cuda::current_device_sms(&device, &sms);  // read once per device
   if (e != cudaSuccess) return e;
   args.hw_info.device_id = device;
   args.hw_info.sm_count = sms;
-  if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return cudaErrorNotSupported;
+  if (Gemm::can_implement(probe ? *probe : args) != cutlass::Status::kSuccess) return cudaErrorNotSupported;
   const size_t ws_bytes = Gemm::get_workspace_size(args);
   void* workspace = nullptr;
   if (ws_bytes > 0 && (e = cudaMallocAsync(&workspace, ws_bytes, stream)) != cudaSuccess) return e;

@@ -47,11 +47,12 @@ struct CutlassTnGemm {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
   // lda / ldb / ldd in elements. cudaErrorNotSupported, having launched nothing, when TMA's rules
-  // (16-byte aligned bases and row strides, int32 sizes) or can_implement refuse the problem.
+  // (16-byte aligned bases and row strides, K % alignment, int32 sizes) or can_implement refuse
+  // the problem. N need not be a multiple of anything.
   static cudaError_t run(const void* a, int64_t lda, const void* b, int64_t ldb, void* d, int64_t ldd, int64_t M,
                          int64_t N, int64_t K, float alpha, const float* alpha_ptr, cudaStream_t stream) {
     using namespace cute;
-    const bool ok = M > 0 && M <= INT_MAX && N > 0 && N <= INT_MAX && K > 0 && K <= INT_MAX && K % kAlignAB == 0 &&
+    const bool ok = M > 0 && M <= INT_MAX && N > 0 && N <= INT_MAX - kAlignD && K > 0 && K <= INT_MAX && K % kAlignAB == 0 &&
                     lda % kAlignAB == 0 && ldb % kAlignAB == 0 && ldd % kAlignD == 0 && aligned(a, 16) &&
                     aligned(b, 16) && aligned(d, 16) && (alpha_ptr == nullptr || aligned(alpha_ptr, 4));
     if (!ok) return cudaErrorNotSupported;
@@ -64,7 +65,10 @@ struct CutlassTnGemm {
                                   {{}, nullptr, sd, static_cast<ElementD*>(d), sd}};
     args.epilogue.thread.alpha = alpha;
     args.epilogue.thread.alpha_ptr = alpha_ptr;
-    return run_cutlass_universal<Gemm>(args, stream);
+    // Any N: the TMA store clips the last column tile; only ldd must be aligned (checked above).
+    typename Gemm::Arguments probe = args;
+    cute::get<1>(probe.problem_shape) = static_cast<int>((N + kAlignD - 1) / kAlignD * kAlignD);
+    return run_cutlass_universal<Gemm>(args, stream, &probe);
   }
 };
 

@@ -26,7 +26,7 @@ struct Int8GemmParams {
 inline constexpr int64_t kInt8SwapMaxM = 16;
 
 // cudaErrorNotSupported, having launched nothing, when the kernel cannot take the problem (built
-// without CUTLASS; TMA: K % 16, ldx / ldw % 16, ldd % 8, 16-byte aligned pointers).
+// without CUTLASS; TMA: K % 16, ldx / ldw % 16, ldd % 8, 16-byte aligned pointers; any N).
 cudaError_t int8_gemm_run(const Int8GemmParams& p, cudaStream_t stream);
 // The two instantiations (int8_gemm_cutlass.cu: 128 x 128 x 128 cooperative; int8_gemm_swap.cu:
 // 64 x 32 x 128 ping-pong over the swapped problem).

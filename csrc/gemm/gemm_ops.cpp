@@ -44,6 +44,10 @@ TORCH_LIBRARY_FRAGMENT(mslk, m) {
   // INT8 (csrc/gemm/int8_gemm.cpp): out = bf16(float(int32 XQ @ WQ^T) * scale).
   m.def("i8i8bf16(Tensor XQ, Tensor WQ, float scale, int split_k=1) -> Tensor");
   m.def("i8i8bf16_dynamic(Tensor XQ, Tensor WQ, Tensor scale, int split_k=1) -> Tensor");
+  // INT4 weights (csrc/gemm/int4_gemm.cpp): W [N, K/2] packed, group scale / zero [K/group, N].
+  m.def("bf16i4bf16_rowwise(Tensor X, Tensor W, Tensor w_scale_group, Tensor w_zero_group) -> Tensor");
+  m.def("bf16i4bf16_rowwise_batched(Tensor X, Tensor WQ, Tensor w_scale, Tensor w_zp) -> Tensor");
+  m.def("f8i4bf16_rowwise(Tensor XQ, Tensor WQ, Tensor x_scale, Tensor w_scale, Tensor w_zp) -> Tensor");
   // FP32 from nine BF16 products (csrc/gemm/bf16x9.cpp): a router over the internal pair.
   m.def("bf16x9_gemm(Tensor A, Tensor B, Tensor(a!)? output=None) -> Tensor");
   m.def("_bf16x9_gemm_new(Tensor A, Tensor B) -> Tensor");

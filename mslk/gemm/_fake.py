@@ -97,4 +97,5 @@ def _matmul_fp8_row(a, b, a_scale, b_scale, bias=None, dot_out_dtype=None, allow
 from mslk.gemm import _fake_bf16_grouped  # noqa: E402,F401  (BF16 grouped ops)
 from mslk.gemm import _fake_blockwise  # noqa: E402,F401  (FP8 block/group-scaled ops)
 from mslk.gemm import _fake_int  # noqa: E402,F401  (INT8 and BF16x9 GEMMs)
+from mslk.gemm import _fake_int4  # noqa: E402,F401  (INT4-weight GEMMs)
 from mslk.gemm import _empty_lists  # noqa: E402,F401  (after every fake)

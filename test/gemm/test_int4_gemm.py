@@ -43,15 +43,18 @@ def ref(x, q, s, z, x_scale=None):
 
 
 def check(out, expect, x, q, s, z, device):
-    """Bit-exact on the CPU; on CUDA within float32 accumulation (relative to sum |x| |w|) plus one
-    bf16 rounding."""
+    """Bit-exact on the CPU. On CUDA: the decode path (M <= 16) sums float32 weights in float32
+    (error ~1e-6 of sum |x| |w|); the GEMM path (M > 16) rounds each dequantized weight (and a
+    scaled FP8 activation) to bf16 for the tensor cores, 2^-9 of each product at most. x: the
+    activations with any row scale applied."""
     out = out.cpu()
     if device == "cpu":
         assert torch.equal(out, expect)
         return
+    rel = 2e-5 if x.shape[-2] <= 16 else 2.0 ** -8
     mag = x.double().cpu().abs() @ dequant(q, s, z).double().abs().t()
     err = (out.double() - expect.double()).abs()
-    assert (err <= 2.0 ** -7 * expect.double().abs() + 2e-5 * mag.reshape(err.shape) + 1e-30).all()
+    assert (err <= 2.0 ** -8 * expect.double().abs() + rel * mag.reshape(err.shape) + 1e-30).all()
 
 
 def rand_x(M, K, seed, device):
@@ -102,7 +105,7 @@ def test_f8i4bf16_rowwise(device, M, N, K):
     x_scale = torch.rand(M, generator=g) + 0.5
     out = ops.f8i4bf16_rowwise(xq.to(device), wq.to(device), x_scale.to(device), s.to(device), z.to(device))
     assert out.shape == (M, N) and out.dtype == torch.bfloat16
-    check(out, ref(xq.float(), q, s, z, x_scale), xq.float(), q, s, z, device)
+    check(out, ref(xq.float(), q, s, z, x_scale), xq.float() * x_scale[:, None], q, s, z, device)
 
 
 def test_strided_operands(device):

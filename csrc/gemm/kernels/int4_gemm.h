@@ -1,0 +1,52 @@
+// CUDA entry points of the INT4-weight GEMMs (bf16i4bf16_rowwise and _batched, f8i4bf16_rowwise).
+// No torch headers: the glue (int4_gemm_cuda.cpp) fills these params, allocates the buffers and
+// picks the path. Design and measurements: docs/design/int4_gemm.md.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace mslk::gemm {
+
+// One problem: out [M, N] bf16 (row stride ldd) = x [M, K] (bf16, or float8_e4m3fn with the float32
+// row scale x_scale[m] applied to each float32 sum) @ w^T, w[n, k] = fmaf(q, scale[g, n], zero[g, n]),
+// q the signed nibble k of the byte row w + n * ldw (even k low), g = k / group. scale / zero [G, N]
+// contiguous, both bf16 or both float32. Rows of x and w 16-byte aligned; group % 32 == 0.
+struct Int4GemmParams {
+  const void* x;
+  int64_t ldx;  // elements
+  const int8_t* w;
+  int64_t ldw;  // bytes
+  const void* scale;
+  const void* zero;
+  const float* x_scale;  // float8 x only
+  void* out;
+  int64_t ldd;  // elements
+  int64_t M, N, K, group;
+  bool x_fp8, scale_f32;
+};
+
+// Decode path (M <= kInt4DecodeMaxM): one pass over the packed weight, split along K over
+// `splits` CTAs a row block; with splits > 1 every split writes its float32 sums to `ws`
+// [splits, M, N] and a second pass adds them in split order (deterministic) and rounds.
+inline constexpr int64_t kInt4DecodeMaxM = 16;
+struct Int4DecodePlan {
+  int m_tile;         // activation rows a pass (1, 2, 4 or 8); M > m_tile runs ceil(M / m_tile) passes
+  int rows_per_warp;  // weight rows a warp streams at once
+  int splits;         // K splits
+};
+Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int num_sms);
+cudaError_t int4_decode_run(const Int4GemmParams& p, const Int4DecodePlan& plan, float* ws, cudaStream_t stream);
+
+// GEMM path (M > kInt4DecodeMaxM): w dequantized once into wb [N, K] bf16 (fmaf in float32, one
+// rounding to bf16), float8 x into xb [M, K] bf16 with x_scale folded in (bf16(float(xq) * x_scale)),
+// then one BF16 CUTLASS GEMM.
+cudaError_t int4_dequant_w(const Int4GemmParams& p, void* wb, cudaStream_t stream);
+cudaError_t int4_dequant_x(const Int4GemmParams& p, void* xb, cudaStream_t stream);
+// d [M, N] bf16 = a [M, K] bf16 @ b [N, K]^T (row strides lda, ldb, ldd in elements).
+// cudaErrorNotSupported, having launched nothing, without CUTLASS or when TMA's rules fail (16-byte
+// aligned bases and row strides).
+cudaError_t int4_bf16_gemm(const void* a, int64_t lda, const void* b, int64_t ldb, void* d, int64_t ldd, int64_t M,
+                           int64_t N, int64_t K, cudaStream_t stream);
+
+}  // namespace mslk::gemm

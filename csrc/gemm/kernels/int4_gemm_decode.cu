@@ -1,0 +1,246 @@
+// The INT4-weight decode GEMM (int4_gemm.h, M <= 16): each warp streams `R` weight rows with
+// 16-byte loads (32 weights of one group a lane, two loads a row in flight), turns nibbles into
+// floats with a magic-number trick, and keeps the few activation rows' sums in registers, so the
+// weight is read once for all M rows. Split along K over CTAs; a second pass adds the splits in
+// order. Why these choices: docs/design/int4_gemm.md.
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include "gemm/kernels/int4_gemm.h"
+
+namespace mslk::gemm {
+namespace {
+
+constexpr int kWarps = 8;  // a CTA: 8 warps, each on its own rows, the same K range
+
+// Nibble to float without a conversion instruction: with the nibble's bits (offset-binary, the
+// sign bit flipped) ORed into the mantissa of 2^15, whose ulp is 2^-8, the float is
+// 2^15 + (q + 8) * 2^(p - 8) for a nibble at bit p (p <= 19); subtracting 2^15 + 8 * 2^(p - 8)
+// leaves q * 2^(p - 8) exactly. One LOP3 and one FADD a weight; the 2^(8 - p) factor is folded
+// into the activation (kXScale). Nibbles 5..7 (bits 20..31) are read at bits 8..16 of w >> 12.
+template <int P>
+__device__ __forceinline__ float nib(uint32_t w) {
+  constexpr float kOff = 32768.f + 8.f * (P >= 8 ? float(1 << (P - 8)) : 1.f / float(1 << (8 - P)));
+  return __uint_as_float((w & (0xFu << P)) ^ (0x47000000u | (8u << P))) - kOff;
+}
+
+__device__ __forceinline__ void dequant8(uint32_t w, float (&q)[8]) {
+  const uint32_t h = w >> 12;
+  q[0] = nib<0>(w);
+  q[1] = nib<4>(w);
+  q[2] = nib<8>(w);
+  q[3] = nib<12>(w);
+  q[4] = nib<16>(w);
+  q[5] = nib<8>(h);
+  q[6] = nib<12>(h);
+  q[7] = nib<16>(h);
+}
+
+// 2^(8 - p) for the nibble positions dequant8 reads.
+__device__ __forceinline__ float x_factor(int j) {
+  constexpr float f[8] = {256.f, 16.f, 1.f, 0.0625f, 0.00390625f, 1.f, 0.0625f, 0.00390625f};
+  return f[j];
+}
+
+// 8 activations of row m at k .. k + 7 as float (bf16: one 16-byte load; fp8: 8 bytes).
+template <bool kFp8>
+__device__ __forceinline__ void load_x8(const void* x, int64_t off, float (&v)[8]) {
+  if constexpr (kFp8) {
+    const uint2 u = __ldg(reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(x) + off));
+    const __nv_fp8_e4m3* e = reinterpret_cast<const __nv_fp8_e4m3*>(&u);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = float(e[i]);
+  } else {
+    const uint4 u = __ldg(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(x) + off));
+    const uint32_t* e = reinterpret_cast<const uint32_t*>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      v[2 * i] = __uint_as_float(e[i] << 16);
+      v[2 * i + 1] = __uint_as_float(e[i] & 0xFFFF0000u);
+    }
+  }
+}
+
+template <class S>
+__device__ __forceinline__ float load_s(const void* s, int64_t i) {
+  if constexpr (sizeof(S) == 4)
+    return __ldg(static_cast<const float*>(s) + i);
+  else
+    return __bfloat162float(__ldg(static_cast<const __nv_bfloat16*>(s) + i));
+}
+
+// blockIdx.x: a block of kWarps * R weight rows; blockIdx.y: a K split of `cps` 32-weight chunks.
+// Activation rows m0 .. m0 + mrows - 1 (mrows <= MT).
+template <int MT, int R, bool kFp8, class S>
+__global__ void __launch_bounds__(kWarps * 32) int4_decode_kernel(Int4GemmParams p, int m0, int mrows, int cps,
+                                                                   float* ws) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t n0 = (int64_t(blockIdx.x) * kWarps + warp) * R;
+  const int64_t nchunks = p.K / 32;
+  const int64_t c_begin = int64_t(blockIdx.y) * cps, c_end = std::min<int64_t>(c_begin + cps, nchunks);
+  float acc[R][MT] = {};
+
+  auto load_w = [&](int64_t c, uint4 (&v)[R]) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      v[r] = (n0 + r < p.N && c < c_end) ? __ldg(reinterpret_cast<const uint4*>(p.w + (n0 + r) * p.ldw + c * 16))
+                                         : make_uint4(0, 0, 0, 0);
+  };
+
+  int64_t c = c_begin + lane;
+  uint4 cur[R];
+  load_w(c, cur);
+  for (; c < c_end; c += 32) {
+    uint4 nxt[R];
+    load_w(c + 32, nxt);  // the next chunk's loads in flight while this one is computed
+    const int64_t g = c * 32 / p.group;
+    float part[R][MT] = {};
+    float xsum[MT] = {};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float xs[MT][8];
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        if (m < mrows) {
+          load_x8<kFp8>(p.x, (m0 + m) * p.ldx + c * 32 + j * 8, xs[m]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) xs[m][i] = 0.f;
+        }
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          xsum[m] += xs[m][i];
+          xs[m][i] *= x_factor(i);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const uint32_t word = reinterpret_cast<const uint32_t*>(&cur[r])[j];
+        float q[8];
+        dequant8(word, q);
+#pragma unroll
+        for (int m = 0; m < MT; ++m)
+#pragma unroll
+          for (int i = 0; i < 8; ++i) part[r][m] = fmaf(xs[m][i], q[i], part[r][m]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t n = std::min<int64_t>(n0 + r, p.N - 1);
+      const float s = load_s<S>(p.scale, g * p.N + n), z = load_s<S>(p.zero, g * p.N + n);
+#pragma unroll
+      for (int m = 0; m < MT; ++m) acc[r][m] += fmaf(s, part[r][m], z * xsum[m]);
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) cur[r] = nxt[r];
+  }
+
+  // Butterfly over the warp (a fixed order: deterministic); lane r * MT + m writes (r, m).
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) acc[r][m] += __shfl_xor_sync(0xFFFFFFFFu, acc[r][m], o);
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      const int64_t n = n0 + r;
+      if (lane != (r * MT + m) % 32 || m >= mrows || n >= p.N) continue;
+      const int64_t row = m0 + m;
+      if (ws != nullptr) {
+        ws[(int64_t(blockIdx.y) * p.M + row) * p.N + n] = acc[r][m];
+      } else {
+        const float v = p.x_scale ? acc[r][m] * p.x_scale[row] : acc[r][m];
+        static_cast<__nv_bfloat16*>(p.out)[row * p.ldd + n] = __float2bfloat16(v);
+      }
+    }
+}
+
+// out[m, n] = bf16(sum over splits in order of ws[s, m, n], times x_scale[m]).
+__global__ void int4_split_reduce_kernel(Int4GemmParams p, const float* ws, int splits) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= p.M * p.N) return;
+  float v = 0.f;
+  for (int s = 0; s < splits; ++s) v += ws[s * p.M * p.N + i];
+  const int64_t m = i / p.N, n = i % p.N;
+  if (p.x_scale) v *= p.x_scale[m];
+  static_cast<__nv_bfloat16*>(p.out)[m * p.ldd + n] = __float2bfloat16(v);
+}
+
+template <int MT, int R, bool kFp8, class S>
+cudaError_t launch(const Int4GemmParams& p, const Int4DecodePlan& plan, float* ws, cudaStream_t stream) {
+  const int64_t nchunks = p.K / 32;
+  const int cps = static_cast<int>((nchunks + plan.splits - 1) / plan.splits);
+  const dim3 grid(static_cast<unsigned>((p.N + kWarps * R - 1) / (kWarps * R)), static_cast<unsigned>(plan.splits));
+  for (int64_t m0 = 0; m0 < p.M; m0 += MT) {
+    const int mrows = static_cast<int>(std::min<int64_t>(MT, p.M - m0));
+    int4_decode_kernel<MT, R, kFp8, S><<<grid, kWarps * 32, 0, stream>>>(p, static_cast<int>(m0), mrows, cps,
+                                                                         plan.splits > 1 ? ws : nullptr);
+  }
+  if (plan.splits > 1) {
+    const int64_t total = p.M * p.N;
+    int4_split_reduce_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(p, ws, plan.splits);
+  }
+  return cudaGetLastError();
+}
+
+template <int MT, int R>
+cudaError_t launch_types(const Int4GemmParams& p, const Int4DecodePlan& plan, float* ws, cudaStream_t stream) {
+  if (p.x_fp8)
+    return p.scale_f32 ? launch<MT, R, true, float>(p, plan, ws, stream)
+                       : launch<MT, R, true, __nv_bfloat16>(p, plan, ws, stream);
+  return p.scale_f32 ? launch<MT, R, false, float>(p, plan, ws, stream)
+                     : launch<MT, R, false, __nv_bfloat16>(p, plan, ws, stream);
+}
+
+// The plan table: activation rows a pass and weight rows a warp by M (more rows a warp amortize
+// the activation loads; fewer keep the registers of larger M tiles in bounds), and the CTAs a
+// SM the K split aims at.
+struct DecodeRow {
+  int max_m, m_tile, rows_per_warp, ctas_per_sm;
+};
+constexpr DecodeRow kDecodeTable[] = {
+    {1, 1, 8, 4},
+    {2, 2, 8, 4},
+    {4, 4, 4, 4},
+    {16, 8, 2, 4},
+};
+
+}  // namespace
+
+Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int num_sms) {
+  const DecodeRow* row = &kDecodeTable[std::size(kDecodeTable) - 1];
+  for (const DecodeRow& r : kDecodeTable)
+    if (M <= r.max_m) {
+      row = &r;
+      break;
+    }
+  const int64_t row_ctas = (N + kWarps * row->rows_per_warp - 1) / (kWarps * row->rows_per_warp);
+  const int64_t nchunks = K / 32;
+  const int64_t want = (int64_t(row->ctas_per_sm) * num_sms + row_ctas - 1) / row_ctas;
+  // Each split keeps at least two chunks a lane, and a whole number of lanes' worth of chunks.
+  const int64_t max_splits = std::max<int64_t>(1, nchunks / 64);
+  int64_t splits = std::clamp<int64_t>(want, 1, max_splits);
+  const int64_t cps = ((nchunks + splits - 1) / splits + 31) / 32 * 32;
+  splits = (nchunks + cps - 1) / cps;
+  return {row->m_tile, row->rows_per_warp, static_cast<int>(splits)};
+}
+
+cudaError_t int4_decode_run(const Int4GemmParams& p, const Int4DecodePlan& plan, float* ws, cudaStream_t stream) {
+  if (p.K % 32 != 0 || p.group % 32 != 0 || p.M > kInt4DecodeMaxM || (plan.splits > 1 && ws == nullptr))
+    return cudaErrorNotSupported;
+  switch (plan.m_tile * 100 + plan.rows_per_warp) {
+    case 108: return launch_types<1, 8>(p, plan, ws, stream);
+    case 208: return launch_types<2, 8>(p, plan, ws, stream);
+    case 404: return launch_types<4, 4>(p, plan, ws, stream);
+    case 802: return launch_types<8, 2>(p, plan, ws, stream);
+    default: return cudaErrorNotSupported;
+  }
+}
+
+}  // namespace mslk::gemm

@@ -1,0 +1,95 @@
+// The INT4 GEMM path for M > 16 (int4_gemm.h), its two bandwidth-bound passes: the packed weight
+// to a BF16 [N, K] copy (fmaf(q, scale, zero) in float32, one rounding), and FP8 activations to
+// BF16 with their row scale folded in. The BF16 GEMM itself: int4_gemm_cutlass.cu.
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include "gemm/kernels/int4_gemm.h"
+
+namespace mslk::gemm {
+namespace {
+
+// q * 2^(P - 8) exactly from the nibble at bit P (P <= 19): the magic-number trick of
+// int4_gemm_decode.cu; the 2^(8 - P) goes into the scale (exact: a power of two).
+template <int P>
+__device__ __forceinline__ float nib(uint32_t w) {
+  constexpr float kOff = 32768.f + 8.f * (P >= 8 ? float(1 << (P - 8)) : 1.f / float(1 << (8 - P)));
+  return __uint_as_float((w & (0xFu << P)) ^ (0x47000000u | (8u << P))) - kOff;
+}
+
+template <class S>
+__device__ __forceinline__ float load_s(const void* s, int64_t i) {
+  if constexpr (sizeof(S) == 4)
+    return __ldg(static_cast<const float*>(s) + i);
+  else
+    return __bfloat162float(__ldg(static_cast<const __nv_bfloat16*>(s) + i));
+}
+
+__device__ __forceinline__ uint32_t pack(float a, float b) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// One thread: the 32 weights of one 16-byte chunk of one row -> 64 bytes of wb.
+template <class S>
+__global__ void __launch_bounds__(256) int4_dequant_w_kernel(Int4GemmParams p, uint4* wb) {
+  const int64_t chunks = p.K / 32;
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= p.N * chunks) return;
+  const int64_t n = t / chunks, c = t % chunks, g = c * 32 / p.group;
+  const uint4 v = __ldg(reinterpret_cast<const uint4*>(p.w + n * p.ldw + c * 16));
+  const float s = load_s<S>(p.scale, g * p.N + n), z = load_s<S>(p.zero, g * p.N + n);
+  // the scale times 2^(8 - P) for the bit positions P = 0, 4, 8, 12, 16
+  const float s0 = s * 256.f, s4 = s * 16.f, s8 = s, s12 = s * 0.0625f, s16 = s * 0.00390625f;
+  const uint32_t* words = reinterpret_cast<const uint32_t*>(&v);
+  uint4* dst = wb + t * 4;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t w = words[j], h = w >> 12;
+    uint4 o;
+    o.x = pack(fmaf(nib<0>(w), s0, z), fmaf(nib<4>(w), s4, z));
+    o.y = pack(fmaf(nib<8>(w), s8, z), fmaf(nib<12>(w), s12, z));
+    o.z = pack(fmaf(nib<16>(w), s16, z), fmaf(nib<8>(h), s8, z));
+    o.w = pack(fmaf(nib<12>(h), s12, z), fmaf(nib<16>(h), s16, z));
+    dst[j] = o;
+  }
+}
+
+// One thread: 8 activations of one row.
+__global__ void __launch_bounds__(256) int4_dequant_x_kernel(Int4GemmParams p, uint4* xb) {
+  const int64_t per_row = p.K / 8;
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= p.M * per_row) return;
+  const int64_t m = t / per_row, k8 = t % per_row;
+  const uint2 u = __ldg(reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(p.x) + m * p.ldx + k8 * 8));
+  const __nv_fp8_e4m3* e = reinterpret_cast<const __nv_fp8_e4m3*>(&u);
+  const float s = p.x_scale[m];
+  uint4 o;
+  o.x = pack(float(e[0]) * s, float(e[1]) * s);
+  o.y = pack(float(e[2]) * s, float(e[3]) * s);
+  o.z = pack(float(e[4]) * s, float(e[5]) * s);
+  o.w = pack(float(e[6]) * s, float(e[7]) * s);
+  xb[t] = o;
+}
+
+}  // namespace
+
+cudaError_t int4_dequant_w(const Int4GemmParams& p, void* wb, cudaStream_t stream) {
+  if (p.K % 32 != 0 || p.group % 32 != 0) return cudaErrorNotSupported;
+  const int64_t threads = p.N * (p.K / 32);
+  const unsigned blocks = static_cast<unsigned>((threads + 255) / 256);
+  if (p.scale_f32)
+    int4_dequant_w_kernel<float><<<blocks, 256, 0, stream>>>(p, static_cast<uint4*>(wb));
+  else
+    int4_dequant_w_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(p, static_cast<uint4*>(wb));
+  return cudaGetLastError();
+}
+
+cudaError_t int4_dequant_x(const Int4GemmParams& p, void* xb, cudaStream_t stream) {
+  if (!p.x_fp8 || p.x_scale == nullptr || p.K % 8 != 0) return cudaErrorNotSupported;
+  const int64_t threads = p.M * (p.K / 8);
+  int4_dequant_x_kernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, stream>>>(p, static_cast<uint4*>(xb));
+  return cudaGetLastError();
+}
+
+}  // namespace mslk::gemm

@@ -14,7 +14,9 @@
 namespace mslk::gemm {
 namespace {
 
-constexpr int kWarps = 8;  // a CTA: 8 warps, each on its own rows, the same K range
+// A CTA: 4 warps, each on its own rows, the same K range (4 rather than 8: at 160-240 registers a
+// thread, CTAs of 128 threads pack 2-3 to a SM where 256-thread ones fit only once).
+constexpr int kWarps = 4;
 
 // Nibble to float without a conversion instruction: with the nibble's bits (offset-binary, the
 // sign bit flipped) ORed into the mantissa of 2^15, whose ulp is 2^-8, the float is
@@ -83,11 +85,14 @@ __global__ void __launch_bounds__(kWarps * 32) int4_decode_kernel(Int4GemmParams
   const int64_t c_begin = int64_t(blockIdx.y) * cps, c_end = std::min<int64_t>(c_begin + cps, nchunks);
   float acc[R][MT] = {};
 
+  // Unconditional loads (rows past N and chunks past the range clamped to valid ones, their
+  // sums never written): a predicated load is sunk to its first use, which serialized the
+  // prefetch below behind the compute.
   auto load_w = [&](int64_t c, uint4 (&v)[R]) {
+    c = std::min(c, c_end - 1);
 #pragma unroll
     for (int r = 0; r < R; ++r)
-      v[r] = (n0 + r < p.N && c < c_end) ? __ldg(reinterpret_cast<const uint4*>(p.w + (n0 + r) * p.ldw + c * 16))
-                                         : make_uint4(0, 0, 0, 0);
+      v[r] = __ldg(reinterpret_cast<const uint4*>(p.w + std::min<int64_t>(n0 + r, p.N - 1) * p.ldw + c * 16));
   };
 
   int64_t c = c_begin + lane;
@@ -97,6 +102,13 @@ __global__ void __launch_bounds__(kWarps * 32) int4_decode_kernel(Int4GemmParams
     uint4 nxt[R];
     load_w(c + 32, nxt);  // the next chunk's loads in flight while this one is computed
     const int64_t g = c * 32 / p.group;
+    float sr[R], zr[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t n = std::min<int64_t>(n0 + r, p.N - 1);
+      sr[r] = load_s<S>(p.scale, g * p.N + n);
+      zr[r] = load_s<S>(p.zero, g * p.N + n);
+    }
     float part[R][MT] = {};
     float xsum[MT] = {};
 #pragma unroll
@@ -128,12 +140,9 @@ __global__ void __launch_bounds__(kWarps * 32) int4_decode_kernel(Int4GemmParams
       }
     }
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int64_t n = std::min<int64_t>(n0 + r, p.N - 1);
-      const float s = load_s<S>(p.scale, g * p.N + n), z = load_s<S>(p.zero, g * p.N + n);
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int m = 0; m < MT; ++m) acc[r][m] += fmaf(s, part[r][m], z * xsum[m]);
-    }
+      for (int m = 0; m < MT; ++m) acc[r][m] += fmaf(sr[r], part[r][m], zr[r] * xsum[m]);
 #pragma unroll
     for (int r = 0; r < R; ++r) cur[r] = nxt[r];
   }
@@ -205,10 +214,10 @@ struct DecodeRow {
   int max_m, m_tile, rows_per_warp, ctas_per_sm;
 };
 constexpr DecodeRow kDecodeTable[] = {
-    {1, 1, 8, 4},
-    {2, 2, 8, 4},
-    {4, 4, 4, 4},
-    {16, 8, 2, 4},
+    {1, 1, 8, 6},
+    {2, 2, 8, 6},
+    {4, 4, 4, 6},
+    {16, 8, 2, 6},
 };
 
 }  // namespace

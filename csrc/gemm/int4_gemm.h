@@ -27,28 +27,62 @@ struct Int4Backend {
   void (*run)(const Int4Call&);
 };
 
+// Shared by int4_gemm.cpp and int4_shuffled.cpp: the argument names an op's messages use, the
+// operand checks (X [(B,) M, K], W [(B,) N, K/2], scale / zero [(B,) G, N]; dims 2 or 3), and the
+// call of the backend into a preallocated out3 [B, M, N] bf16 (contiguous; x_scale [B, M] float32
+// or undefined; any size, K = 0 included).
+namespace int4 {
+struct Names {
+  const char *op, *x, *w, *s, *z;
+};
+void check_operands(const Tensor& X, const Tensor& W, const Tensor& s, const Tensor& z, int64_t dims, const Names& n);
+void run_into(const Int4Backend& be, const Tensor& x3, const Tensor& w3, const Tensor& s3, const Tensor& z3,
+              const Tensor& x_scale, const Tensor& out3, const char* op);
+}  // namespace int4
+
 Tensor bf16i4bf16_rowwise(const Int4Backend& be, const Tensor& X, const Tensor& W, const Tensor& w_scale_group,
-                          const Tensor& w_zero_group);
+                          const Tensor& w_zero_group, const char* op = "bf16i4bf16_rowwise");
 Tensor bf16i4bf16_rowwise_batched(const Int4Backend& be, const Tensor& X, const Tensor& WQ, const Tensor& w_scale,
-                                  const Tensor& w_zp);
+                                  const Tensor& w_zp, const char* op = "bf16i4bf16_rowwise_batched");
 Tensor f8i4bf16_rowwise(const Int4Backend& be, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,
                         const Tensor& w_scale, const Tensor& w_zp);
 
+// The preshuffled forms (int4_shuffled.cpp; the layout: docs/design/int4_gemm.md).
+// f8i4bf16_shuffled: w_scale [N] float32 row scales, w_scale_group [G, 8, N] float8_e4m3fn (the 8
+// copies equal; copy 0 is read), weight q * (float(w_scale_group) * w_scale[n]) in float32.
+Tensor f8i4bf16_shuffled(const Int4Backend& be, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,
+                         const Tensor& w_scale, const Tensor& w_scale_group);
+// Stacked grouped: X [total_M, K], WQ [E, N, K/2], M_sizes [E] rows of each group in order (read on
+// the host), out [total_M, N], rows past the sum of M_sizes zero.
+Tensor bf16i4bf16_shuffled_grouped(const Int4Backend& be, const Tensor& X, const Tensor& WQ,
+                                   const Tensor& w_scale_group, const Tensor& w_zero_group, const Tensor& M_sizes);
+Tensor f8i4bf16_shuffled_grouped(const Int4Backend& be, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,
+                                 const Tensor& w_scale, const Tensor& w_scale_group, const Tensor& M_sizes);
+
 template <const Int4Backend* Be>
 struct Int4Ops {
-  static Tensor rowwise(const Tensor& X, const Tensor& W, const Tensor& s, const Tensor& z) {
-    return bf16i4bf16_rowwise(*Be, X, W, s, z);
+  using T = const Tensor&;
+  static Tensor rowwise(T X, T W, T s, T z) { return bf16i4bf16_rowwise(*Be, X, W, s, z); }
+  static Tensor batched(T X, T W, T s, T z) { return bf16i4bf16_rowwise_batched(*Be, X, W, s, z); }
+  static Tensor f8(T XQ, T WQ, T xs, T s, T z) { return f8i4bf16_rowwise(*Be, XQ, WQ, xs, s, z); }
+  static Tensor shuffled(T X, T W, T s, T z) { return bf16i4bf16_rowwise(*Be, X, W, s, z, "bf16i4bf16_shuffled"); }
+  static Tensor shuffled_batched(T X, T W, T s, T z) {
+    return bf16i4bf16_rowwise_batched(*Be, X, W, s, z, "bf16i4bf16_shuffled_batched");
   }
-  static Tensor batched(const Tensor& X, const Tensor& W, const Tensor& s, const Tensor& z) {
-    return bf16i4bf16_rowwise_batched(*Be, X, W, s, z);
-  }
-  static Tensor f8(const Tensor& XQ, const Tensor& WQ, const Tensor& xs, const Tensor& s, const Tensor& z) {
-    return f8i4bf16_rowwise(*Be, XQ, WQ, xs, s, z);
+  static Tensor shuffled_grouped(T X, T W, T s, T z, T ms) { return bf16i4bf16_shuffled_grouped(*Be, X, W, s, z, ms); }
+  static Tensor f8_shuffled(T XQ, T WQ, T xs, T ws, T gs) { return f8i4bf16_shuffled(*Be, XQ, WQ, xs, ws, gs); }
+  static Tensor f8_shuffled_grouped(T XQ, T WQ, T xs, T ws, T gs, T ms) {
+    return f8i4bf16_shuffled_grouped(*Be, XQ, WQ, xs, ws, gs, ms);
   }
   static void register_mslk(torch::Library& m) {
     m.impl("bf16i4bf16_rowwise", &rowwise);
     m.impl("bf16i4bf16_rowwise_batched", &batched);
     m.impl("f8i4bf16_rowwise", &f8);
+    m.impl("bf16i4bf16_shuffled", &shuffled);
+    m.impl("bf16i4bf16_shuffled_batched", &shuffled_batched);
+    m.impl("bf16i4bf16_shuffled_grouped", &shuffled_grouped);
+    m.impl("f8i4bf16_shuffled", &f8_shuffled);
+    m.impl("f8i4bf16_shuffled_grouped", &f8_shuffled_grouped);
   }
 };
 

@@ -95,3 +95,36 @@ def pack_int4(x: Tensor) -> Tensor:
     lo = x[..., 0::2].to(torch.int16) & 0xF
     hi = (x[..., 1::2].to(torch.int16) & 0xF) << 4
     return (lo | hi).to(torch.uint8).view(torch.int8).contiguous()
+
+
+def quantize_int4_preshuffle(w: Tensor, group_size: int = 128, dtype: str = "fp8",
+                             use_zp: bool = True) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
+    """Quantizes w [N, K] to INT4 for the preshuffled GEMMs (docs/design/int4_gemm.md).
+
+    dtype "fp8": w -> FP8 rows (quantize_fp8_row: row_scale [N] float32), then symmetric INT4 groups
+    of the FP8 values with float8_e4m3fn group scales (q rounded against the stored scale); returns
+    (preshuffled wq [N, K/2], (group_scale [K/group, 8, N], row_scale)) for f8i4bf16_shuffled.
+    dtype "bf16": int4_row_quantize_zp (or, use_zp=False, int4_row_quantize with zero 0); returns
+    (preshuffled wq, (group_scale, group_zero)) as bf16 [K/group, N] for bf16i4bf16_shuffled."""
+    _check_weight(w, group_size, "quantize_int4_preshuffle")
+    if dtype not in ("fp8", "bf16"):
+        raise ValueError(f"quantize_int4_preshuffle: argument 'dtype' must be 'fp8' or 'bf16', got {dtype!r}")
+    if dtype == "bf16":
+        if use_zp:
+            q, scale, zero = int4_row_quantize_zp(w, group_size)
+        else:
+            q, scale = int4_row_quantize(w, group_size)
+            zero = torch.zeros_like(scale)
+        wq, _ = torch.ops.mslk.preshuffle_i4(pack_int4(q), scale.bfloat16())
+        return wq, (scale.bfloat16(), zero.bfloat16())
+    from mslk.quantize.triton.fp8_quantize import quantize_fp8_row
+
+    xq, row_scale = quantize_fp8_row(w)
+    _, scale = int4_row_quantize(xq.float(), group_size)
+    scale8 = scale.to(torch.float8_e4m3fn)
+    g = _groups(xq, group_size)
+    div = scale8.float().t().unsqueeze(-1)
+    div = torch.where(div == 0, torch.ones_like(div), div)  # a scale flushed to 0: the group is ~0, q = 0
+    q = torch.round(g / div).clamp_(-8, 7).to(torch.int8)
+    wq, group_scale = torch.ops.mslk.preshuffle_i4(pack_int4(_ungroup(q, w.shape[1])), scale8)
+    return wq, (group_scale, row_scale)

@@ -115,6 +115,10 @@ def test_strided_operands(device):
     wq_big = torch.cat([wq, wq], dim=1).to(device)[:, :128]  # W row stride 256 bytes
     out = ops.bf16i4bf16_rowwise(x, wq_big, s.to(device), z.to(device))
     check(out, ref(x, q, s, z), x, q, s, z, device)
+    for M in (5, 40):  # a base that is not 16-byte aligned: copied on CUDA (decode and GEMM paths)
+        x2 = rand_x(M, 260, 7, device)[:, 2:258]
+        out = ops.bf16i4bf16_rowwise(x2, wq_big, s.to(device), z.to(device))
+        check(out, ref(x2, q, s, z), x2, q, s, z, device)
 
 
 def test_extremes(device):

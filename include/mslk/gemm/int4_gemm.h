@@ -9,6 +9,8 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <tuple>
+
 namespace mslk::gemm {
 
 // out [M, N] bf16 = X [M, K] (bf16) @ dequant(W)^T.
@@ -17,5 +19,24 @@ at::Tensor bf16i4bf16_rowwise(at::Tensor X, at::Tensor W, at::Tensor w_scale_gro
 at::Tensor bf16i4bf16_rowwise_batched(at::Tensor X, at::Tensor WQ, at::Tensor w_scale, at::Tensor w_zp);
 // out [M, N] bf16 = x_scale[m] * (XQ [M, K] (float8_e4m3fn) @ dequant(WQ)^T), x_scale [M] float32.
 at::Tensor f8i4bf16_rowwise(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale, at::Tensor w_zp);
+
+
+// The preshuffled forms. preshuffle_i4 (once, on the weights): WQ [(E,) N, K/2] and its group scale
+// [(E,) K/group, N]; returns the shuffled weight and, for a float8_e4m3fn scale, the [(E,) K/group, 8,
+// N] form the FP8 ops take (a bf16 / float32 scale comes back as it is).
+std::tuple<at::Tensor, at::Tensor> preshuffle_i4(at::Tensor WQ, at::Tensor w_scale);
+// As bf16i4bf16_rowwise / _batched over a preshuffled weight.
+at::Tensor bf16i4bf16_shuffled(at::Tensor X, at::Tensor W, at::Tensor w_scale_group, at::Tensor w_zero_group);
+at::Tensor bf16i4bf16_shuffled_batched(at::Tensor X, at::Tensor WQ, at::Tensor w_scale, at::Tensor w_zp);
+// out [M, N] = x_scale[m] * w_scale[n] * (XQ @ (q * w_scale_group)^T): w_scale [N] float32 row
+// scales, w_scale_group [K/group, 8, N] float8_e4m3fn (from preshuffle_i4), no zero point.
+at::Tensor f8i4bf16_shuffled(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
+                             at::Tensor w_scale_group);
+// Stacked grouped: X [total_M, K], WQ [E, N, K/2], scales [E, ...], M_sizes [E] (rows of each group,
+// in order; read on the host) -> [total_M, N], rows past the sum zero.
+at::Tensor bf16i4bf16_shuffled_grouped(at::Tensor X, at::Tensor WQ, at::Tensor w_scale_group,
+                                       at::Tensor w_zero_group, at::Tensor M_sizes);
+at::Tensor f8i4bf16_shuffled_grouped(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
+                                     at::Tensor w_scale_group, at::Tensor M_sizes);
 
 }  // namespace mslk::gemm

@@ -17,6 +17,7 @@
 #include "attention/kernels/merge_attentions.h"
 #include "common/checks.h"
 #include "common/device_attrs.h"
+#include "mslk/utils/env.h"
 
 namespace mslk::attention {
 namespace {
@@ -118,6 +119,8 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
   p.scale = float(scale);
   p.is_bf16 = q.scalar_type() == at::kBFloat16;
   p.num_splits = S;
+  const int forced = int(read_env([] { return env::integer(env::Var::kDecodeTileCfg, -1, 0, 1); }));
+  p.tile_cfg = forced >= 0 ? forced : fmha_decode_tile_cfg(int(std::max(q.size(4), Kvp)));
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   C10_CUDA_CHECK(fmha_decode_splits(p, stream));
 

@@ -22,6 +22,13 @@ constexpr SplitRule kSplitTable[] = {
 };
 constexpr int kMaxSplits = 128;
 
+// The kernel's tile row per padded head dim (fmha_decode_kernel.cuh, DecodeCfg).
+struct TileRule {
+  int head_dim;
+  int tile_cfg;
+};
+constexpr TileRule kTileTable[] = {{64, 1}, {128, 1}, {256, 0}};
+
 }  // namespace
 
 int fmha_decode_num_splits(int64_t pairs, int64_t keys, int head_dim, int sms) {
@@ -37,6 +44,12 @@ int fmha_decode_num_splits(int64_t pairs, int64_t keys, int head_dim, int sms) {
   const int64_t by_sms = target / pairs;
   const int64_t by_keys = std::max<int64_t>(1, keys / rule->min_keys_per_split);
   return int(std::clamp<int64_t>(std::min(by_sms, by_keys), 1, kMaxSplits));
+}
+
+int fmha_decode_tile_cfg(int head_dim) {
+  for (const TileRule& r : kTileTable)
+    if (head_dim <= r.head_dim) return r.tile_cfg;
+  return kTileTable[std::size(kTileTable) - 1].tile_cfg;
 }
 
 cudaError_t fmha_decode_splits(const FmhaDecodeParams& p, cudaStream_t stream) {

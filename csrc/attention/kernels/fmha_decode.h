@@ -43,11 +43,15 @@ struct FmhaDecodeParams {
   float scale;
   int is_bf16;
   int num_splits;  // S >= 1 (fmha_decode_num_splits when the caller asks for the heuristic)
+  int tile_cfg;    // row of the kernel's DecodeCfg table (fmha_decode_tile_cfg unless forced)
 };
 
 // Split count of the heuristic (kSplitTable in fmha_decode.cu): enough CTAs for `sms` SMs without
 // splits shorter than a few key tiles. pairs = sequences x K/V heads x row chunks.
 int fmha_decode_num_splits(int64_t pairs, int64_t keys, int head_dim, int sms);
+
+// The DecodeCfg row for a padded head dim (kTileTable in fmha_decode.cu).
+int fmha_decode_tile_cfg(int head_dim);
 
 // Launches the split kernel on `stream` (the caller merges the splits); cudaErrorInvalidValue for
 // a shape it does not take (K or Kv > 256 or not a multiple of 8).

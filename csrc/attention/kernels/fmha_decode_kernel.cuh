@@ -27,16 +27,21 @@ using namespace sm80;  // NOLINT: the shared device helpers
 // Tiles per padded head dim (tuning data): warps per CTA, keys per warp tile, ring depth. Every
 // warp stage (a K and a V tile) is 16 KiB, so a CTA keeps up to 4 x 2 x 16 KiB of loads in flight
 // on its SM (the ring's third stage is the one being computed on).
-template <int D> struct DecodeCfg;
-template <> struct DecodeCfg<64> { static constexpr int kWarps = 4, kBN = 64, kStages = 3; };
-template <> struct DecodeCfg<128> { static constexpr int kWarps = 4, kBN = 32, kStages = 3; };
-template <> struct DecodeCfg<256> { static constexpr int kWarps = 4, kBN = 16, kStages = 3; };
+// Row V of the table (FmhaDecodeParams::tile_cfg): 0 four warps, 1 eight warps on half the keys
+// (two warps per scheduler to hide the mma / exp latency; d256 has room for row 0 only).
+template <int D, int V> struct DecodeCfg;
+template <> struct DecodeCfg<64, 0> { static constexpr int kWarps = 4, kBN = 64, kStages = 3; };
+template <> struct DecodeCfg<128, 0> { static constexpr int kWarps = 4, kBN = 32, kStages = 3; };
+template <> struct DecodeCfg<256, 0> { static constexpr int kWarps = 4, kBN = 16, kStages = 3; };
+template <> struct DecodeCfg<64, 1> { static constexpr int kWarps = 8, kBN = 32, kStages = 3; };
+template <> struct DecodeCfg<128, 1> { static constexpr int kWarps = 8, kBN = 16, kStages = 3; };
+template <> struct DecodeCfg<256, 1> : DecodeCfg<256, 0> {};
 
 constexpr int kRows = 16;  // query rows per CTA (one mma row tile)
 
-template <int D>
+template <int D, int V>
 constexpr size_t smem_bytes(size_t elem) {
-  using C = DecodeCfg<D>;
+  using C = DecodeCfg<D, V>;
   return (size_t(kRows) * D + size_t(C::kWarps) * C::kStages * 2 * C::kBN * D) * elem;
 }
 
@@ -52,9 +57,14 @@ struct QRows {
   }
 };
 
-template <typename T, int D>
-__global__ void __launch_bounds__(DecodeCfg<D>::kWarps * 32) fmha_decode_kernel(const FmhaDecodeParams p) {
-  using C = DecodeCfg<D>;
+// cp.async of a whole 16-byte chunk (no zero-fill operand).
+__device__ __forceinline__ void cp_async_16_full(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+
+template <typename T, int D, int V>
+__global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32) fmha_decode_kernel(const FmhaDecodeParams p) {
+  using C = DecodeCfg<D, V>;
   constexpr int NW = C::kWarps, BN = C::kBN, STAGES = C::kStages;
   constexpr int THREADS = NW * 32;
   constexpr int NB = BN / 8;  // score n-blocks per warp tile
@@ -101,11 +111,33 @@ __global__ void __launch_bounds__(DecodeCfg<D>::kWarps * 32) fmha_decode_kernel(
   T* wring = ring + warp * STAGES * 2 * BN * D;
   // Warp tile `it` (keys [n, n + BN) of the lane) into ring stage st, by this warp's lanes.
   auto tile_key = [&](int it) { return base + (t_begin + warp + it * NW) * BN; };
+  // A dense tile with every row below the sequence's end and K == Kv == D (the common case) skips
+  // load_rows' per-chunk bounds and index math, which dominated the instruction count: lane l
+  // copies column chunk l % CPR of rows l / CPR + j * RPI, and the swizzle's row phase repeats
+  // every PER loads, so the shared-memory offsets are PER lane constants plus immediates.
+  constexpr int CPR = D / 8, RPI = 32 / CPR, NLD = BN / RPI, PER = 8 / RPI;
+  static_assert(32 % CPR == 0 && BN % RPI == 0 && NLD % PER == 0, "fast tile load shape");
+  const bool fast_cols = !paged && p.K == D && p.Kv == D;
+  const int lane_r = lane / CPR, lane_c = (lane % CPR) * 8;
+  uint32_t sm_off[PER];
+#pragma unroll
+  for (int j = 0; j < PER; ++j) sm_off[j] = uint32_t(swz<D>(lane_r + j * RPI, lane_c) * sizeof(T));
+  const T* k_lane = k + k_off + lane_r * p.k_sm + lane_c;
+  const T* v_lane = v + v_off + lane_r * p.v_sm + lane_c;
+  const int64_t k_step = RPI * p.k_sm, v_step = RPI * p.v_sm;
   auto load = [&](int it, int st) {
     const int n = tile_key(it);
     T* dk = wring + st * 2 * BN * D;
     T* dv = dk + BN * D;
-    if (paged) {
+    if (fast_cols && n + BN <= sb.lk) {
+      const uint32_t sk = smem_u32(dk), sv = smem_u32(dv);
+      const T* gk = k_lane + n * p.k_sm;
+      const T* gv = v_lane + n * p.v_sm;
+#pragma unroll
+      for (int j = 0; j < NLD; ++j) cp_async_16_full(sk + sm_off[j % PER] + (j / PER) * 8 * D * sizeof(T), gk + j * k_step);
+#pragma unroll
+      for (int j = 0; j < NLD; ++j) cp_async_16_full(sv + sm_off[j % PER] + (j / PER) * 8 * D * sizeof(T), gv + j * v_step);
+    } else if (paged) {
       const PagedRows rk{bt_row, int64_t(sb.k0) + n, int64_t(kvh) * p.k_sg, p.k_sm, p.kv_rows, p.page_size};
       const PagedRows rv{bt_row, int64_t(sb.k0) + n, int64_t(kvh) * p.v_sg, p.v_sm, p.kv_rows, p.page_size};
       load_rows<T, D, BN, 32>(dk, k, rk, sb.lk - n, p.K, lane);
@@ -119,7 +151,8 @@ __global__ void __launch_bounds__(DecodeCfg<D>::kWarps * 32) fmha_decode_kernel(
   // ---- prologue: Q (every thread), then the first STAGES - 1 tiles of each warp
   const QRows qrows{int64_t(sb.bq) * p.q_sb + int64_t(sb.q0) * p.q_sm + int64_t(kvh) * p.q_sg, p.q_sm, p.q_sh, r0,
                     p.R, rows_used};
-  load_rows<T, D, kRows, THREADS>(sQ, q, qrows, kRows, p.K, tid);
+  constexpr int QT = kRows * (D / 8) < THREADS ? kRows * (D / 8) : THREADS;  // threads loading Q
+  if (tid < QT) load_rows<T, D, kRows, QT>(sQ, q, qrows, kRows, p.K, tid);
   cp_async_commit();
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
@@ -182,6 +215,7 @@ __global__ void __launch_bounds__(DecodeCfg<D>::kWarps * 32) fmha_decode_kernel(
     }
 
     // ---- online softmax; rows g (rr = 0) and g + 8 (rr = 1)
+    float alpha_r[2];
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
       float mx = -INFINITY;
@@ -201,10 +235,17 @@ __global__ void __launch_bounds__(DecodeCfg<D>::kWarps * 32) fmha_decode_kernel(
         sum += sc[nb][2 * rr] + sc[nb][2 * rr + 1];
       }
       l_i[rr] = l_i[rr] * alpha + sum;
+      alpha_r[rr] = alpha;
+    }
+    // Rescale O only when some row's running max moved (rare once it settles): 2 x OB x 2
+    // multiplies a tile otherwise.
+    if (__any_sync(0xffffffffu, alpha_r[0] != 1.f || alpha_r[1] != 1.f)) {
 #pragma unroll
       for (int ob = 0; ob < OB; ++ob) {
-        o[ob][2 * rr] *= alpha;
-        o[ob][2 * rr + 1] *= alpha;
+        o[ob][0] *= alpha_r[0];
+        o[ob][1] *= alpha_r[0];
+        o[ob][2] *= alpha_r[1];
+        o[ob][3] *= alpha_r[1];
       }
     }
 
@@ -267,26 +308,27 @@ __global__ void __launch_bounds__(DecodeCfg<D>::kWarps * 32) fmha_decode_kernel(
   }
 }
 
-template <typename T, int D>
+template <typename T, int D, int V>
 cudaError_t launch(const FmhaDecodeParams& p, cudaStream_t stream) {
   if (p.num_seqs <= 0 || p.Hkv <= 0 || p.R <= 0 || p.max_seqlen_q <= 0 || p.num_splits <= 0) return cudaSuccess;
   const int64_t n_chunks = (int64_t(p.R) * p.max_seqlen_q + kRows - 1) / kRows;
   const int64_t z = n_chunks * p.num_seqs;
   if (z > 65535 || p.Hkv > 65535 || int64_t(p.R) * p.max_seqlen_q > (int64_t(1) << 30)) return cudaErrorInvalidValue;
-  const size_t smem = smem_bytes<D>(sizeof(T));
-  auto kern = fmha_decode_kernel<T, D>;
+  const size_t smem = smem_bytes<D, V>(sizeof(T));
+  auto kern = fmha_decode_kernel<T, D, V>;
   static mslk::cuda::SmemLimitOnce smem_limit;  // the cap raised once per device
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err == cudaSuccess) err = smem_limit.ensure(kern, dev, smem);
   if (err != cudaSuccess) return err;
-  kern<<<dim3(unsigned(p.num_splits), unsigned(p.Hkv), unsigned(z)), DecodeCfg<D>::kWarps * 32, smem, stream>>>(p);
+  kern<<<dim3(unsigned(p.num_splits), unsigned(p.Hkv), unsigned(z)), DecodeCfg<D, V>::kWarps * 32, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
 template <int D>
 cudaError_t launch_dtype(const FmhaDecodeParams& p, cudaStream_t stream) {
-  return p.is_bf16 ? launch<__nv_bfloat16, D>(p, stream) : launch<__half, D>(p, stream);
+  if (p.tile_cfg == 1) return p.is_bf16 ? launch<__nv_bfloat16, D, 1>(p, stream) : launch<__half, D, 1>(p, stream);
+  return p.is_bf16 ? launch<__nv_bfloat16, D, 0>(p, stream) : launch<__half, D, 0>(p, stream);
 }
 
 }  // namespace mslk::attention::decode_detail

@@ -18,9 +18,13 @@ void check_operands(const Tensor& X, const Tensor& W, const Tensor& s, const Ten
   check_dim(W, op, n.w, dims, dims);
   check_dim(s, op, n.s, dims, dims);
   check_dim(z, op, n.z, dims, dims);
-  check_dtype(s, op, n.s, {at::kBFloat16, at::kFloat});
-  TORCH_CHECK_TYPE(z.scalar_type() == s.scalar_type(), op, ": argument '", n.z, "' must have the dtype of '", n.s,
-                   "' (", s.scalar_type(), "), got ", z.scalar_type());
+  if (n.fp8_scale) {
+    check_dtype(s, op, n.s, {at::kFloat8_e4m3fn});
+  } else {
+    check_dtype(s, op, n.s, {at::kBFloat16, at::kFloat});
+    TORCH_CHECK_TYPE(z.scalar_type() == s.scalar_type(), op, ": argument '", n.z, "' must have the dtype of '", n.s,
+                     "' (", s.scalar_type(), "), got ", z.scalar_type());
+  }
   check_last_dim_contiguous(X, op, n.x);
   check_last_dim_contiguous(W, op, n.w);
   check_same_device(W, X, op, n.w, n.x);
@@ -44,15 +48,17 @@ void check_operands(const Tensor& X, const Tensor& W, const Tensor& s, const Ten
 }
 
 void run_into(const Int4Backend& be, const Tensor& x3, const Tensor& w3, const Tensor& s3, const Tensor& z3,
-              const Tensor& x_scale, const Tensor& out3, const char* op) {
+              const Tensor& x_scale, const Tensor& out3, const char* op, const Tensor& row_scale) {
   if (out3.numel() == 0) return;
   if (x3.size(2) == 0) {
     out3.zero_();
     return;
   }
   c10::OptionalDeviceGuard guard(x3.device());
-  be.run(Int4Call{x3, w3, s3.contiguous(), z3.contiguous(),
-                  x_scale.defined() ? x_scale.reshape({x3.size(0), x3.size(1)}).contiguous() : Tensor(), out3, op});
+  const int64_t B = x3.size(0);
+  be.run(Int4Call{x3, w3, s3.contiguous(), z3.defined() ? z3.contiguous() : Tensor(),
+                  x_scale.defined() ? x_scale.reshape({B, x3.size(1)}).contiguous() : Tensor(), out3, op,
+                  row_scale.defined() ? row_scale.reshape({B, w3.size(1)}).contiguous() : Tensor()});
 }
 
 }  // namespace int4

@@ -17,10 +17,13 @@ using at::Tensor;
 // One call as the backend takes it, batch-major: X [B, M, K] (bf16 or float8_e4m3fn, unit stride
 // along K), W [B, N, K/2] int8 (unit stride along K), scale / zero [B, G, N] contiguous (both bf16
 // or both float32; G divides K, K / G a multiple of 32), x_scale [B, M] float32 contiguous or
-// undefined (bf16 X), out [B, M, N] bf16 contiguous. B, M, N, K > 0.
+// undefined (bf16 X), out [B, M, N] bf16 contiguous. B, M, N, K > 0. The FP8-shuffled form
+// (f8i4bf16_shuffled): scale [B, G, 8, N] float8_e4m3fn (copy 0 read), zero undefined, row_scale
+// [B, N] float32, weight q * (float(scale[g, 0, n]) * row_scale[n]) in float32.
 struct Int4Call {
   Tensor X, W, scale, zero, x_scale, out;
   const char* op;
+  Tensor row_scale;
 };
 
 struct Int4Backend {
@@ -30,14 +33,17 @@ struct Int4Backend {
 // Shared by int4_gemm.cpp and int4_shuffled.cpp: the argument names an op's messages use, the
 // operand checks (X [(B,) M, K], W [(B,) N, K/2], scale / zero [(B,) G, N]; dims 2 or 3), and the
 // call of the backend into a preallocated out3 [B, M, N] bf16 (contiguous; x_scale [B, M] float32
-// or undefined; any size, K = 0 included).
+// or undefined; any size, K = 0 included; the FP8-shuffled form: s3 [B, G, 8, N], z3 undefined,
+// row_scale [B, N]).
+// fp8_scale: s is the [.., G, N] copy-0 view of an FP8-shuffled scale (float8_e4m3fn), z = s.
 namespace int4 {
 struct Names {
   const char *op, *x, *w, *s, *z;
+  bool fp8_scale = false;
 };
 void check_operands(const Tensor& X, const Tensor& W, const Tensor& s, const Tensor& z, int64_t dims, const Names& n);
 void run_into(const Int4Backend& be, const Tensor& x3, const Tensor& w3, const Tensor& s3, const Tensor& z3,
-              const Tensor& x_scale, const Tensor& out3, const char* op);
+              const Tensor& x_scale, const Tensor& out3, const char* op, const Tensor& row_scale = Tensor());
 }  // namespace int4
 
 Tensor bf16i4bf16_rowwise(const Int4Backend& be, const Tensor& X, const Tensor& W, const Tensor& w_scale_group,

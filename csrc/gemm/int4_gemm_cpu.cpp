@@ -1,5 +1,5 @@
 // CPU reference of the INT4-weight GEMM contract (int4_gemm.h): each weight dequantized once in
-// float32 (fmaf(q, scale, zero)), the products summed in float64, the sum rounded to float32, the
+// float32 (fmaf(q, scale, zero); the FP8-shuffled scale is float(group scale) * row scale), the products summed in float64, the sum rounded to float32, the
 // FP8 row scale applied in float32, one rounding to bf16.
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
@@ -15,12 +15,16 @@
 namespace mslk::gemm {
 namespace {
 
+// Scale and zero of (g, n) in float32: the FP8-shuffled form's scale is float(copy 0) * row scale.
 template <class S>
 std::vector<float> dequantize(const Int4Call& c, int64_t b) {
   const int64_t N = c.W.size(1), K = c.X.size(2), G = c.scale.size(1), gs = K / G, ldw = c.W.stride(1);
+  const bool f8 = c.row_scale.defined();
+  const int64_t lds = f8 ? 8 * N : N;
   const auto* w = c.W.const_data_ptr<int8_t>() + b * c.W.stride(0);
-  const S* s = c.scale.const_data_ptr<S>() + b * G * N;
-  const S* z = c.zero.const_data_ptr<S>() + b * G * N;
+  const S* s = c.scale.const_data_ptr<S>() + b * G * lds;
+  const S* z = c.zero.defined() ? c.zero.const_data_ptr<S>() + b * G * N : nullptr;
+  const float* rs = f8 ? c.row_scale.const_data_ptr<float>() + b * N : nullptr;
   std::vector<float> out(static_cast<size_t>(N * K));
   at::parallel_for(0, N, 16, [&](int64_t lo, int64_t hi) {
     for (int64_t n = lo; n < hi; ++n)
@@ -29,7 +33,9 @@ std::vector<float> dequantize(const Int4Call& c, int64_t b) {
         const int nib = (k % 2 ? byte >> 4 : byte) & 0xF;
         const float q = static_cast<float>(nib >= 8 ? nib - 16 : nib);
         const int64_t g = k / gs;
-        out[n * K + k] = std::fma(q, static_cast<float>(s[g * N + n]), static_cast<float>(z[g * N + n]));
+        float sc = static_cast<float>(s[g * lds + n]);
+        if (rs) sc *= rs[n];
+        out[n * K + k] = std::fma(q, sc, z ? static_cast<float>(z[g * N + n]) : 0.f);
       }
   });
   return out;
@@ -62,8 +68,10 @@ void gemm(const Int4Call& c, int64_t b, const std::vector<float>& w) {
 
 void cpu_run(const Int4Call& c) {
   for (int64_t b = 0; b < c.X.size(0); ++b) {
-    const std::vector<float> w =
-        c.scale.scalar_type() == at::kFloat ? dequantize<float>(c, b) : dequantize<c10::BFloat16>(c, b);
+    const auto st = c.scale.scalar_type();
+    const std::vector<float> w = st == at::kFloat      ? dequantize<float>(c, b)
+                                 : st == at::kBFloat16 ? dequantize<c10::BFloat16>(c, b)
+                                                       : dequantize<c10::Float8_e4m3fn>(c, b);
     if (c.X.scalar_type() == at::kBFloat16)
       gemm<c10::BFloat16>(c, b, w);
     else

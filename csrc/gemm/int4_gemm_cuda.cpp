@@ -40,6 +40,10 @@ void cuda_run(const Int4Call& c) {
   const int64_t B = c.X.size(0), M = c.X.size(1), K = c.X.size(2), N = c.W.size(1), G = c.scale.size(1);
   const bool fp8 = c.X.scalar_type() == at::kFloat8_e4m3fn;
   const bool decode = M <= kInt4DecodeMaxM;
+  const bool f8_scale = c.row_scale.defined();
+  const Int4Scale scale_type = f8_scale                                 ? Int4Scale::kF8
+                               : c.scale.scalar_type() == at::kFloat ? Int4Scale::kF32
+                                                                     : Int4Scale::kBF16;
   const Int4DecodePlan plan = int4_decode_plan(M, N, K, attrs.sms);
   Tensor ws, wb, xb, pad;
   if (decode && plan.splits > 1) ws = at::empty({plan.splits, M, N}, c.X.options().dtype(at::kFloat));
@@ -47,10 +51,23 @@ void cuda_run(const Int4Call& c) {
   if (!decode && fp8) xb = at::empty({M, K}, c.X.options().dtype(at::kBFloat16));
   for (int64_t b = 0; b < B; ++b) {
     const Tensor x = aligned_rows(c.X[b]), w = aligned_rows(c.W[b]), out = c.out[b];
-    Int4GemmParams p{x.const_data_ptr(), row_stride(x), w.const_data_ptr<int8_t>(), row_stride(w),
-                     c.scale[b].const_data_ptr(), c.zero[b].const_data_ptr(),
-                     fp8 ? c.x_scale[b].const_data_ptr<float>() : nullptr, out.data_ptr(), N, M, N, K, K / G, fp8,
-                     c.scale.scalar_type() == at::kFloat};
+    Int4GemmParams p{x.const_data_ptr(),
+                     row_stride(x),
+                     w.const_data_ptr<int8_t>(),
+                     row_stride(w),
+                     c.scale[b].const_data_ptr(),
+                     c.zero.defined() ? c.zero[b].const_data_ptr() : nullptr,
+                     f8_scale ? c.row_scale[b].const_data_ptr<float>() : nullptr,
+                     f8_scale ? 8 * N : N,
+                     fp8 ? c.x_scale[b].const_data_ptr<float>() : nullptr,
+                     out.data_ptr(),
+                     N,
+                     M,
+                     N,
+                     K,
+                     K / G,
+                     fp8,
+                     scale_type};
     if (decode) {
       check(int4_decode_run(p, plan, ws.defined() ? ws.data_ptr<float>() : nullptr, stream), c, "decode kernel");
       continue;

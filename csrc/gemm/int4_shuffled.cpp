@@ -1,12 +1,9 @@
 // The preshuffled INT4 ops (int4_gemm.h): preshuffle_i4, f8i4bf16_shuffled and the stacked grouped
 // forms; bf16i4bf16_shuffled(_batched) are the rowwise ops under their own names (Int4Ops).
 // The shuffled weight layout is the packed one (docs/design/int4_gemm.md says why); preshuffle_i4
-// makes the FP8 group scale [G, 8, N] (the spec's shape, 8 equal copies).
-#include <ATen/TensorOperators.h>
+// makes the FP8 group scale [G, 8, N] (the spec's shape, 8 equal copies), which the kernels read
+// with the row scale as it is (no per-call scale tensors).
 #include <ATen/ops/empty.h>
-#include <ATen/ops/stack.h>
-#include <ATen/ops/zeros.h>
-#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 #include <tuple>
@@ -20,18 +17,14 @@ namespace {
 
 using int4::Names;
 
-// q * (float(gs[g, 0, n]) * w_scale[n]) in float32: the group scale of the rowwise FP8 op, zero 0.
-std::tuple<Tensor, Tensor> fp8_scales(const Tensor& gs, const Tensor& w_scale, int64_t N, const char* op) {
+// The FP8-shuffled scales: w_scale_group [..., G, 8, N] float8_e4m3fn, w_scale [..., N] float32.
+void check_fp8_scales(const Tensor& gs, const Tensor& w_scale, int64_t N, int64_t dims, const char* op) {
   check_dtype(gs, op, "w_scale_group", {at::kFloat8_e4m3fn});
   check_dtype(w_scale, op, "w_scale", {at::kFloat});
-  check_dim(gs, op, "w_scale_group", 3, 3);
-  TORCH_CHECK_VALUE(gs.size(1) == 8 && gs.size(2) == N, op, ": argument 'w_scale_group' must be [K/group, 8, N] ",
+  check_dim(gs, op, "w_scale_group", dims + 1, dims + 1);
+  TORCH_CHECK_VALUE(gs.size(-2) == 8 && gs.size(-1) == N, op, ": argument 'w_scale_group' must be [K/group, 8, N] ",
                     "(preshuffle_i4's layout) with N=", N, ", got shape ", gs.sizes());
-  TORCH_CHECK_VALUE(w_scale.numel() == N && w_scale.dim() <= 2, op, ": argument 'w_scale' must hold N=", N,
-                    " float32 row scales, got shape ", w_scale.sizes());
   check_same_device(w_scale, gs, op, "w_scale", "w_scale_group");
-  const Tensor s = gs.select(1, 0).to(at::kFloat) * w_scale.reshape({1, N});
-  return {s, at::zeros_like(s)};
 }
 
 void check_x_scale(const Tensor& x_scale, const Tensor& XQ, const char* op) {
@@ -61,7 +54,7 @@ std::vector<int64_t> group_sizes(const Tensor& M_sizes, int64_t E, int64_t total
 
 // One rowwise call a group into rows [off, off + m) of out; rows past the sum are zeroed.
 Tensor grouped(const Int4Backend& be, const Tensor& X, const Tensor& WQ, const Tensor& s, const Tensor& z,
-               const Tensor& x_scale, const std::vector<int64_t>& sizes, const char* op) {
+               const Tensor& x_scale, const Tensor& row_scale, const std::vector<int64_t>& sizes, const char* op) {
   Tensor out = at::empty({X.size(0), WQ.size(1)}, X.options().dtype(at::kBFloat16));
   int64_t off = 0;
   for (size_t e = 0; e < sizes.size(); ++e) {
@@ -69,8 +62,8 @@ Tensor grouped(const Int4Backend& be, const Tensor& X, const Tensor& WQ, const T
     if (m > 0) {
       const int64_t i = static_cast<int64_t>(e);
       int4::run_into(be, X.narrow(0, off, m).unsqueeze(0), WQ[i].unsqueeze(0), s[i].unsqueeze(0),
-                     z[i].unsqueeze(0), x_scale.defined() ? x_scale.narrow(0, off, m) : Tensor(),
-                     out.narrow(0, off, m).unsqueeze(0), op);
+                     z.defined() ? z[i].unsqueeze(0) : Tensor(), x_scale.defined() ? x_scale.narrow(0, off, m) : Tensor(),
+                     out.narrow(0, off, m).unsqueeze(0), op, row_scale.defined() ? row_scale[i] : Tensor());
     }
     off += m;
   }
@@ -106,14 +99,18 @@ Tensor f8i4bf16_shuffled(const Int4Backend& be, const Tensor& XQ, const Tensor& 
                          const Tensor& w_scale, const Tensor& w_scale_group) {
   constexpr const char* op = "f8i4bf16_shuffled";
   check_dtype(XQ, op, "XQ", {at::kFloat8_e4m3fn});
-  check_dim(WQ, op, "WQ", 2, 2);
   check_dim(XQ, op, "XQ", 2, 2);
-  check_same_device(w_scale_group, XQ, op, "w_scale_group", "XQ");
+  check_dim(WQ, op, "WQ", 2, 2);
   check_x_scale(x_scale, XQ, op);
-  const auto [s, z] = fp8_scales(w_scale_group, w_scale, WQ.size(0), op);
-  int4::check_operands(XQ, WQ, s, z, 2, Names{op, "XQ", "WQ", "w_scale_group", "w_scale_group"});
-  Tensor out = at::empty({XQ.size(0), WQ.size(0)}, XQ.options().dtype(at::kBFloat16));
-  int4::run_into(be, XQ.unsqueeze(0), WQ.unsqueeze(0), s.unsqueeze(0), z.unsqueeze(0), x_scale, out.unsqueeze(0), op);
+  const int64_t N = WQ.size(0);
+  check_fp8_scales(w_scale_group, w_scale, N, 2, op);
+  TORCH_CHECK_VALUE(w_scale.numel() == N && w_scale.dim() <= 2, op, ": argument 'w_scale' must hold N=", N,
+                    " float32 row scales, got shape ", w_scale.sizes());
+  const Tensor s0 = w_scale_group.select(1, 0);
+  int4::check_operands(XQ, WQ, s0, s0, 2, Names{op, "XQ", "WQ", "w_scale_group", "w_scale_group", true});
+  Tensor out = at::empty({XQ.size(0), N}, XQ.options().dtype(at::kBFloat16));
+  int4::run_into(be, XQ.unsqueeze(0), WQ.unsqueeze(0), w_scale_group.unsqueeze(0), Tensor(), x_scale,
+                 out.unsqueeze(0), op, w_scale);
   return out;
 }
 
@@ -131,7 +128,7 @@ Tensor bf16i4bf16_shuffled_grouped(const Int4Backend& be, const Tensor& X, const
   int4::check_operands(X.unsqueeze(0).expand({E, X.size(0), X.size(1)}), WQ, w_scale_group, w_zero_group, 3,
                        Names{op, "X", "WQ", "w_scale_group", "w_zero_group"});
   const auto sizes = group_sizes(M_sizes, E, X.size(0), op);
-  return grouped(be, X, WQ, w_scale_group, w_zero_group, Tensor(), sizes, op);
+  return grouped(be, X, WQ, w_scale_group, w_zero_group, Tensor(), Tensor(), sizes, op);
 }
 
 Tensor f8i4bf16_shuffled_grouped(const Int4Backend& be, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,
@@ -141,24 +138,15 @@ Tensor f8i4bf16_shuffled_grouped(const Int4Backend& be, const Tensor& XQ, const 
   check_stacked(XQ, WQ, op, "XQ");
   check_x_scale(x_scale, XQ, op);
   const int64_t E = WQ.size(0), N = WQ.size(1);
-  check_dtype(w_scale_group, op, "w_scale_group", {at::kFloat8_e4m3fn});
-  check_dim(w_scale_group, op, "w_scale_group", 4, 4);
-  TORCH_CHECK_VALUE(w_scale_group.size(0) == E && w_scale.dim() == 2 && w_scale.size(0) == E, op,
-                    ": 'w_scale' must be [E, N] and 'w_scale_group' [E, K/group, 8, N] with E=", E, ", got shapes ",
-                    w_scale.sizes(), " and ", w_scale_group.sizes());
-  check_same_device(w_scale_group, XQ, op, "w_scale_group", "XQ");
-  std::vector<Tensor> ss, zs;
-  for (int64_t e = 0; e < E; ++e) {
-    auto [s, z] = fp8_scales(w_scale_group[e], w_scale[e], N, op);
-    ss.push_back(s);
-    zs.push_back(z);
-  }
-  const Tensor s = E > 0 ? at::stack(ss) : at::empty({0, w_scale_group.size(1), N}, XQ.options().dtype(at::kFloat));
-  const Tensor z = at::zeros_like(s);
-  int4::check_operands(XQ.unsqueeze(0).expand({E, XQ.size(0), XQ.size(1)}), WQ, s, z, 3,
-                       Names{op, "XQ", "WQ", "w_scale_group", "w_scale_group"});
+  check_fp8_scales(w_scale_group, w_scale, N, 3, op);
+  TORCH_CHECK_VALUE(w_scale_group.size(0) == E && w_scale.dim() == 2 && w_scale.size(0) == E && w_scale.size(1) == N,
+                    op, ": 'w_scale' must be [E, N] and 'w_scale_group' [E, K/group, 8, N] with E=", E, ", N=", N,
+                    ", got shapes ", w_scale.sizes(), " and ", w_scale_group.sizes());
+  const Tensor s0 = w_scale_group.select(2, 0);
+  int4::check_operands(XQ.unsqueeze(0).expand({E, XQ.size(0), XQ.size(1)}), WQ, s0, s0, 3,
+                       Names{op, "XQ", "WQ", "w_scale_group", "w_scale_group", true});
   const auto sizes = group_sizes(M_sizes, E, XQ.size(0), op);
-  return grouped(be, XQ, WQ, s, z, x_scale.reshape({-1}), sizes, op);
+  return grouped(be, XQ, WQ, w_scale_group, Tensor(), x_scale.reshape({-1}), w_scale, sizes, op);
 }
 
 }  // namespace mslk::gemm

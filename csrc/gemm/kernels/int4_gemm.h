@@ -8,22 +8,30 @@
 
 namespace mslk::gemm {
 
+// How the group scales are stored: [G, N] float32 or bf16 with zeros of the same type and shape,
+// or the preshuffled FP8 form, float8_e4m3fn [G, 8, N] (copy 0 read), no zeros, with float32 row
+// scales w_row_scale [N]: the weight is then q * (float(scale[g, 0, n]) * w_row_scale[n]).
+enum class Int4Scale : int { kF32, kBF16, kF8 };
+
 // One problem: out [M, N] bf16 (row stride ldd) = x [M, K] (bf16, or float8_e4m3fn with the float32
 // row scale x_scale[m] applied to each float32 sum) @ w^T, w[n, k] = fmaf(q, scale[g, n], zero[g, n]),
-// q the signed nibble k of the byte row w + n * ldw (even k low), g = k / group. scale / zero [G, N]
-// contiguous, both bf16 or both float32. Rows of x and w 16-byte aligned; group % 32 == 0.
+// q the signed nibble k of the byte row w + n * ldw (even k low), g = k / group; scale[g, n] at
+// scale + g * lds + n. Rows of x and w 16-byte aligned; group % 32 == 0.
 struct Int4GemmParams {
   const void* x;
   int64_t ldx;  // elements
   const int8_t* w;
   int64_t ldw;  // bytes
   const void* scale;
-  const void* zero;
-  const float* x_scale;  // float8 x only
+  const void* zero;         // null: no zero point (kF8)
+  const float* w_row_scale; // kF8 only
+  int64_t lds;              // elements: N, or 8 N for kF8
+  const float* x_scale;     // float8 x only
   void* out;
   int64_t ldd;  // elements
   int64_t M, N, K, group;
-  bool x_fp8, scale_f32;
+  bool x_fp8;
+  Int4Scale scale_type;
 };
 
 // Decode path (M <= kInt4DecodeMaxM): one pass over the packed weight, split along K over

@@ -10,25 +10,20 @@
 #include <iterator>
 
 #include "gemm/kernels/int4_gemm.h"
+#include "gemm/kernels/int4_nibble.cuh"
 
 namespace mslk::gemm {
 namespace {
+
+using int4::load_s;
+using int4::nib;
 
 // A CTA: 4 warps, each on its own rows, the same K range (4 rather than 8: at 160-240 registers a
 // thread, CTAs of 128 threads pack 2-3 to a SM where 256-thread ones fit only once).
 constexpr int kWarps = 4;
 
-// Nibble to float without a conversion instruction: with the nibble's bits (offset-binary, the
-// sign bit flipped) ORed into the mantissa of 2^15, whose ulp is 2^-8, the float is
-// 2^15 + (q + 8) * 2^(p - 8) for a nibble at bit p (p <= 19); subtracting 2^15 + 8 * 2^(p - 8)
-// leaves q * 2^(p - 8) exactly. One LOP3 and one FADD a weight; the 2^(8 - p) factor is folded
-// into the activation (kXScale). Nibbles 5..7 (bits 20..31) are read at bits 8..16 of w >> 12.
-template <int P>
-__device__ __forceinline__ float nib(uint32_t w) {
-  constexpr float kOff = 32768.f + 8.f * (P >= 8 ? float(1 << (P - 8)) : 1.f / float(1 << (8 - P)));
-  return __uint_as_float((w & (0xFu << P)) ^ (0x47000000u | (8u << P))) - kOff;
-}
-
+// The 8 nibbles of a word as q * 2^(p - 8) (int4_nibble.cuh), p the bit each is read at: x_factor
+// gives the 2^(8 - p) the activation carries.
 __device__ __forceinline__ void dequant8(uint32_t w, float (&q)[8]) {
   const uint32_t h = w >> 12;
   q[0] = nib<0>(w);
@@ -66,12 +61,11 @@ __device__ __forceinline__ void load_x8(const void* x, int64_t off, float (&v)[8
   }
 }
 
-template <class S>
-__device__ __forceinline__ float load_s(const void* s, int64_t i) {
-  if constexpr (sizeof(S) == 4)
-    return __ldg(static_cast<const float*>(s) + i);
-  else
-    return __bfloat162float(__ldg(static_cast<const __nv_bfloat16*>(s) + i));
+// A float32 sum times the weight row scale (kF8) and the activation row scale (FP8 x).
+__device__ __forceinline__ float epilogue(const Int4GemmParams& p, float v, int64_t m, int64_t n) {
+  if (p.w_row_scale != nullptr) v *= p.w_row_scale[n];
+  if (p.x_scale != nullptr) v *= p.x_scale[m];
+  return v;
 }
 
 // blockIdx.x: a block of kWarps * R weight rows; blockIdx.y: a K split of `cps` 32-weight chunks.
@@ -106,8 +100,8 @@ __global__ void __launch_bounds__(kWarps * 32) int4_decode_kernel(Int4GemmParams
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int64_t n = std::min<int64_t>(n0 + r, p.N - 1);
-      sr[r] = load_s<S>(p.scale, g * p.N + n);
-      zr[r] = load_s<S>(p.zero, g * p.N + n);
+      sr[r] = load_s<S>(p.scale, g * p.lds + n);
+      zr[r] = p.zero != nullptr ? load_s<S>(p.zero, g * p.lds + n) : 0.f;
     }
     float part[R][MT] = {};
     float xsum[MT] = {};
@@ -164,21 +158,19 @@ __global__ void __launch_bounds__(kWarps * 32) int4_decode_kernel(Int4GemmParams
       if (ws != nullptr) {
         ws[(int64_t(blockIdx.y) * p.M + row) * p.N + n] = acc[r][m];
       } else {
-        const float v = p.x_scale ? acc[r][m] * p.x_scale[row] : acc[r][m];
-        static_cast<__nv_bfloat16*>(p.out)[row * p.ldd + n] = __float2bfloat16(v);
+        static_cast<__nv_bfloat16*>(p.out)[row * p.ldd + n] = __float2bfloat16(epilogue(p, acc[r][m], row, n));
       }
     }
 }
 
-// out[m, n] = bf16(sum over splits in order of ws[s, m, n], times x_scale[m]).
+// out[m, n] = bf16(epilogue(sum over splits in order of ws[s, m, n])).
 __global__ void int4_split_reduce_kernel(Int4GemmParams p, const float* ws, int splits) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= p.M * p.N) return;
   float v = 0.f;
   for (int s = 0; s < splits; ++s) v += ws[s * p.M * p.N + i];
   const int64_t m = i / p.N, n = i % p.N;
-  if (p.x_scale) v *= p.x_scale[m];
-  static_cast<__nv_bfloat16*>(p.out)[m * p.ldd + n] = __float2bfloat16(v);
+  static_cast<__nv_bfloat16*>(p.out)[m * p.ldd + n] = __float2bfloat16(epilogue(p, v, m, n));
 }
 
 template <int MT, int R, bool kFp8, class S>
@@ -198,13 +190,18 @@ cudaError_t launch(const Int4GemmParams& p, const Int4DecodePlan& plan, float* w
   return cudaGetLastError();
 }
 
+template <int MT, int R, bool kFp8>
+cudaError_t launch_scales(const Int4GemmParams& p, const Int4DecodePlan& plan, float* ws, cudaStream_t stream) {
+  switch (p.scale_type) {
+    case Int4Scale::kF32: return launch<MT, R, kFp8, float>(p, plan, ws, stream);
+    case Int4Scale::kBF16: return launch<MT, R, kFp8, __nv_bfloat16>(p, plan, ws, stream);
+    default: return launch<MT, R, kFp8, __nv_fp8_e4m3>(p, plan, ws, stream);
+  }
+}
+
 template <int MT, int R>
 cudaError_t launch_types(const Int4GemmParams& p, const Int4DecodePlan& plan, float* ws, cudaStream_t stream) {
-  if (p.x_fp8)
-    return p.scale_f32 ? launch<MT, R, true, float>(p, plan, ws, stream)
-                       : launch<MT, R, true, __nv_bfloat16>(p, plan, ws, stream);
-  return p.scale_f32 ? launch<MT, R, false, float>(p, plan, ws, stream)
-                     : launch<MT, R, false, __nv_bfloat16>(p, plan, ws, stream);
+  return p.x_fp8 ? launch_scales<MT, R, true>(p, plan, ws, stream) : launch_scales<MT, R, false>(p, plan, ws, stream);
 }
 
 // The plan table: activation rows a pass and weight rows a warp by M (more rows a warp amortize

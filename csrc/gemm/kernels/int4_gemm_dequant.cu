@@ -5,25 +5,13 @@
 #include <cuda_fp8.h>
 
 #include "gemm/kernels/int4_gemm.h"
+#include "gemm/kernels/int4_nibble.cuh"
 
 namespace mslk::gemm {
 namespace {
 
-// q * 2^(P - 8) exactly from the nibble at bit P (P <= 19): the magic-number trick of
-// int4_gemm_decode.cu; the 2^(8 - P) goes into the scale (exact: a power of two).
-template <int P>
-__device__ __forceinline__ float nib(uint32_t w) {
-  constexpr float kOff = 32768.f + 8.f * (P >= 8 ? float(1 << (P - 8)) : 1.f / float(1 << (8 - P)));
-  return __uint_as_float((w & (0xFu << P)) ^ (0x47000000u | (8u << P))) - kOff;
-}
-
-template <class S>
-__device__ __forceinline__ float load_s(const void* s, int64_t i) {
-  if constexpr (sizeof(S) == 4)
-    return __ldg(static_cast<const float*>(s) + i);
-  else
-    return __bfloat162float(__ldg(static_cast<const __nv_bfloat16*>(s) + i));
-}
+using int4::load_s;
+using int4::nib;
 
 __device__ __forceinline__ uint32_t pack(float a, float b) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
@@ -38,8 +26,11 @@ __global__ void __launch_bounds__(256) int4_dequant_w_kernel(Int4GemmParams p, u
   if (t >= p.N * chunks) return;
   const int64_t n = t / chunks, c = t % chunks, g = c * 32 / p.group;
   const uint4 v = __ldg(reinterpret_cast<const uint4*>(p.w + n * p.ldw + c * 16));
-  const float s = load_s<S>(p.scale, g * p.N + n), z = load_s<S>(p.zero, g * p.N + n);
-  // the scale times 2^(8 - P) for the bit positions P = 0, 4, 8, 12, 16
+  // kF8: the contract's float32 scale, float(group scale) * row scale
+  const float s = p.w_row_scale != nullptr ? load_s<S>(p.scale, g * p.lds + n) * p.w_row_scale[n]
+                                           : load_s<S>(p.scale, g * p.lds + n);
+  const float z = p.zero != nullptr ? load_s<S>(p.zero, g * p.lds + n) : 0.f;
+  // the scale times 2^(8 - P) for the bit positions P = 0, 4, 8, 12, 16 nib reads at
   const float s0 = s * 256.f, s4 = s * 16.f, s8 = s, s12 = s * 0.0625f, s16 = s * 0.00390625f;
   const uint32_t* words = reinterpret_cast<const uint32_t*>(&v);
   uint4* dst = wb + t * 4;
@@ -78,10 +69,12 @@ cudaError_t int4_dequant_w(const Int4GemmParams& p, void* wb, cudaStream_t strea
   if (p.K % 32 != 0 || p.group % 32 != 0) return cudaErrorNotSupported;
   const int64_t threads = p.N * (p.K / 32);
   const unsigned blocks = static_cast<unsigned>((threads + 255) / 256);
-  if (p.scale_f32)
-    int4_dequant_w_kernel<float><<<blocks, 256, 0, stream>>>(p, static_cast<uint4*>(wb));
-  else
-    int4_dequant_w_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(p, static_cast<uint4*>(wb));
+  uint4* out = static_cast<uint4*>(wb);
+  switch (p.scale_type) {
+    case Int4Scale::kF32: int4_dequant_w_kernel<float><<<blocks, 256, 0, stream>>>(p, out); break;
+    case Int4Scale::kBF16: int4_dequant_w_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(p, out); break;
+    default: int4_dequant_w_kernel<__nv_fp8_e4m3><<<blocks, 256, 0, stream>>>(p, out); break;
+  }
   return cudaGetLastError();
 }
 

@@ -1,0 +1,38 @@
+// Device helpers of the INT4 kernels (int4_gemm_decode.cu, int4_gemm_dequant.cu): nibble to float
+// and the group-scale load.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+namespace mslk::gemm::int4 {
+
+// Nibble to float without a conversion instruction: with the nibble's bits (offset-binary: the
+// sign bit flipped) ORed into the mantissa of 2^15, whose ulp is 2^-8, the float is
+// 2^15 + (q + 8) * 2^(P - 8) for a nibble at bit P (P <= 19); subtracting 2^15 + 8 * 2^(P - 8)
+// leaves q * 2^(P - 8) exactly. One LOP3 (the mask and the magic do not overlap, so the AND, the
+// sign flip and the exponent are one op) and one FADD a weight; the caller folds 2^(8 - P) into
+// the activation or the scale (exact: a power of two). Nibbles at bits 20..31 are read at bits
+// 8..16 of w >> 12.
+template <int P>
+__device__ __forceinline__ float nib(uint32_t w) {
+  constexpr float kOff = 32768.f + 8.f * (P >= 8 ? float(1 << (P - 8)) : 1.f / float(1 << (8 - P)));
+  return __uint_as_float((w & (0xFu << P)) ^ (0x47000000u | (8u << P))) - kOff;
+}
+
+// A group scale or zero (S: float, __nv_bfloat16 or __nv_fp8_e4m3) as float.
+template <class S>
+__device__ __forceinline__ float load_s(const void* s, int64_t i) {
+  if constexpr (sizeof(S) == 4) {
+    return __ldg(static_cast<const float*>(s) + i);
+  } else if constexpr (sizeof(S) == 2) {
+    return __bfloat162float(__ldg(static_cast<const __nv_bfloat16*>(s) + i));
+  } else {
+    __nv_fp8_e4m3 v;
+    v.__x = __ldg(reinterpret_cast<const __nv_fp8_storage_t*>(s) + i);
+    return float(v);
+  }
+}
+
+}  // namespace mslk::gemm::int4

@@ -24,16 +24,16 @@ constexpr int kWarps = 4;
 
 // The 8 nibbles of a word as q * 2^(p - 8) (int4_nibble.cuh), p the bit each is read at: x_factor
 // gives the 2^(8 - p) the activation carries.
-__device__ __forceinline__ void dequant8(uint32_t w, float (&q)[8]) {
+__device__ __forceinline__ void dequant8(uint32_t w, const int4::NibMagic& mg, float (&q)[8]) {
   const uint32_t h = w >> 12;
-  q[0] = nib<0>(w);
-  q[1] = nib<4>(w);
-  q[2] = nib<8>(w);
-  q[3] = nib<12>(w);
-  q[4] = nib<16>(w);
-  q[5] = nib<8>(h);
-  q[6] = nib<12>(h);
-  q[7] = nib<16>(h);
+  q[0] = nib<0>(w, mg);
+  q[1] = nib<4>(w, mg);
+  q[2] = nib<8>(w, mg);
+  q[3] = nib<12>(w, mg);
+  q[4] = nib<16>(w, mg);
+  q[5] = nib<8>(h, mg);
+  q[6] = nib<12>(h, mg);
+  q[7] = nib<16>(h, mg);
 }
 
 // 2^(8 - p) for the nibble positions dequant8 reads.
@@ -78,6 +78,8 @@ __global__ void __launch_bounds__(kWarps * 32) int4_decode_kernel(Int4GemmParams
   const int64_t nchunks = p.K / 32;
   const int64_t c_begin = int64_t(blockIdx.y) * cps, c_end = std::min<int64_t>(c_begin + cps, nchunks);
   float acc[R][MT] = {};
+  const int4::NibMagic mg;
+  const uint32_t group_chunks = static_cast<uint32_t>(p.group / 32);
 
   // Unconditional loads (rows past N and chunks past the range clamped to valid ones, their
   // sums never written): a predicated load is sunk to its first use, which serialized the
@@ -95,7 +97,7 @@ __global__ void __launch_bounds__(kWarps * 32) int4_decode_kernel(Int4GemmParams
   for (; c < c_end; c += 32) {
     uint4 nxt[R];
     load_w(c + 32, nxt);  // the next chunk's loads in flight while this one is computed
-    const int64_t g = c * 32 / p.group;
+    const int64_t g = static_cast<uint32_t>(c) / group_chunks;
     float sr[R], zr[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -126,7 +128,7 @@ __global__ void __launch_bounds__(kWarps * 32) int4_decode_kernel(Int4GemmParams
       for (int r = 0; r < R; ++r) {
         const uint32_t word = reinterpret_cast<const uint32_t*>(&cur[r])[j];
         float q[8];
-        dequant8(word, q);
+        dequant8(word, mg, q);
 #pragma unroll
         for (int m = 0; m < MT; ++m)
 #pragma unroll

@@ -25,6 +25,7 @@ __global__ void __launch_bounds__(256) int4_dequant_w_kernel(Int4GemmParams p, u
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= p.N * chunks) return;
   const int64_t n = t / chunks, c = t % chunks, g = c * 32 / p.group;
+  const int4::NibMagic mg;
   const uint4 v = __ldg(reinterpret_cast<const uint4*>(p.w + n * p.ldw + c * 16));
   // kF8: the contract's float32 scale, float(group scale) * row scale
   const float s = p.w_row_scale != nullptr ? load_s<S>(p.scale, g * p.lds + n) * p.w_row_scale[n]
@@ -38,10 +39,10 @@ __global__ void __launch_bounds__(256) int4_dequant_w_kernel(Int4GemmParams p, u
   for (int j = 0; j < 4; ++j) {
     const uint32_t w = words[j], h = w >> 12;
     uint4 o;
-    o.x = pack(fmaf(nib<0>(w), s0, z), fmaf(nib<4>(w), s4, z));
-    o.y = pack(fmaf(nib<8>(w), s8, z), fmaf(nib<12>(w), s12, z));
-    o.z = pack(fmaf(nib<16>(w), s16, z), fmaf(nib<8>(h), s8, z));
-    o.w = pack(fmaf(nib<12>(h), s12, z), fmaf(nib<16>(h), s16, z));
+    o.x = pack(fmaf(nib<0>(w, mg), s0, z), fmaf(nib<4>(w, mg), s4, z));
+    o.y = pack(fmaf(nib<8>(w, mg), s8, z), fmaf(nib<12>(w, mg), s12, z));
+    o.z = pack(fmaf(nib<16>(w, mg), s16, z), fmaf(nib<8>(h, mg), s8, z));
+    o.w = pack(fmaf(nib<12>(h, mg), s12, z), fmaf(nib<16>(h, mg), s16, z));
     dst[j] = o;
   }
 }

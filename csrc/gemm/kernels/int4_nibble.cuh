@@ -15,10 +15,28 @@ namespace mslk::gemm::int4 {
 // sign flip and the exponent are one op) and one FADD a weight; the caller folds 2^(8 - P) into
 // the activation or the scale (exact: a power of two). Nibbles at bits 20..31 are read at bits
 // 8..16 of w >> 12.
+// The XOR-and-exponent constants 2^15 | 8 << P for P = 0, 4, 8, 12, 16, held in registers: a
+// LOP3 takes one immediate, so with both the mask and this constant as immediates the compiler
+// emitted two LOP3 a weight; with the constant in a register (loop-invariant) it is one.
+struct NibMagic {
+  uint32_t v[5];
+  __device__ __forceinline__ NibMagic() {
+    asm volatile("mov.b32 %0, 0x47000008;" : "=r"(v[0]));
+    asm volatile("mov.b32 %0, 0x47000080;" : "=r"(v[1]));
+    asm volatile("mov.b32 %0, 0x47000800;" : "=r"(v[2]));
+    asm volatile("mov.b32 %0, 0x47008000;" : "=r"(v[3]));
+    asm volatile("mov.b32 %0, 0x47080000;" : "=r"(v[4]));
+  }
+};
+
 template <int P>
-__device__ __forceinline__ float nib(uint32_t w) {
+__device__ __forceinline__ float nib(uint32_t w, const NibMagic& mg) {
+  static_assert(P % 4 == 0 && P <= 16, "nibbles are read at bits 0, 4, 8, 12 or 16");
   constexpr float kOff = 32768.f + 8.f * (P >= 8 ? float(1 << (P - 8)) : 1.f / float(1 << (8 - P)));
-  return __uint_as_float((w & (0xFu << P)) ^ (0x47000000u | (8u << P))) - kOff;
+  uint32_t t;
+  // (w & mask) ^ magic: LUT 0x6A = (a & b) ^ c
+  asm("lop3.b32 %0, %1, %2, %3, 0x6A;" : "=r"(t) : "r"(w), "n"(0xFu << P), "r"(mg.v[P / 4]));
+  return __uint_as_float(t) - kOff;
 }
 
 // A group scale or zero (S: float, __nv_bfloat16 or __nv_fp8_e4m3) as float.

@@ -74,7 +74,8 @@ CHARTS = {
     "decode": dict(
         label=lambda r: f"B{r['B']} Hq{r['Hq']}/{r['Hkv']} keys {r['keys']} D{r['D']}",
         unit="us",
-        bars={"mslk decode": "decode us", "SDPA enable_gqa": "SDPA us", "mslk general": "general (cutlass) us"},
+        bars={"mslk decode": "decode us", "mslk decode (graph)": "graph: decode us", "SDPA enable_gqa": "SDPA us",
+              "SDPA (graph)": "graph: SDPA us", "mslk general": "general (cutlass) us"},
         floor=("bar (K/V at 3.7 TB/s)", lambda n: n["KV MB"] / 3.7),  # MB / (TB/s) = us
         log=True),
     "fmha_bwd": dict(
@@ -132,7 +133,7 @@ def draw(table, spec, rows, path, part):
     bar_h = 0.8 / nb
     fig_h = 1.4 + len(rows) * (0.16 * nb + 0.1)
     fig, ax = plt.subplots(figsize=(11, fig_h))
-    colors = ["#1f6fb4", "#e8892b", "#3a9a3a", "#9467bd"][: len(spec["bars"])]
+    colors = ["#1f6fb4", "#e8892b", "#3a9a3a", "#9467bd", "#8c564b", "#17becf"][: len(spec["bars"])]
     if spec["floor"]:
         colors.append("#9a9a9a")
     for j, name in enumerate(names):

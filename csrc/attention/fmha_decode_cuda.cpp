@@ -77,11 +77,14 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
   const int64_t lane_keys = paged    ? block_tables->size(1) * page_size
                             : varlen ? Mkv / std::max<int64_t>(num_seqs, 1)
                                      : Mkv;
+  const int head_dim = int(std::max(q.size(4), Kvp));
+  const int forced = int(read_env([] { return env::integer(env::Var::kDecodeTileCfg, -1, 0, 3); }));
+  const int tile_cfg = forced >= 0 ? forced : fmha_decode_tile_cfg(head_dim);
   int S = int(num_splits);
   if (S == 0) {
     int dev = 0, sms = 0;
     C10_CUDA_CHECK(mslk::cuda::current_device_sms(&dev, &sms));
-    S = fmha_decode_num_splits(num_seqs * Hkv * chunks, lane_keys, int(std::max(q.size(4), Kvp)), sms);
+    S = fmha_decode_num_splits(num_seqs * Hkv * chunks, lane_keys, head_dim, sms, tile_cfg);
   }
   // Rows outside every query block (varlen) are never written by the split kernel: their LSE
   // starts at -inf, which makes the merge write O = 0 without reading their O.
@@ -119,8 +122,7 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
   p.scale = float(scale);
   p.is_bf16 = q.scalar_type() == at::kBFloat16;
   p.num_splits = S;
-  const int forced = int(read_env([] { return env::integer(env::Var::kDecodeTileCfg, -1, 0, 1); }));
-  p.tile_cfg = forced >= 0 ? forced : fmha_decode_tile_cfg(int(std::max(q.size(4), Kvp)));
+  p.tile_cfg = tile_cfg;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   C10_CUDA_CHECK(fmha_decode_splits(p, stream));
 

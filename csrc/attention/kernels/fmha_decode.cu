@@ -9,16 +9,17 @@ namespace {
 
 // The split heuristic's data: per padded head dim (first row whose head_dim holds it), the fewest
 // keys a split should hold (shorter splits cost more in the merge and the per-CTA prologue than
-// they gain) and the CTAs one SM runs at once (the kernel's ring takes most of its shared memory).
+// they gain) and, per tile row of the kernel (DecodeCfg), the CTAs one SM runs at once (the ring
+// takes most of the shared memory: rows 2 and 3 take a half and a third of it).
 struct SplitRule {
   int head_dim;
   int min_keys_per_split;
-  int ctas_per_sm;
+  int ctas_per_sm[4];
 };
 constexpr SplitRule kSplitTable[] = {
-    {64, 512, 1},
-    {128, 256, 1},
-    {256, 128, 1},
+    {64, 512, {1, 1, 2, 3}},
+    {128, 256, {1, 1, 2, 3}},
+    {256, 128, {1, 1, 1, 1}},
 };
 constexpr int kMaxSplits = 128;
 
@@ -27,22 +28,23 @@ struct TileRule {
   int head_dim;
   int tile_cfg;
 };
-constexpr TileRule kTileTable[] = {{64, 1}, {128, 1}, {256, 0}};
+constexpr TileRule kTileTable[] = {{64, 2}, {128, 2}, {256, 0}};
+
+const SplitRule& split_rule(int head_dim) {
+  for (const SplitRule& r : kSplitTable)
+    if (head_dim <= r.head_dim) return r;
+  return kSplitTable[std::size(kSplitTable) - 1];
+}
 
 }  // namespace
 
-int fmha_decode_num_splits(int64_t pairs, int64_t keys, int head_dim, int sms) {
-  const SplitRule* rule = &kSplitTable[std::size(kSplitTable) - 1];
-  for (const SplitRule& r : kSplitTable)
-    if (head_dim <= r.head_dim) {
-      rule = &r;
-      break;
-    }
-  const int64_t target = int64_t(std::max(sms, 1)) * rule->ctas_per_sm;
+int fmha_decode_num_splits(int64_t pairs, int64_t keys, int head_dim, int sms, int tile_cfg) {
+  const SplitRule& rule = split_rule(head_dim);
+  const int64_t target = int64_t(std::max(sms, 1)) * rule.ctas_per_sm[std::clamp(tile_cfg, 0, 3)];
   if (pairs <= 0 || pairs >= target) return 1;
   // One wave: the most splits that still fit beside the other pairs' CTAs.
   const int64_t by_sms = target / pairs;
-  const int64_t by_keys = std::max<int64_t>(1, keys / rule->min_keys_per_split);
+  const int64_t by_keys = std::max<int64_t>(1, keys / rule.min_keys_per_split);
   return int(std::clamp<int64_t>(std::min(by_sms, by_keys), 1, kMaxSplits));
 }
 

@@ -47,8 +47,9 @@ struct FmhaDecodeParams {
 };
 
 // Split count of the heuristic (kSplitTable in fmha_decode.cu): enough CTAs for `sms` SMs without
-// splits shorter than a few key tiles. pairs = sequences x K/V heads x row chunks.
-int fmha_decode_num_splits(int64_t pairs, int64_t keys, int head_dim, int sms);
+// splits shorter than a few key tiles. pairs = sequences x K/V heads x row chunks; tile_cfg the
+// kernel's tile row (how many CTAs share an SM).
+int fmha_decode_num_splits(int64_t pairs, int64_t keys, int head_dim, int sms, int tile_cfg);
 
 // The DecodeCfg row for a padded head dim (kTileTable in fmha_decode.cu).
 int fmha_decode_tile_cfg(int head_dim);

@@ -28,7 +28,10 @@ using namespace sm80;  // NOLINT: the shared device helpers
 // warp stage (a K and a V tile) is 16 KiB, so a CTA keeps up to 4 x 2 x 16 KiB of loads in flight
 // on its SM (the ring's third stage is the one being computed on).
 // Row V of the table (FmhaDecodeParams::tile_cfg): 0 four warps, 1 eight warps on half the keys
-// (two warps per scheduler to hide the mma / exp latency; d256 has room for row 0 only).
+// (two warps per scheduler to hide the mma / exp latency), 2 four warps on half the keys in half
+// the shared memory, so two CTAs share an SM (one's prologue and combine overlap the other's
+// stream), 3 as 2 with a two-stage ring, three CTAs an SM. d256 has room for row 0 only. The
+// split heuristic knows each row's CTAs per SM (fmha_decode.cu).
 template <int D, int V> struct DecodeCfg;
 template <> struct DecodeCfg<64, 0> { static constexpr int kWarps = 4, kBN = 64, kStages = 3; };
 template <> struct DecodeCfg<128, 0> { static constexpr int kWarps = 4, kBN = 32, kStages = 3; };
@@ -36,6 +39,12 @@ template <> struct DecodeCfg<256, 0> { static constexpr int kWarps = 4, kBN = 16
 template <> struct DecodeCfg<64, 1> { static constexpr int kWarps = 8, kBN = 32, kStages = 3; };
 template <> struct DecodeCfg<128, 1> { static constexpr int kWarps = 8, kBN = 16, kStages = 3; };
 template <> struct DecodeCfg<256, 1> : DecodeCfg<256, 0> {};
+template <> struct DecodeCfg<64, 2> { static constexpr int kWarps = 4, kBN = 32, kStages = 3; };
+template <> struct DecodeCfg<128, 2> { static constexpr int kWarps = 4, kBN = 16, kStages = 3; };
+template <> struct DecodeCfg<256, 2> : DecodeCfg<256, 0> {};
+template <> struct DecodeCfg<64, 3> { static constexpr int kWarps = 4, kBN = 32, kStages = 2; };
+template <> struct DecodeCfg<128, 3> { static constexpr int kWarps = 4, kBN = 16, kStages = 2; };
+template <> struct DecodeCfg<256, 3> : DecodeCfg<256, 0> {};
 
 constexpr int kRows = 16;  // query rows per CTA (one mma row tile)
 
@@ -327,6 +336,8 @@ cudaError_t launch(const FmhaDecodeParams& p, cudaStream_t stream) {
 
 template <int D>
 cudaError_t launch_dtype(const FmhaDecodeParams& p, cudaStream_t stream) {
+  if (p.tile_cfg == 3) return p.is_bf16 ? launch<__nv_bfloat16, D, 3>(p, stream) : launch<__half, D, 3>(p, stream);
+  if (p.tile_cfg == 2) return p.is_bf16 ? launch<__nv_bfloat16, D, 2>(p, stream) : launch<__half, D, 2>(p, stream);
   if (p.tile_cfg == 1) return p.is_bf16 ? launch<__nv_bfloat16, D, 1>(p, stream) : launch<__half, D, 1>(p, stream);
   return p.is_bf16 ? launch<__nv_bfloat16, D, 0>(p, stream) : launch<__half, D, 0>(p, stream);
 }

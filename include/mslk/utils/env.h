@@ -38,8 +38,8 @@ namespace mslk::env {
     "tuning: 0 writes the Hopper attention kernel's O from registers instead of TMA stores")                       \
   X(kFmhaSm90Ovec, MSLK_FMHA_SM90_OVEC, "0, 1", "1",                                                               \
     "tuning: 0 writes the Hopper attention kernel's O in 4-byte stores instead of 16-byte ones")                   \
-  X(kDecodeTileCfg, MSLK_DECODE_TILE_CFG, "0, 1", "by head dim",                                                   \
-    "tuning: force the split-K decode attention kernel's tile row (0 four warps, 1 eight)")                         \
+  X(kDecodeTileCfg, MSLK_DECODE_TILE_CFG, "0 to 3", "by head dim",                                                 \
+    "tuning: force the split-K decode attention kernel's tile row (fmha_decode_kernel.cuh, DecodeCfg)")              \
   X(kFp8Schedule, MSLK_FP8_SCHEDULE,                                                                               \
     "auto, oneshot, staged, cluster, bulk, warp, hybrid-persistent, ring", "auto",                                 \
     "FP8 quantizer kernel schedule (benchmarking switch)")                                                         \

@@ -107,6 +107,7 @@ CASES = [
                                            softmax_lse=r(1, 2, 4, dtype=F32), cu_seqlens_q=None, cu_seqlens_k=None,
                                            max_seq_len_q=None, max_seq_len_k=None, softmax_scale=None, causal=False),
      {}),
+    (mslk.fmha_decode_splitk, dict(q=r(1, 2, 2, 2, 8), k=r(1, 4, 2, 8), v=r(1, 4, 2, 8), seqlen_k=i32(3)), {}),
     (mslk.fmha_dropout_mask, dict(rng_state=torch.tensor([1, 2], dtype=torch.int64), B=1, H=2, Mq=4, Mkv=4,
                                   dropout_p=0.5, device=torch.device("cpu")), {}),
     # FP8 block/group-scaled GEMMs

@@ -76,6 +76,19 @@ refs = torch.autograd.grad(ref64, (q64, k64, v64), dout.double().transpose(1, 2)
 print("memory_efficient_attention backward: rel err of dq, dk, dv vs float64 SDPA " +
       ", ".join(f"{rel_err(g, r.transpose(1, 2)):.2e}" for g, r in zip(grads, refs)))
 
+# Decode: one new query per sequence against a KV cache, GQA (32 query heads over 8 K/V heads, the
+# K/V heads expand()ed), by the split-K decode kernel on the GPU.
+from mslk.attention.fmha import triton_splitk  # noqa: E402
+
+B, Mkv, Hkv, R, K = 4, 4096 if dev == "cuda" else 256, 8, 4, 128
+q = torch.randn(B, 1, Hkv, R, K, device=dev, dtype=torch.bfloat16)
+k, v = (torch.randn(B, Mkv, Hkv, 1, K, device=dev, dtype=torch.bfloat16).expand(B, Mkv, Hkv, R, K) for _ in range(2))
+out = fmha.memory_efficient_attention_forward(q, k, v, op=triton_splitk.FwOp if dev == "cuda" else None)
+qh, kh, vh = (x.double().flatten(2, 3).transpose(1, 2) for x in (q, k, v))
+ref = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh).transpose(1, 2).unflatten(2, (Hkv, R))
+print(f"decode attention ({'triton_splitk.FwOp' if dev == 'cuda' else 'CPU reference'}) over {Mkv} cached keys: "
+      f"rel err vs float64 SDPA {rel_err(out, ref):.2e}")
+
 # 4. MoE routing pieces: route, gather (scaled by the router score), scatter back.
 import mslk.moe  # noqa: E402
 

@@ -68,11 +68,52 @@ __device__ __forceinline__ float epilogue(const Int4GemmParams& p, float v, int6
   return v;
 }
 
+// Activations staged in shared memory once a CTA for 32 chunks (1024 k) at a time, already float,
+// scaled by x_factor, and with each chunk's sum: [MT][8 float4][32 chunks] (a lane reads its chunk's
+// float4 f at f * 32 + lane: conflict-free) and [MT][32] sums; two buffers.
+template <int MT>
+struct XStage {
+  float4 v[2][MT][8][32];
+  float sum[2][MT][32];
+};
+
+// Thread t stages (m, chunk l, word j) = (i, t / 4, t % 4) for i < MT: 8 activations of chunk cb + l.
+template <int MT, bool kFp8>
+__device__ __forceinline__ void stage_x(const Int4GemmParams& p, XStage<MT>& st, int buf, int64_t cb, int64_t c_end,
+                                        int m0, int mrows) {
+  const int t = threadIdx.x, l = t / 4, j = t % 4;
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    float v[8];
+    if (m < mrows && cb + l < c_end) {
+      load_x8<kFp8>(p.x, (m0 + m) * p.ldx + (cb + l) * 32 + j * 8, v);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = 0.f;
+    }
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      sum += v[i];
+      v[i] *= x_factor(i);
+    }
+    st.v[buf][m][2 * j][l] = make_float4(v[0], v[1], v[2], v[3]);
+    st.v[buf][m][2 * j + 1][l] = make_float4(v[4], v[5], v[6], v[7]);
+    // the chunk's sum over its 4 words, in a fixed order
+    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
+    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
+    if (j == 0) st.sum[buf][m][l] = sum;
+  }
+}
+
 // blockIdx.x: a block of kWarps * R weight rows; blockIdx.y: a K split of `cps` 32-weight chunks.
 // Activation rows m0 .. m0 + mrows - 1 (mrows <= MT).
 template <int MT, int R, bool kFp8, class S>
 __global__ void __launch_bounds__(kWarps * 32) int4_decode_kernel(Int4GemmParams p, int m0, int mrows, int cps,
                                                                    float* ws) {
+  static_assert(kWarps * 32 == 128, "stage_x maps 128 threads onto 32 chunks x 4 words");
+  extern __shared__ float4 smem[];
+  XStage<MT>& st = *reinterpret_cast<XStage<MT>*>(smem);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t n0 = (int64_t(blockIdx.x) * kWarps + warp) * R;
   const int64_t nchunks = p.K / 32;
@@ -91,54 +132,54 @@ __global__ void __launch_bounds__(kWarps * 32) int4_decode_kernel(Int4GemmParams
       v[r] = __ldg(reinterpret_cast<const uint4*>(p.w + std::min<int64_t>(n0 + r, p.N - 1) * p.ldw + c * 16));
   };
 
-  int64_t c = c_begin + lane;
   uint4 cur[R];
-  load_w(c, cur);
-  for (; c < c_end; c += 32) {
+  load_w(c_begin + lane, cur);
+  // Every thread runs every iteration (the staging and its barrier are the CTA's); lanes past the
+  // range skip the compute.
+  const int iters = (cps + 31) / 32;
+  for (int it = 0; it < iters; ++it) {
+    const int64_t cb = c_begin + int64_t(it) * 32, c = cb + lane;
+    const int buf = it & 1;
     uint4 nxt[R];
     load_w(c + 32, nxt);  // the next chunk's loads in flight while this one is computed
-    const int64_t g = static_cast<uint32_t>(c) / group_chunks;
-    float sr[R], zr[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int64_t n = std::min<int64_t>(n0 + r, p.N - 1);
-      sr[r] = load_s<S>(p.scale, g * p.lds + n);
-      zr[r] = p.zero != nullptr ? load_s<S>(p.zero, g * p.lds + n) : 0.f;
-    }
-    float part[R][MT] = {};
-    float xsum[MT] = {};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      float xs[MT][8];
-#pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        if (m < mrows) {
-          load_x8<kFp8>(p.x, (m0 + m) * p.ldx + c * 32 + j * 8, xs[m]);
-        } else {
-#pragma unroll
-          for (int i = 0; i < 8; ++i) xs[m][i] = 0.f;
-        }
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          xsum[m] += xs[m][i];
-          xs[m][i] *= x_factor(i);
-        }
-      }
+    // Two buffers: the one written here was last read before the previous iteration's barrier.
+    stage_x<MT, kFp8>(p, st, buf, cb, c_end, m0, mrows);
+    __syncthreads();
+    if (c < c_end) {
+      const int64_t g = static_cast<uint32_t>(c) / group_chunks;
+      float sr[R], zr[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        const uint32_t word = reinterpret_cast<const uint32_t*>(&cur[r])[j];
-        float q[8];
-        dequant8(word, mg, q);
-#pragma unroll
-        for (int m = 0; m < MT; ++m)
-#pragma unroll
-          for (int i = 0; i < 8; ++i) part[r][m] = fmaf(xs[m][i], q[i], part[r][m]);
+        const int64_t n = std::min<int64_t>(n0 + r, p.N - 1);
+        sr[r] = load_s<S>(p.scale, g * p.lds + n);
+        zr[r] = p.zero != nullptr ? load_s<S>(p.zero, g * p.lds + n) : 0.f;
       }
+      float part[R][MT] = {};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float xs[MT][8];
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          const float4 a = st.v[buf][m][2 * j][lane], b = st.v[buf][m][2 * j + 1][lane];
+          xs[m][0] = a.x, xs[m][1] = a.y, xs[m][2] = a.z, xs[m][3] = a.w;
+          xs[m][4] = b.x, xs[m][5] = b.y, xs[m][6] = b.z, xs[m][7] = b.w;
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const uint32_t word = reinterpret_cast<const uint32_t*>(&cur[r])[j];
+          float q[8];
+          dequant8(word, mg, q);
+#pragma unroll
+          for (int m = 0; m < MT; ++m)
+#pragma unroll
+            for (int i = 0; i < 8; ++i) part[r][m] = fmaf(xs[m][i], q[i], part[r][m]);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int m = 0; m < MT; ++m) acc[r][m] += fmaf(sr[r], part[r][m], zr[r] * st.sum[buf][m][lane]);
     }
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int m = 0; m < MT; ++m) acc[r][m] += fmaf(sr[r], part[r][m], zr[r] * xsum[m]);
 #pragma unroll
     for (int r = 0; r < R; ++r) cur[r] = nxt[r];
   }
@@ -180,10 +221,17 @@ cudaError_t launch(const Int4GemmParams& p, const Int4DecodePlan& plan, float* w
   const int64_t nchunks = p.K / 32;
   const int cps = static_cast<int>((nchunks + plan.splits - 1) / plan.splits);
   const dim3 grid(static_cast<unsigned>((p.N + kWarps * R - 1) / (kWarps * R)), static_cast<unsigned>(plan.splits));
+  constexpr int kSmem = sizeof(XStage<MT>);
+  if constexpr (kSmem > 48 * 1024) {
+    // per call: the attribute is per device
+    const cudaError_t attr = cudaFuncSetAttribute(int4_decode_kernel<MT, R, kFp8, S>,
+                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (attr != cudaSuccess) return attr;
+  }
   for (int64_t m0 = 0; m0 < p.M; m0 += MT) {
     const int mrows = static_cast<int>(std::min<int64_t>(MT, p.M - m0));
-    int4_decode_kernel<MT, R, kFp8, S><<<grid, kWarps * 32, 0, stream>>>(p, static_cast<int>(m0), mrows, cps,
-                                                                         plan.splits > 1 ? ws : nullptr);
+    int4_decode_kernel<MT, R, kFp8, S><<<grid, kWarps * 32, kSmem, stream>>>(p, static_cast<int>(m0), mrows, cps,
+                                                                             plan.splits > 1 ? ws : nullptr);
   }
   if (plan.splits > 1) {
     const int64_t total = p.M * p.N;

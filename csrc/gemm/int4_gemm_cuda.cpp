@@ -44,7 +44,7 @@ void cuda_run(const Int4Call& c) {
   const Int4Scale scale_type = f8_scale                                 ? Int4Scale::kF8
                                : c.scale.scalar_type() == at::kFloat ? Int4Scale::kF32
                                                                      : Int4Scale::kBF16;
-  const Int4DecodePlan plan = int4_decode_plan(M, N, K, attrs.sms);
+  const Int4DecodePlan plan = int4_decode_plan(M, N, K, K / G, attrs.sms);
   Tensor ws, wb, xb, pad;
   if (decode && plan.splits > 1) ws = at::empty({plan.splits, M, N}, c.X.options().dtype(at::kFloat));
   if (!decode) wb = at::empty({N, K}, c.X.options().dtype(at::kBFloat16));

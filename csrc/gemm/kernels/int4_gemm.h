@@ -36,15 +36,21 @@ struct Int4GemmParams {
 
 // Decode path (M <= kInt4DecodeMaxM): one pass over the packed weight, split along K over
 // `splits` CTAs a row block; with splits > 1 every split writes its float32 sums to `ws`
-// [splits, M, N] and a second pass adds them in split order (deterministic) and rounds.
+// [splits, M, N] and a second pass adds them in split order (deterministic) and rounds. Two
+// kernels: the tensor-core one (int4_gemm_mma.cu: 16 weight rows a warp, mma.sync over 128-weight
+// tiles; K and the group multiples of 128) and the FP32 one (int4_gemm_decode.cu: any group).
 inline constexpr int64_t kInt4DecodeMaxM = 16;
 struct Int4DecodePlan {
-  int m_tile;         // activation rows a pass (1, 2, 4 or 8); M > m_tile runs ceil(M / m_tile) passes
-  int rows_per_warp;  // weight rows a warp streams at once
+  bool mma;           // the tensor-core kernel (m_tile, rows_per_warp unused)
+  int m_tile;         // FP32 kernel: activation rows a pass (1, 2, 4 or 8); M > m_tile runs passes
+  int rows_per_warp;  // FP32 kernel: weight rows a warp streams at once
   int splits;         // K splits
 };
-Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int num_sms);
+Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int64_t group, int num_sms);
 cudaError_t int4_decode_run(const Int4GemmParams& p, const Int4DecodePlan& plan, float* ws, cudaStream_t stream);
+// The two halves of int4_decode_run: the tensor-core kernel, and the in-order sum of the splits.
+cudaError_t int4_decode_mma(const Int4GemmParams& p, int splits, float* ws, cudaStream_t stream);
+cudaError_t int4_split_reduce(const Int4GemmParams& p, const float* ws, int splits, cudaStream_t stream);
 
 // GEMM path (M > kInt4DecodeMaxM): w dequantized once into wb [N, K] bf16 (fmaf in float32, one
 // rounding to bf16), float8 x into xb [M, K] bf16 with x_scale folded in (bf16(float(xq) * x_scale)),

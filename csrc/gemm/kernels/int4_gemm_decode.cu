@@ -233,10 +233,7 @@ cudaError_t launch(const Int4GemmParams& p, const Int4DecodePlan& plan, float* w
     int4_decode_kernel<MT, R, kFp8, S><<<grid, kWarps * 32, kSmem, stream>>>(p, static_cast<int>(m0), mrows, cps,
                                                                              plan.splits > 1 ? ws : nullptr);
   }
-  if (plan.splits > 1) {
-    const int64_t total = p.M * p.N;
-    int4_split_reduce_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(p, ws, plan.splits);
-  }
+  if (plan.splits > 1) return int4_split_reduce(p, ws, plan.splits, stream);
   return cudaGetLastError();
 }
 
@@ -267,9 +264,30 @@ constexpr DecodeRow kDecodeTable[] = {
     {16, 8, 2, 6},
 };
 
+// Splits so that the grid reaches `ctas_per_sm` CTAs a SM, each split at least `min_units` K units
+// (32-weight chunks or 128-weight tiles) and a multiple of `multiple` of them.
+int64_t pick_splits(int64_t row_ctas, int64_t units, int ctas_per_sm, int num_sms, int64_t min_units,
+                    int64_t multiple) {
+  const int64_t want = (int64_t(ctas_per_sm) * num_sms + row_ctas - 1) / row_ctas;
+  const int64_t splits = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, units / min_units));
+  const int64_t per = ((units + splits - 1) / splits + multiple - 1) / multiple * multiple;
+  return (units + per - 1) / per;
+}
+
+// The tensor-core kernel (int4_gemm_mma.cu) where it applies; false: the FP32 kernel everywhere.
+constexpr bool kUseMmaDecode = true;
+// Its CTA: 4 warps of 16 weight rows; it aims at 8 CTAs a SM.
+constexpr int kMmaRowsPerCta = 64;
+constexpr int kMmaCtasPerSm = 8;
+
 }  // namespace
 
-Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int num_sms) {
+Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int64_t group, int num_sms) {
+  if (kUseMmaDecode && K % 128 == 0 && group % 128 == 0) {
+    const int64_t row_ctas = (N + kMmaRowsPerCta - 1) / kMmaRowsPerCta;
+    // at least 4 tiles (512 weights) a split
+    return {true, 0, 0, static_cast<int>(pick_splits(row_ctas, K / 128, kMmaCtasPerSm, num_sms, 4, 1))};
+  }
   const DecodeRow* row = &kDecodeTable[std::size(kDecodeTable) - 1];
   for (const DecodeRow& r : kDecodeTable)
     if (M <= r.max_m) {
@@ -277,19 +295,21 @@ Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int num_sms) {
       break;
     }
   const int64_t row_ctas = (N + kWarps * row->rows_per_warp - 1) / (kWarps * row->rows_per_warp);
-  const int64_t nchunks = K / 32;
-  const int64_t want = (int64_t(row->ctas_per_sm) * num_sms + row_ctas - 1) / row_ctas;
-  // Each split keeps at least two chunks a lane, and a whole number of lanes' worth of chunks.
-  const int64_t max_splits = std::max<int64_t>(1, nchunks / 64);
-  int64_t splits = std::clamp<int64_t>(want, 1, max_splits);
-  const int64_t cps = ((nchunks + splits - 1) / splits + 31) / 32 * 32;
-  splits = (nchunks + cps - 1) / cps;
-  return {row->m_tile, row->rows_per_warp, static_cast<int>(splits)};
+  // each split at least two chunks a lane, and a whole number of lanes' worth of chunks
+  const int64_t splits = pick_splits(row_ctas, K / 32, row->ctas_per_sm, num_sms, 64, 32);
+  return {false, row->m_tile, row->rows_per_warp, static_cast<int>(splits)};
+}
+
+cudaError_t int4_split_reduce(const Int4GemmParams& p, const float* ws, int splits, cudaStream_t stream) {
+  const int64_t total = p.M * p.N;
+  int4_split_reduce_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(p, ws, splits);
+  return cudaGetLastError();
 }
 
 cudaError_t int4_decode_run(const Int4GemmParams& p, const Int4DecodePlan& plan, float* ws, cudaStream_t stream) {
   if (p.K % 32 != 0 || p.group % 32 != 0 || p.M > kInt4DecodeMaxM || (plan.splits > 1 && ws == nullptr))
     return cudaErrorNotSupported;
+  if (plan.mma) return int4_decode_mma(p, plan.splits, ws, stream);
   switch (plan.m_tile * 100 + plan.rows_per_warp) {
     case 108: return launch_types<1, 8>(p, plan, ws, stream);
     case 208: return launch_types<2, 8>(p, plan, ws, stream);

@@ -218,14 +218,33 @@ def test_torch_compile_fullgraph(device):
 
 
 @requires_cuda
-@pytest.mark.parametrize("M", [1, 4, 16, 17, 128])
-def test_cuda_large(M):
-    # a decode-sized and a GEMM-sized M over a weight large enough for every split / tile path
+@pytest.mark.parametrize("M", [1, 3, 8, 9, 16, 17, 128])
+@pytest.mark.parametrize("group", [128, 64])  # 128: the tensor-core decode kernel; 64: the FP32 one
+def test_cuda_large(M, group):
+    # decode-sized and GEMM-sized M over a weight large enough for every split / tile path
     N, K = 1000, 4096
-    q, wq, s, z = weights(N, K, 30)
+    q, wq, s, z = weights(N, K, 30, group=group)
     x = rand_x(M, K, 31, "cuda")
     out = ops.bf16i4bf16_rowwise(x, wq.cuda(), s.cuda(), z.cuda())
     check(out, ref(x, q, s, z), x, q, s, z, "cuda")
+    g = torch.Generator().manual_seed(M)
+    xq, xs = (torch.randn(M, K, generator=g) * 4).to(torch.float8_e4m3fn), torch.rand(M, generator=g) + 0.5
+    out = ops.f8i4bf16_rowwise(xq.cuda(), wq.cuda(), xs.cuda(), s.cuda(), z.cuda())
+    check(out, ref(xq.float(), q, s, z, xs), xq.float() * xs[:, None], q, s, z, "cuda")
+
+
+@requires_cuda
+def test_cuda_no_host_sync():
+    q, wq, s, z = weights(256, 1024, 34)
+    wq, s, z = wq.cuda(), s.cuda(), z.cuda()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for M in (1, 16, 40):
+            x = rand_x(M, 1024, M, "cuda")
+            ops.bf16i4bf16_rowwise(x, wq, s, z)
+            ops.f8i4bf16_rowwise(x.to(torch.float8_e4m3fn), wq, torch.ones(M, device="cuda"), s, z)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
 
 
 @requires_cuda

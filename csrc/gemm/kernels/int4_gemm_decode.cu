@@ -276,8 +276,8 @@ int64_t pick_splits(int64_t row_ctas, int64_t units, int ctas_per_sm, int num_sm
 
 // The tensor-core kernel (int4_gemm_mma.cu) where it applies; false: the FP32 kernel everywhere.
 constexpr bool kUseMmaDecode = true;
-// Its CTA: 4 warps of 16 weight rows; it aims at 8 CTAs a SM.
-constexpr int kMmaRowsPerCta = 64;
+// Its CTA: 4 warps of 32 weight rows; it aims at 8 CTAs a SM.
+constexpr int kMmaRowsPerCta = 128;
 constexpr int kMmaCtasPerSm = 8;
 
 }  // namespace

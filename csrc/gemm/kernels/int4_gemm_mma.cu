@@ -23,6 +23,7 @@ namespace {
 using int4::load_s;
 
 constexpr int kMmaWarps = 4;
+constexpr int kRp = 2;  // blocks of 16 weight rows a warp
 
 // Element type of the MMA: bf16 for bf16 activations, f16 for FP8 ones (E4M3 converts to f16
 // exactly; q in -8..7 is exact in both).
@@ -98,23 +99,30 @@ __device__ __forceinline__ float epilogue(const Int4GemmParams& p, float v, int6
   return v;
 }
 
-// blockIdx.x: kMmaWarps * 16 weight rows; blockIdx.y: a K split of `tps` tiles. MG groups of 8
+// blockIdx.x: kMmaWarps * 16 * kRp weight rows (a warp: kRp blocks of 16, which share the
+// activation loads and the ones-MMA); blockIdx.y: a K split of `tps` tiles. MG groups of 8
 // activation rows (M <= 8 MG).
 template <int MG, bool kFp8, class S>
 __global__ void __launch_bounds__(kMmaWarps * 32) int4_mma_kernel(Int4GemmParams p, int tps, float* ws) {
   constexpr bool kF16 = kFp8;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, r = lane / 4, c = lane % 4;
-  const int64_t n0 = (int64_t(blockIdx.x) * kMmaWarps + warp) * 16;
-  const int64_t nA = n0 + r, nB = n0 + r + 8;
-  const int64_t nAc = std::min<int64_t>(nA, p.N - 1), nBc = std::min<int64_t>(nB, p.N - 1);
+  const int64_t n0 = (int64_t(blockIdx.x) * kMmaWarps + warp) * 16 * kRp;
   const int64_t tiles = p.K / 128;
   const int64_t t_begin = int64_t(blockIdx.y) * tps, t_end = std::min<int64_t>(t_begin + tps, tiles);
   uint32_t magic;
   asm volatile("mov.b32 %0, %1;" : "=r"(magic) : "n"(MmaType<kF16>::kMagic));
   const uint32_t ones = MmaType<kF16>::kOnes;
-  const int8_t* wA = p.w + nAc * p.ldw + c * 16;
-  const int8_t* wB = p.w + nBc * p.ldw + c * 16;
-  float acc[MG][4] = {};
+  // rows n0 + 16 rp + r (h = 0) and + 8 (h = 1), clamped for the loads
+  int64_t nc[kRp][2];
+  const int8_t* wrow[kRp][2];
+#pragma unroll
+  for (int rp = 0; rp < kRp; ++rp)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      nc[rp][h] = std::min<int64_t>(n0 + 16 * rp + 8 * h + r, p.N - 1);
+      wrow[rp][h] = p.w + nc[rp][h] * p.ldw + c * 16;
+    }
+  float acc[kRp][MG][4] = {};
   // activation rows of the B fragments (column r of each group of 8), at this lane's 32 weights
   constexpr int kXBytes = kFp8 ? 1 : 2;
   const char* xrow[MG];
@@ -128,63 +136,79 @@ __global__ void __launch_bounds__(kMmaWarps * 32) int4_mma_kernel(Int4GemmParams
   const uint32_t group_tiles = static_cast<uint32_t>(p.group / 128);
 
   // unconditional (clamped) loads, so the prefetch is not sunk behind the compute
-  auto load = [&](int64_t t, uint4& a, uint4& b) {
+  auto load = [&](int64_t t, uint4 (&v)[kRp][2]) {
     t = std::max<int64_t>(std::min(t, t_end - 1), 0);
-    a = __ldg(reinterpret_cast<const uint4*>(wA + t * 64));
-    b = __ldg(reinterpret_cast<const uint4*>(wB + t * 64));
+#pragma unroll
+    for (int rp = 0; rp < kRp; ++rp)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) v[rp][h] = __ldg(reinterpret_cast<const uint4*>(wrow[rp][h] + t * 64));
   };
-  uint4 curA, curB;
-  load(t_begin, curA, curB);
+  uint4 cur[kRp][2];
+  load(t_begin, cur);
+#pragma unroll 2  // two tiles a trip: the cur = nxt copies become register renames
   for (int64_t t = t_begin; t < t_end; ++t) {
-    uint4 nxtA, nxtB;
-    load(t + 1, nxtA, nxtB);
+    uint4 nxt[kRp][2];
+    load(t + 1, nxt);
     const int64_t g = static_cast<uint32_t>(t) / group_tiles;
-    const float sA = load_s<S>(p.scale, g * p.lds + nAc), sB = load_s<S>(p.scale, g * p.lds + nBc);
-    const float zA = p.zero != nullptr ? load_s<S>(p.zero, g * p.lds + nAc) : 0.f;
-    const float zB = p.zero != nullptr ? load_s<S>(p.zero, g * p.lds + nBc) : 0.f;
-    float dq[MG][4] = {}, dx[MG][4] = {};
+    float sc[kRp][2], zc[kRp][2];
+#pragma unroll
+    for (int rp = 0; rp < kRp; ++rp)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        sc[rp][h] = load_s<S>(p.scale, g * p.lds + nc[rp][h]);
+        zc[rp][h] = p.zero != nullptr ? load_s<S>(p.zero, g * p.lds + nc[rp][h]) : 0.f;
+      }
+    float dq[kRp][MG][4] = {}, dx[MG][4] = {};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const uint32_t a = reinterpret_cast<const uint32_t*>(&curA)[j], b = reinterpret_cast<const uint32_t*>(&curB)[j];
-      uint32_t qa[4], qb[4];
+      // q pairs {i, i + 4} of word j: [rp][h][i]
+      uint32_t qv[kRp][2][4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        qa[i] = q_pair<kF16>(a >> (4 * i), magic);
-        qb[i] = q_pair<kF16>(b >> (4 * i), magic);
-      }
+      for (int rp = 0; rp < kRp; ++rp)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t w = reinterpret_cast<const uint32_t*>(&cur[rp][h])[j];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) qv[rp][h][i] = q_pair<kF16>(w >> (4 * i), magic);
+        }
 #pragma unroll
       for (int mg = 0; mg < MG; ++mg) {
         uint32_t xb[4];
         x_pairs<kFp8>(xrow[mg] + (t * 128 + j * 8) * kXBytes, xvalid[mg], xb);
-        // two k16 steps a word: pairs {0, 1} then {2, 3}
-        mma<kF16>(dq[mg], qa[0], qb[0], qa[1], qb[1], xb[0], xb[1]);
-        mma<kF16>(dq[mg], qa[2], qb[2], qa[3], qb[3], xb[2], xb[3]);
+        // two k16 steps a word: pairs {0, 1} then {2, 3}; A = {row r, row r + 8} x {k, k + 8}
+#pragma unroll
+        for (int rp = 0; rp < kRp; ++rp) {
+          mma<kF16>(dq[rp][mg], qv[rp][0][0], qv[rp][1][0], qv[rp][0][1], qv[rp][1][1], xb[0], xb[1]);
+          mma<kF16>(dq[rp][mg], qv[rp][0][2], qv[rp][1][2], qv[rp][0][3], qv[rp][1][3], xb[2], xb[3]);
+        }
         mma<kF16>(dx[mg], ones, ones, ones, ones, xb[0], xb[1]);
         mma<kF16>(dx[mg], ones, ones, ones, ones, xb[2], xb[3]);
       }
     }
     // D: [0], [1] row r, columns 2c, 2c + 1; [2], [3] row r + 8, the same columns
 #pragma unroll
-    for (int mg = 0; mg < MG; ++mg) {
-      acc[mg][0] += fmaf(sA, dq[mg][0], zA * dx[mg][0]);
-      acc[mg][1] += fmaf(sA, dq[mg][1], zA * dx[mg][1]);
-      acc[mg][2] += fmaf(sB, dq[mg][2], zB * dx[mg][2]);
-      acc[mg][3] += fmaf(sB, dq[mg][3], zB * dx[mg][3]);
-    }
-    curA = nxtA, curB = nxtB;
+    for (int rp = 0; rp < kRp; ++rp)
+#pragma unroll
+      for (int mg = 0; mg < MG; ++mg)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[rp][mg][i] += fmaf(sc[rp][i / 2], dq[rp][mg][i], zc[rp][i / 2] * dx[mg][i]);
+#pragma unroll
+    for (int rp = 0; rp < kRp; ++rp) cur[rp][0] = nxt[rp][0], cur[rp][1] = nxt[rp][1];
   }
 
 #pragma unroll
-  for (int mg = 0; mg < MG; ++mg)
+  for (int rp = 0; rp < kRp; ++rp)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t n = i < 2 ? nA : nB, m = mg * 8 + 2 * c + (i & 1);
-      if (n >= p.N || m >= p.M) continue;
-      if (ws != nullptr)
-        ws[(int64_t(blockIdx.y) * p.M + m) * p.N + n] = acc[mg][i];
-      else
-        static_cast<__nv_bfloat16*>(p.out)[m * p.ldd + n] = __float2bfloat16(epilogue(p, acc[mg][i], m, n));
-    }
+    for (int mg = 0; mg < MG; ++mg)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t n = n0 + 16 * rp + 8 * (i / 2) + r, m = mg * 8 + 2 * c + (i & 1);
+        if (n >= p.N || m >= p.M) continue;
+        if (ws != nullptr)
+          ws[(int64_t(blockIdx.y) * p.M + m) * p.N + n] = acc[rp][mg][i];
+        else
+          static_cast<__nv_bfloat16*>(p.out)[m * p.ldd + n] = __float2bfloat16(epilogue(p, acc[rp][mg][i], m, n));
+      }
 }
 
 template <int MG, bool kFp8>
@@ -206,7 +230,8 @@ cudaError_t int4_decode_mma(const Int4GemmParams& p, int splits, float* ws, cuda
     return cudaErrorNotSupported;
   const int64_t tiles = p.K / 128;
   const int tps = static_cast<int>((tiles + splits - 1) / splits);
-  const dim3 grid(static_cast<unsigned>((p.N + kMmaWarps * 16 - 1) / (kMmaWarps * 16)), static_cast<unsigned>(splits));
+  constexpr int kRows = kMmaWarps * 16 * kRp;
+  const dim3 grid(static_cast<unsigned>((p.N + kRows - 1) / kRows), static_cast<unsigned>(splits));
   float* out_ws = splits > 1 ? ws : nullptr;
   cudaError_t e;
   if (p.M <= 8)

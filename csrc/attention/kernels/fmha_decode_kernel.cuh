@@ -24,26 +24,27 @@ namespace mslk::attention::decode_detail {
 
 using namespace sm80;  // NOLINT: the shared device helpers
 
-// Tiles per padded head dim (tuning data): warps per CTA, keys per warp tile, ring depth. Every
-// warp stage (a K and a V tile) is 16 KiB, so a CTA keeps up to 4 x 2 x 16 KiB of loads in flight
-// on its SM (the ring's third stage is the one being computed on).
-// Row V of the table (FmhaDecodeParams::tile_cfg): 0 four warps, 1 eight warps on half the keys
-// (two warps per scheduler to hide the mma / exp latency), 2 four warps on half the keys in half
-// the shared memory, so two CTAs share an SM (one's prologue and combine overlap the other's
-// stream), 3 as 2 with a two-stage ring, three CTAs an SM. d256 has room for row 0 only. The
-// split heuristic knows each row's CTAs per SM (fmha_decode.cu).
+// Tiles per padded head dim (tuning data), row V = FmhaDecodeParams::tile_cfg: warps per CTA,
+// keys per warp tile, ring depth, CTAs an SM holds (launch bounds; the split heuristic's table in
+// fmha_decode.cu says the same). Row 0: four warps, one CTA an SM; 1: eight warps on half the keys
+// (two warps per scheduler hide the mma / exp latency); 2: four warps on half the keys in half the
+// shared memory, two CTAs an SM (one's prologue and combine overlap the other's stream); 3: as 2
+// with a two-stage ring, three CTAs. d256 has room for row 0 only.
 template <int D, int V> struct DecodeCfg;
-template <> struct DecodeCfg<64, 0> { static constexpr int kWarps = 4, kBN = 64, kStages = 3; };
-template <> struct DecodeCfg<128, 0> { static constexpr int kWarps = 4, kBN = 32, kStages = 3; };
-template <> struct DecodeCfg<256, 0> { static constexpr int kWarps = 4, kBN = 16, kStages = 3; };
-template <> struct DecodeCfg<64, 1> { static constexpr int kWarps = 8, kBN = 32, kStages = 3; };
-template <> struct DecodeCfg<128, 1> { static constexpr int kWarps = 8, kBN = 16, kStages = 3; };
+template <int W, int BN, int S, int CTAS> struct DecodeRow {
+  static constexpr int kWarps = W, kBN = BN, kStages = S, kCtasPerSm = CTAS;
+};
+template <> struct DecodeCfg<64, 0> : DecodeRow<4, 64, 3, 1> {};
+template <> struct DecodeCfg<128, 0> : DecodeRow<4, 32, 3, 1> {};
+template <> struct DecodeCfg<256, 0> : DecodeRow<4, 16, 3, 1> {};
+template <> struct DecodeCfg<64, 1> : DecodeRow<8, 32, 3, 1> {};
+template <> struct DecodeCfg<128, 1> : DecodeRow<8, 16, 3, 1> {};
 template <> struct DecodeCfg<256, 1> : DecodeCfg<256, 0> {};
-template <> struct DecodeCfg<64, 2> { static constexpr int kWarps = 4, kBN = 32, kStages = 3; };
-template <> struct DecodeCfg<128, 2> { static constexpr int kWarps = 4, kBN = 16, kStages = 3; };
+template <> struct DecodeCfg<64, 2> : DecodeRow<4, 32, 3, 2> {};
+template <> struct DecodeCfg<128, 2> : DecodeRow<4, 16, 3, 2> {};
 template <> struct DecodeCfg<256, 2> : DecodeCfg<256, 0> {};
-template <> struct DecodeCfg<64, 3> { static constexpr int kWarps = 4, kBN = 32, kStages = 2; };
-template <> struct DecodeCfg<128, 3> { static constexpr int kWarps = 4, kBN = 16, kStages = 2; };
+template <> struct DecodeCfg<64, 3> : DecodeRow<4, 32, 2, 3> {};
+template <> struct DecodeCfg<128, 3> : DecodeRow<4, 16, 2, 3> {};
 template <> struct DecodeCfg<256, 3> : DecodeCfg<256, 0> {};
 
 constexpr int kRows = 16;  // query rows per CTA (one mma row tile)
@@ -72,7 +73,8 @@ __device__ __forceinline__ void cp_async_16_full(uint32_t dst, const void* src) 
 }
 
 template <typename T, int D, int V>
-__global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32) fmha_decode_kernel(const FmhaDecodeParams p) {
+__global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>::kCtasPerSm)
+    fmha_decode_kernel(const FmhaDecodeParams p) {
   using C = DecodeCfg<D, V>;
   constexpr int NW = C::kWarps, BN = C::kBN, STAGES = C::kStages;
   constexpr int THREADS = NW * 32;
@@ -185,6 +187,15 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32) fmha_decode_kern
   const int v_steps = (p.Kv + 15) / 16;
   const float scale_log2 = p.scale * kLog2e;
 
+  // Q's A fragments stay in registers up to d128 (32 registers: 8 fewer ldmatrix a key tile)
+  // unless three CTAs must share an SM's registers.
+  constexpr bool kQRegs = D <= 128 && C::kCtasPerSm < 3;
+  uint32_t qa[kQRegs ? D / 16 : 1][4];
+  if constexpr (kQRegs) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) load_a_frag<D>(qa[kk], sQ, 0, kk, lane);
+  }
+
   float o[OB][4];
 #pragma unroll
   for (int i = 0; i < OB; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
@@ -206,7 +217,11 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32) fmha_decode_kern
     for (int i = 0; i < NB; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      if (kk < k_steps) mma_rows_rows<T, D, NB>(sc, sQ, 0, sKc, kk, lane);
+      if (kk >= k_steps) continue;
+      if constexpr (kQRegs)
+        mma_frag_rows<T, D, NB>(sc, qa[kk], sKc, kk, lane);
+      else
+        mma_rows_rows<T, D, NB>(sc, sQ, 0, sKc, kk, lane);
     }
 
     // ---- scale and mask (log2 domain)

@@ -75,11 +75,15 @@ template <int D> __device__ __forceinline__ int swz(int row, int col) {
 // fragment tables).
 // acc[n] += A B^T over the 16 columns [16 * kk, + 16) of both tiles: A the 16 rows [a_row, + 16) of
 // sA, B the rows [0, 8 * NB) of sB (e.g. S = Q K^T with the reduction along D).
-template <typename T, int D, int NB>
-__device__ __forceinline__ void mma_rows_rows(float (&acc)[NB][4], const T* sA, int a_row, const T* sB, int kk,
-                                              int lane) {
-  uint32_t a[4];
+// The A fragment of rows [a_row, + 16), columns [16 * kk, + 16) of a swizzled tile.
+template <int D, typename T>
+__device__ __forceinline__ void load_a_frag(uint32_t (&a)[4], const T* sA, int a_row, int kk, int lane) {
   ldsm_x4(a[0], a[1], a[2], a[3], smem_u32(sA + swz<D>(a_row + (lane & 15), kk * 16 + (lane >> 4) * 8)));
+}
+// acc[n] += a B^T with A already in registers (load_a_frag).
+template <typename T, int D, int NB>
+__device__ __forceinline__ void mma_frag_rows(float (&acc)[NB][4], const uint32_t (&a)[4], const T* sB, int kk,
+                                              int lane) {
 #pragma unroll
   for (int nb2 = 0; nb2 < NB / 2; ++nb2) {
     uint32_t b0, b1, b2, b3;
@@ -88,6 +92,13 @@ __device__ __forceinline__ void mma_rows_rows(float (&acc)[NB][4], const T* sA, 
     Traits<T>::mma(acc[2 * nb2], a, b0, b1);
     Traits<T>::mma(acc[2 * nb2 + 1], a, b2, b3);
   }
+}
+template <typename T, int D, int NB>
+__device__ __forceinline__ void mma_rows_rows(float (&acc)[NB][4], const T* sA, int a_row, const T* sB, int kk,
+                                              int lane) {
+  uint32_t a[4];
+  load_a_frag<D>(a, sA, a_row, kk, lane);
+  mma_frag_rows<T, D, NB>(acc, a, sB, kk, lane);
 }
 // The A operand of reduction step kk from accumulators x[2 kk], x[2 kk + 1] (the C layout of a
 // 16 x 16 block is the A layout, repacked to the input dtype).

@@ -1,4 +1,4 @@
-// CUDA backend of the INT4-weight GEMM ops (kernels/int4_gemm.h): at M <= kInt4DecodeMaxM the
+// CUDA backend of the INT4-weight GEMM ops (kernels/int4_gemm.h): at decode-sized M (int4_use_decode) a
 // decode kernel (one pass over the packed weight, split along K, a float32 workspace for the
 // splits); above, the weight dequantized to a BF16 temporary (and FP8 activations to BF16 with
 // their row scale), then one BF16 CUTLASS GEMM. Operands whose rows or bases are not 16-byte
@@ -39,7 +39,7 @@ void cuda_run(const Int4Call& c) {
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   const int64_t B = c.X.size(0), M = c.X.size(1), K = c.X.size(2), N = c.W.size(1), G = c.scale.size(1);
   const bool fp8 = c.X.scalar_type() == at::kFloat8_e4m3fn;
-  const bool decode = M <= kInt4DecodeMaxM;
+  const bool decode = int4_use_decode(M, K, K / G);
   const bool f8_scale = c.row_scale.defined();
   const Int4Scale scale_type = f8_scale                                 ? Int4Scale::kF8
                                : c.scale.scalar_type() == at::kFloat ? Int4Scale::kF32

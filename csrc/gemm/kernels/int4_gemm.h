@@ -34,12 +34,15 @@ struct Int4GemmParams {
   Int4Scale scale_type;
 };
 
-// Decode path (M <= kInt4DecodeMaxM): one pass over the packed weight, split along K over
-// `splits` CTAs a row block; with splits > 1 every split writes its float32 sums to `ws`
-// [splits, M, N] and a second pass adds them in split order (deterministic) and rounds. Two
-// kernels: the tensor-core one (int4_gemm_mma.cu: 16 weight rows a warp, mma.sync over 128-weight
-// tiles; K and the group multiples of 128) and the FP32 one (int4_gemm_decode.cu: any group).
+// Decode path (int4_use_decode): one pass over the packed weight, split along K over `splits`
+// CTAs a row block; with splits > 1 every split writes its float32 sums to `ws` [splits, M, N]
+// and a second pass adds them in split order (deterministic) and rounds. Two kernels: the
+// tensor-core one (int4_gemm_mma.cu: 32 weight rows a warp, mma.sync over 128-weight tiles; K and
+// the group multiples of 128; M <= kInt4MmaMaxM) and the FP32 one (int4_gemm_decode.cu: any
+// group; M <= kInt4DecodeMaxM).
 inline constexpr int64_t kInt4DecodeMaxM = 16;
+inline constexpr int64_t kInt4MmaMaxM = 32;
+bool int4_use_decode(int64_t M, int64_t K, int64_t group);
 struct Int4DecodePlan {
   bool mma;           // the tensor-core kernel (m_tile, rows_per_warp unused)
   int m_tile;         // FP32 kernel: activation rows a pass (1, 2, 4 or 8); M > m_tile runs passes
@@ -52,7 +55,7 @@ cudaError_t int4_decode_run(const Int4GemmParams& p, const Int4DecodePlan& plan,
 cudaError_t int4_decode_mma(const Int4GemmParams& p, int splits, float* ws, cudaStream_t stream);
 cudaError_t int4_split_reduce(const Int4GemmParams& p, const float* ws, int splits, cudaStream_t stream);
 
-// GEMM path (M > kInt4DecodeMaxM): w dequantized once into wb [N, K] bf16 (fmaf in float32, one
+// GEMM path (where int4_use_decode is false): w dequantized once into wb [N, K] bf16 (fmaf in float32, one
 // rounding to bf16), float8 x into xb [M, K] bf16 with x_scale folded in (bf16(float(xq) * x_scale)),
 // then one BF16 CUTLASS GEMM.
 cudaError_t int4_dequant_w(const Int4GemmParams& p, void* wb, cudaStream_t stream);

@@ -280,10 +280,18 @@ constexpr bool kUseMmaDecode = true;
 constexpr int kMmaRowsPerCta = 128;
 constexpr int kMmaCtasPerSm = 8;
 
+bool mma_applies(int64_t M, int64_t K, int64_t group) {
+  return kUseMmaDecode && K % 128 == 0 && group % 128 == 0 && M <= kInt4MmaMaxM;
+}
+
 }  // namespace
 
+bool int4_use_decode(int64_t M, int64_t K, int64_t group) {
+  return M <= kInt4DecodeMaxM || mma_applies(M, K, group);
+}
+
 Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int64_t group, int num_sms) {
-  if (kUseMmaDecode && K % 128 == 0 && group % 128 == 0) {
+  if (mma_applies(M, K, group)) {
     const int64_t row_ctas = (N + kMmaRowsPerCta - 1) / kMmaRowsPerCta;
     // at least 4 tiles (512 weights) a split
     return {true, 0, 0, static_cast<int>(pick_splits(row_ctas, K / 128, kMmaCtasPerSm, num_sms, 4, 1))};
@@ -307,9 +315,9 @@ cudaError_t int4_split_reduce(const Int4GemmParams& p, const float* ws, int spli
 }
 
 cudaError_t int4_decode_run(const Int4GemmParams& p, const Int4DecodePlan& plan, float* ws, cudaStream_t stream) {
-  if (p.K % 32 != 0 || p.group % 32 != 0 || p.M > kInt4DecodeMaxM || (plan.splits > 1 && ws == nullptr))
-    return cudaErrorNotSupported;
+  if (p.K % 32 != 0 || p.group % 32 != 0 || (plan.splits > 1 && ws == nullptr)) return cudaErrorNotSupported;
   if (plan.mma) return int4_decode_mma(p, plan.splits, ws, stream);
+  if (p.M > kInt4DecodeMaxM) return cudaErrorNotSupported;
   switch (plan.m_tile * 100 + plan.rows_per_warp) {
     case 108: return launch_types<1, 8>(p, plan, ws, stream);
     case 208: return launch_types<2, 8>(p, plan, ws, stream);

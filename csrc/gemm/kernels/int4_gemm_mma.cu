@@ -145,7 +145,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32) int4_mma_kernel(Int4GemmParams
   };
   uint4 cur[kRp][2];
   load(t_begin, cur);
-#pragma unroll 2  // two tiles a trip: the cur = nxt copies become register renames
+  // two tiles a trip where registers allow: the cur = nxt copies become register renames
+#pragma unroll(MG <= 2 ? 2 : 1)
   for (int64_t t = t_begin; t < t_end; ++t) {
     uint4 nxt[kRp][2];
     load(t + 1, nxt);
@@ -226,7 +227,7 @@ cudaError_t launch_scales(const Int4GemmParams& p, dim3 grid, int tps, float* ws
 }  // namespace
 
 cudaError_t int4_decode_mma(const Int4GemmParams& p, int splits, float* ws, cudaStream_t stream) {
-  if (p.K % 128 != 0 || p.group % 128 != 0 || p.M > 16 || splits < 1 || (splits > 1 && ws == nullptr))
+  if (p.K % 128 != 0 || p.group % 128 != 0 || p.M > kInt4MmaMaxM || splits < 1 || (splits > 1 && ws == nullptr))
     return cudaErrorNotSupported;
   const int64_t tiles = p.K / 128;
   const int tps = static_cast<int>((tiles + splits - 1) / splits);
@@ -236,8 +237,10 @@ cudaError_t int4_decode_mma(const Int4GemmParams& p, int splits, float* ws, cuda
   cudaError_t e;
   if (p.M <= 8)
     e = p.x_fp8 ? launch_scales<1, true>(p, grid, tps, out_ws, stream) : launch_scales<1, false>(p, grid, tps, out_ws, stream);
-  else
+  else if (p.M <= 16)
     e = p.x_fp8 ? launch_scales<2, true>(p, grid, tps, out_ws, stream) : launch_scales<2, false>(p, grid, tps, out_ws, stream);
+  else
+    e = p.x_fp8 ? launch_scales<4, true>(p, grid, tps, out_ws, stream) : launch_scales<4, false>(p, grid, tps, out_ws, stream);
   if (e != cudaSuccess || splits == 1) return e;
   return int4_split_reduce(p, ws, splits, stream);
 }

@@ -15,6 +15,7 @@
 namespace mslk::gemm {
 namespace {
 
+using int4::epilogue;
 using int4::load_s;
 using int4::nib;
 
@@ -59,13 +60,6 @@ __device__ __forceinline__ void load_x8(const void* x, int64_t off, float (&v)[8
       v[2 * i + 1] = __uint_as_float(e[i] & 0xFFFF0000u);
     }
   }
-}
-
-// A float32 sum times the weight row scale (kF8) and the activation row scale (FP8 x).
-__device__ __forceinline__ float epilogue(const Int4GemmParams& p, float v, int64_t m, int64_t n) {
-  if (p.w_row_scale != nullptr) v *= p.w_row_scale[n];
-  if (p.x_scale != nullptr) v *= p.x_scale[m];
-  return v;
 }
 
 // Activations staged in shared memory once a CTA for 32 chunks (1024 k) at a time, already float,

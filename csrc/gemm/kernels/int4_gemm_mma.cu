@@ -20,6 +20,7 @@
 namespace mslk::gemm {
 namespace {
 
+using int4::epilogue;
 using int4::load_s;
 
 constexpr int kMmaWarps = 4;
@@ -91,12 +92,6 @@ __device__ __forceinline__ void x_pairs(const void* xk, bool valid, uint32_t (&b
     b[2] = __byte_perm(u.y, u.w, 0x5410);  // {x2, x6}
     b[3] = __byte_perm(u.y, u.w, 0x7632);  // {x3, x7}
   }
-}
-
-__device__ __forceinline__ float epilogue(const Int4GemmParams& p, float v, int64_t m, int64_t n) {
-  if (p.w_row_scale != nullptr) v *= p.w_row_scale[n];
-  if (p.x_scale != nullptr) v *= p.x_scale[m];
-  return v;
 }
 
 // blockIdx.x: kMmaWarps * 16 * kRp weight rows (a warp: kRp blocks of 16, which share the

@@ -1,10 +1,12 @@
-// Device helpers of the INT4 kernels (int4_gemm_decode.cu, int4_gemm_dequant.cu): nibble to float
-// and the group-scale load.
+// Device helpers of the INT4 kernels (int4_gemm_decode.cu, int4_gemm_mma.cu, int4_gemm_dequant.cu):
+// nibble to float, the group-scale load, the output scaling.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 #include <cstdint>
+
+#include "gemm/kernels/int4_gemm.h"
 
 namespace mslk::gemm::int4 {
 
@@ -51,6 +53,13 @@ __device__ __forceinline__ float load_s(const void* s, int64_t i) {
     v.__x = __ldg(reinterpret_cast<const __nv_fp8_storage_t*>(s) + i);
     return float(v);
   }
+}
+
+// A float32 sum times the weight row scale (kF8) and the activation row scale (FP8 x).
+__device__ __forceinline__ float epilogue(const Int4GemmParams& p, float v, int64_t m, int64_t n) {
+  if (p.w_row_scale != nullptr) v *= p.w_row_scale[n];
+  if (p.x_scale != nullptr) v *= p.x_scale[m];
+  return v;
 }
 
 }  // namespace mslk::gemm::int4

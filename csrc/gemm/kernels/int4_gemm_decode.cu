@@ -1,8 +1,10 @@
-// The INT4-weight decode GEMM (int4_gemm.h, M <= 16): each warp streams `R` weight rows with
-// 16-byte loads (32 weights of one group a lane, two loads a row in flight), turns nibbles into
-// floats with a magic-number trick, and keeps the few activation rows' sums in registers, so the
-// weight is read once for all M rows. Split along K over CTAs; a second pass adds the splits in
-// order. Why these choices: docs/design/int4_gemm.md.
+// The INT4-weight decode path (int4_gemm.h): its plan (which kernel, the K split), the in-order
+// sum of the splits, and the FP32 decode kernel (M <= 16) for the groups the tensor-core one
+// (int4_gemm_mma.cu) does not take. FP32 kernel: each warp streams `R` weight rows with 16-byte
+// loads (32 weights of one group a lane, two loads a row in flight), turns nibbles into floats
+// with a magic-number trick, reads the activations from a shared-memory stage and keeps the few
+// activation rows' sums in registers, so the weight is read once for all M rows. Why these
+// choices: docs/design/int4_gemm.md.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 

@@ -19,6 +19,9 @@ from typing import Tuple
 
 import torch
 
+from mslk.utils.unavailable import ROCM as _ROCM
+from mslk.utils.unavailable import unavailable as _unavailable
+
 Tensor = torch.Tensor
 
 
@@ -128,3 +131,8 @@ def quantize_int4_preshuffle(w: Tensor, group_size: int = 128, dtype: str = "fp8
     q = torch.round(g / div).clamp_(-8, 7).to(torch.int8)
     wq, group_scale = torch.ops.mslk.preshuffle_i4(pack_int4(_ungroup(q, w.shape[1])), scale8)
     return wq, (group_scale, row_scale)
+
+
+@_unavailable(_ROCM, "mslk.quantize.shuffle.ck_preshuffle")
+def ck_preshuffle(src: Tensor, NXdl: int = 16) -> Tensor:
+    """The AMD Composable Kernel XDL weight layout (float8_e4m3fnuz), read only by ROCm kernels."""

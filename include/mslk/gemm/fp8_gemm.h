@@ -20,6 +20,12 @@ void f8f8bf16_rowwise_out(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::
                           std::optional<at::Tensor> bias = std::nullopt, bool use_fast_accum = true);
 at::Tensor f8f8f16_rowwise(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
                            std::optional<at::Tensor> bias = std::nullopt, bool use_fast_accum = true);
+// ROCm's CK-preshuffled rowwise GEMMs: the weight layout of mslk.quantize.shuffle.ck_preshuffle
+// feeds only AMD kernels, so on this build both raise "not available on this platform".
+at::Tensor f8f8bf16_rowwise_preshuffle(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
+                                       std::optional<at::Tensor> bias = std::nullopt, bool use_fast_accum = true);
+at::Tensor f8f8f16_rowwise_preshuffle(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
+                                      std::optional<at::Tensor> bias = std::nullopt, bool use_fast_accum = true);
 at::Tensor f8f8bf16_rowwise_batched(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
                                     std::optional<at::Tensor> bias = std::nullopt, bool use_fast_accum = true,
                                     std::optional<at::Tensor> output = std::nullopt);

@@ -42,6 +42,9 @@ struct Int4GemmParams {
 // group; M <= kInt4DecodeMaxM).
 inline constexpr int64_t kInt4DecodeMaxM = 16;
 inline constexpr int64_t kInt4MmaMaxM = 32;
+// The tensor-core kernel adds up to this many K splits inside one thread-block cluster (the
+// portable cluster size), so its plan keeps to it.
+inline constexpr int kInt4MaxCluster = 8;
 bool int4_use_decode(int64_t M, int64_t K, int64_t group);
 struct Int4DecodePlan {
   bool mma;           // the tensor-core kernel (m_tile, rows_per_warp unused)

@@ -289,8 +289,11 @@ bool int4_use_decode(int64_t M, int64_t K, int64_t group) {
 Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int64_t group, int num_sms) {
   if (mma_applies(M, K, group)) {
     const int64_t row_ctas = (N + kMmaRowsPerCta - 1) / kMmaRowsPerCta;
-    // at least 4 tiles (512 weights) a split
-    return {true, 0, 0, static_cast<int>(pick_splits(row_ctas, K / 128, kMmaCtasPerSm, num_sms, 4, 1))};
+    // at least 4 tiles (512 weights) a split, at most one cluster of splits
+    const int64_t tiles = K / 128;
+    int64_t splits = std::min<int64_t>(pick_splits(row_ctas, tiles, kMmaCtasPerSm, num_sms, 4, 1), kInt4MaxCluster);
+    splits = (tiles + (tiles + splits - 1) / splits - 1) / ((tiles + splits - 1) / splits);
+    return {true, 0, 0, static_cast<int>(splits)};
   }
   const DecodeRow* row = &kDecodeTable[std::size(kDecodeTable) - 1];
   for (const DecodeRow& r : kDecodeTable)

@@ -8,6 +8,7 @@
 // activations are permuted to match. Weights are read once for all M rows (n = activation rows,
 // 8 a MMA). The group scale and zero apply once a tile in float32: sum += s * (x . q) + z * sum(x),
 // sum(x) from a second MMA against ones. Design: docs/design/int4_gemm.md.
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -96,9 +97,11 @@ __device__ __forceinline__ void x_pairs(const void* xk, bool valid, uint32_t (&b
 
 // blockIdx.x: kMmaWarps * 16 * kRp weight rows (a warp: kRp blocks of 16, which share the
 // activation loads and the ones-MMA); blockIdx.y: a K split of `tps` tiles. MG groups of 8
-// activation rows (M <= 8 MG).
+// activation rows (M <= 8 MG). The splits' sums: cluster > 1, the grid's y is one cluster and
+// rank 0 adds the others' sums from their shared memory in rank order; else ws (a second pass)
+// when set; else the one split writes the output.
 template <int MG, bool kFp8, class S>
-__global__ void __launch_bounds__(kMmaWarps * 32) int4_mma_kernel(Int4GemmParams p, int tps, float* ws) {
+__global__ void __launch_bounds__(kMmaWarps * 32) int4_mma_kernel(Int4GemmParams p, int tps, float* ws, int cluster) {
   constexpr bool kF16 = kFp8;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, r = lane / 4, c = lane % 4;
   const int64_t n0 = (int64_t(blockIdx.x) * kMmaWarps + warp) * 16 * kRp;
@@ -192,6 +195,27 @@ __global__ void __launch_bounds__(kMmaWarps * 32) int4_mma_kernel(Int4GemmParams
     for (int rp = 0; rp < kRp; ++rp) cur[rp][0] = nxt[rp][0], cur[rp][1] = nxt[rp][1];
   }
 
+  if (cluster > 1) {
+    // every CTA of the cluster: its sums to shared memory; rank 0 adds ranks 1.. in order
+    __shared__ float part[kMmaWarps * 32][kRp * MG * 4];
+    float* mine = part[threadIdx.x];
+    float* flat = &acc[0][0][0];
+#pragma unroll
+    for (int i = 0; i < kRp * MG * 4; ++i) mine[i] = flat[i];
+    namespace cg = cooperative_groups;
+    cg::cluster_group cl = cg::this_cluster();
+    cl.sync();
+    const unsigned rank = cl.block_rank();
+    if (rank == 0)
+      for (int s = 1; s < cluster; ++s) {
+        const float* other = cl.map_shared_rank(mine, s);
+#pragma unroll
+        for (int i = 0; i < kRp * MG * 4; ++i) flat[i] += other[i];
+      }
+    cl.sync();  // the other ranks' shared memory lives until rank 0 has read it
+    if (rank != 0) return;
+    ws = nullptr;
+  }
 #pragma unroll
   for (int rp = 0; rp < kRp; ++rp)
 #pragma unroll
@@ -207,16 +231,40 @@ __global__ void __launch_bounds__(kMmaWarps * 32) int4_mma_kernel(Int4GemmParams
       }
 }
 
-template <int MG, bool kFp8>
-cudaError_t launch_scales(const Int4GemmParams& p, dim3 grid, int tps, float* ws, cudaStream_t stream) {
-  switch (p.scale_type) {
-    case Int4Scale::kF32: int4_mma_kernel<MG, kFp8, float><<<grid, kMmaWarps * 32, 0, stream>>>(p, tps, ws); break;
-    case Int4Scale::kBF16:
-      int4_mma_kernel<MG, kFp8, __nv_bfloat16><<<grid, kMmaWarps * 32, 0, stream>>>(p, tps, ws);
-      break;
-    default: int4_mma_kernel<MG, kFp8, __nv_fp8_e4m3><<<grid, kMmaWarps * 32, 0, stream>>>(p, tps, ws); break;
+template <class Kernel>
+cudaError_t launch_one(Kernel kernel, const Int4GemmParams& p, dim3 grid, int tps, float* ws, int cluster,
+                       cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kMmaWarps * 32);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  if (cluster > 1) {
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = static_cast<unsigned>(cluster);
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
   }
-  return cudaGetLastError();
+  return cudaLaunchKernelEx(&cfg, kernel, p, tps, ws, cluster);
+}
+
+template <int MG, bool kFp8>
+cudaError_t launch_scales(const Int4GemmParams& p, dim3 grid, int tps, float* ws, int cluster, cudaStream_t stream) {
+  switch (p.scale_type) {
+    case Int4Scale::kF32: return launch_one(int4_mma_kernel<MG, kFp8, float>, p, grid, tps, ws, cluster, stream);
+    case Int4Scale::kBF16:
+      return launch_one(int4_mma_kernel<MG, kFp8, __nv_bfloat16>, p, grid, tps, ws, cluster, stream);
+    default: return launch_one(int4_mma_kernel<MG, kFp8, __nv_fp8_e4m3>, p, grid, tps, ws, cluster, stream);
+  }
+}
+
+template <bool kFp8>
+cudaError_t launch_m(const Int4GemmParams& p, dim3 grid, int tps, float* ws, int cluster, cudaStream_t stream) {
+  if (p.M <= 8) return launch_scales<1, kFp8>(p, grid, tps, ws, cluster, stream);
+  if (p.M <= 16) return launch_scales<2, kFp8>(p, grid, tps, ws, cluster, stream);
+  return launch_scales<4, kFp8>(p, grid, tps, ws, cluster, stream);
 }
 
 }  // namespace
@@ -228,15 +276,19 @@ cudaError_t int4_decode_mma(const Int4GemmParams& p, int splits, float* ws, cuda
   const int tps = static_cast<int>((tiles + splits - 1) / splits);
   constexpr int kRows = kMmaWarps * 16 * kRp;
   const dim3 grid(static_cast<unsigned>((p.N + kRows - 1) / kRows), static_cast<unsigned>(splits));
-  float* out_ws = splits > 1 ? ws : nullptr;
-  cudaError_t e;
-  if (p.M <= 8)
-    e = p.x_fp8 ? launch_scales<1, true>(p, grid, tps, out_ws, stream) : launch_scales<1, false>(p, grid, tps, out_ws, stream);
-  else if (p.M <= 16)
-    e = p.x_fp8 ? launch_scales<2, true>(p, grid, tps, out_ws, stream) : launch_scales<2, false>(p, grid, tps, out_ws, stream);
-  else
-    e = p.x_fp8 ? launch_scales<4, true>(p, grid, tps, out_ws, stream) : launch_scales<4, false>(p, grid, tps, out_ws, stream);
-  if (e != cudaSuccess || splits == 1) return e;
+  auto run = [&](float* w, int cluster) {
+    return p.x_fp8 ? launch_m<true>(p, grid, tps, w, cluster, stream) : launch_m<false>(p, grid, tps, w, cluster, stream);
+  };
+  if (splits == 1) return run(nullptr, 0);
+  // Up to kInt4MaxCluster splits: one cluster adds them (no workspace pass). Where the cluster
+  // launch is refused, the workspace and the second pass.
+  if (splits <= kInt4MaxCluster) {
+    const cudaError_t e = run(nullptr, splits);
+    if (e == cudaSuccess) return e;
+    (void)cudaGetLastError();
+  }
+  const cudaError_t e = run(ws, 0);
+  if (e != cudaSuccess) return e;
   return int4_split_reduce(p, ws, splits, stream);
 }
 

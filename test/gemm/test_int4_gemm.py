@@ -218,7 +218,7 @@ def test_torch_compile_fullgraph(device):
 
 
 @requires_cuda
-@pytest.mark.parametrize("M", [1, 3, 8, 9, 16, 17, 32, 33, 128])
+@pytest.mark.parametrize("M", [1, 3, 8, 9, 16, 17, 32, 33, 64, 65, 128])
 @pytest.mark.parametrize("group", [128, 64])  # 128: the tensor-core decode kernel; 64: the FP32 one
 def test_cuda_large(M, group):
     # decode-sized and GEMM-sized M over a weight large enough for every split / tile path

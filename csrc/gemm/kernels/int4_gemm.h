@@ -37,11 +37,11 @@ struct Int4GemmParams {
 // Decode path (int4_use_decode): one pass over the packed weight, split along K over `splits`
 // CTAs a row block; with splits > 1 every split writes its float32 sums to `ws` [splits, M, N]
 // and a second pass adds them in split order (deterministic) and rounds. Two kernels: the
-// tensor-core one (int4_gemm_mma.cu: 32 weight rows a warp, mma.sync over 128-weight tiles; K and
-// the group multiples of 128; M <= kInt4MmaMaxM) and the FP32 one (int4_gemm_decode.cu: any
+// tensor-core one (int4_gemm_mma.cu: 32 weight rows a warp, mma.sync over 128-weight tiles, up to
+// 32 activation rows a pass; K and the group multiples of 128; M <= kInt4MmaMaxM) and the FP32 one (int4_gemm_decode.cu: any
 // group; M <= kInt4DecodeMaxM).
 inline constexpr int64_t kInt4DecodeMaxM = 16;
-inline constexpr int64_t kInt4MmaMaxM = 32;
+inline constexpr int64_t kInt4MmaMaxM = 64;
 // The tensor-core kernel adds up to this many K splits inside one thread-block cluster (the
 // portable cluster size), so its plan keeps to it.
 inline constexpr int kInt4MaxCluster = 8;
@@ -56,6 +56,7 @@ Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int64_t group, 
 cudaError_t int4_decode_run(const Int4GemmParams& p, const Int4DecodePlan& plan, float* ws, cudaStream_t stream);
 // The two halves of int4_decode_run: the tensor-core kernel, and the in-order sum of the splits.
 cudaError_t int4_decode_mma(const Int4GemmParams& p, int splits, float* ws, cudaStream_t stream);
+inline constexpr int64_t kInt4MmaRowsPerCta = 128;  // the tensor-core kernel's weight rows a CTA
 cudaError_t int4_split_reduce(const Int4GemmParams& p, const float* ws, int splits, cudaStream_t stream);
 
 // GEMM path (where int4_use_decode is false): w dequantized once into wb [N, K] bf16 (fmaf in float32, one

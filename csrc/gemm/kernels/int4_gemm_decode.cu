@@ -272,8 +272,7 @@ int64_t pick_splits(int64_t row_ctas, int64_t units, int ctas_per_sm, int num_sm
 
 // The tensor-core kernel (int4_gemm_mma.cu) where it applies; false: the FP32 kernel everywhere.
 constexpr bool kUseMmaDecode = true;
-// Its CTA: 4 warps of 32 weight rows; it aims at 8 CTAs a SM.
-constexpr int kMmaRowsPerCta = 128;
+// It aims at 8 CTAs a SM.
 constexpr int kMmaCtasPerSm = 8;
 
 bool mma_applies(int64_t M, int64_t K, int64_t group) {
@@ -288,7 +287,7 @@ bool int4_use_decode(int64_t M, int64_t K, int64_t group) {
 
 Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int64_t group, int num_sms) {
   if (mma_applies(M, K, group)) {
-    const int64_t row_ctas = (N + kMmaRowsPerCta - 1) / kMmaRowsPerCta;
+    const int64_t row_ctas = (N + kInt4MmaRowsPerCta - 1) / kInt4MmaRowsPerCta;
     // at least 4 tiles (512 weights) a split, at most one cluster of splits
     const int64_t tiles = K / 128;
     int64_t splits = std::min<int64_t>(pick_splits(row_ctas, tiles, kMmaCtasPerSm, num_sms, 4, 1), kInt4MaxCluster);

@@ -26,6 +26,9 @@ using int4::load_s;
 
 constexpr int kMmaWarps = 4;
 constexpr int kRp = 2;  // blocks of 16 weight rows a warp
+static_assert(kMmaWarps * 16 * kRp == kInt4MmaRowsPerCta, "the plan's CTA size");
+// Activation rows a pass (4 groups of 8; 8 groups spilled 52-84 bytes even at 16 weight rows a warp).
+constexpr int64_t kMmaPassM = 32;
 
 // Element type of the MMA: bf16 for bf16 activations, f16 for FP8 ones (E4M3 converts to f16
 // exactly; q in -8..7 is exact in both).
@@ -267,14 +270,11 @@ cudaError_t launch_m(const Int4GemmParams& p, dim3 grid, int tps, float* ws, int
   return launch_scales<4, kFp8>(p, grid, tps, ws, cluster, stream);
 }
 
-}  // namespace
-
-cudaError_t int4_decode_mma(const Int4GemmParams& p, int splits, float* ws, cudaStream_t stream) {
-  if (p.K % 128 != 0 || p.group % 128 != 0 || p.M > kInt4MmaMaxM || splits < 1 || (splits > 1 && ws == nullptr))
-    return cudaErrorNotSupported;
+// One pass: activation rows M <= kMmaPassM.
+cudaError_t mma_pass(const Int4GemmParams& p, int splits, float* ws, cudaStream_t stream) {
   const int64_t tiles = p.K / 128;
   const int tps = static_cast<int>((tiles + splits - 1) / splits);
-  constexpr int kRows = kMmaWarps * 16 * kRp;
+  constexpr int64_t kRows = kMmaWarps * 16 * kRp;
   const dim3 grid(static_cast<unsigned>((p.N + kRows - 1) / kRows), static_cast<unsigned>(splits));
   auto run = [&](float* w, int cluster) {
     return p.x_fp8 ? launch_m<true>(p, grid, tps, w, cluster, stream) : launch_m<false>(p, grid, tps, w, cluster, stream);
@@ -290,6 +290,25 @@ cudaError_t int4_decode_mma(const Int4GemmParams& p, int splits, float* ws, cuda
   const cudaError_t e = run(ws, 0);
   if (e != cudaSuccess) return e;
   return int4_split_reduce(p, ws, splits, stream);
+}
+
+}  // namespace
+
+cudaError_t int4_decode_mma(const Int4GemmParams& p, int splits, float* ws, cudaStream_t stream) {
+  if (p.K % 128 != 0 || p.group % 128 != 0 || p.M > kInt4MmaMaxM || splits < 1 || (splits > 1 && ws == nullptr))
+    return cudaErrorNotSupported;
+  // M > kMmaPassM: passes over row ranges of the activations (each reads the weight again)
+  const int64_t x_bytes = p.x_fp8 ? 1 : 2;
+  for (int64_t m0 = 0; m0 < p.M; m0 += kMmaPassM) {
+    Int4GemmParams q = p;
+    q.x = static_cast<const char*>(p.x) + m0 * p.ldx * x_bytes;
+    q.out = static_cast<__nv_bfloat16*>(p.out) + m0 * p.ldd;
+    if (p.x_scale != nullptr) q.x_scale = p.x_scale + m0;
+    q.M = std::min(kMmaPassM, p.M - m0);
+    const cudaError_t e = mma_pass(q, splits, ws, stream);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace mslk::gemm

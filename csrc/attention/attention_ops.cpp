@@ -59,6 +59,11 @@ TORCH_LIBRARY_FRAGMENT(mslk, m) {
       "float scale=1.0, Tensor? block_tables=None, int page_size=0, int num_splits=0, "
       "ScalarType? output_dtype=None) -> (Tensor, Tensor)");
 
+  // The split count fmha_decode_splitk picks for num_splits=0 (triton_splitk.FwOp.get_split_k):
+  // pairs = sequences x K/V heads x 16-row chunks of (query heads per K/V head x queries), keys per
+  // sequence, head dim, the device's SM count; tile_cfg -1 is the kernel's default row.
+  m.def("fmha_decode_num_splits(int pairs, int keys, int head_dim, int sms, int tile_cfg=-1) -> int");
+
   // Fused attention backward: gradients of fmha_fused_fwd for the same descriptor (no paged K/V).
   //   grad_out, out [B, Mq, H, Kv]; lse [B, H, Mq] float32 (float64 for float64 on CPU) as the
   //   forward returned it (varlen: packed [1, H, total_Mq]). max_seqlen_k: an upper bound of the

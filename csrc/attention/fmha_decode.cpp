@@ -2,9 +2,12 @@
 // which expands the K/V heads to the query heads and runs the exact fused-forward reference
 // (fmha_fwd_cpu) in float32. The split count does not change the result, so the CPU ignores it.
 #include "attention/fmha_decode.h"
+#include "attention/fmha_decode_plan.h"
 
 #include <ATen/ATen.h>
 #include <torch/library.h>
+
+#include <algorithm>
 
 #include "attention/fmha_fwd.h"
 #include "common/checks.h"
@@ -54,7 +57,20 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cpu(
   return {out.reshape({B, Mq, Hkv, R, v.size(3)}).to(out_dtype), lse.reshape({B, Hkv, R, Mq})};
 }
 
+int64_t num_splits_op(int64_t pairs, int64_t keys, int64_t head_dim, int64_t sms, int64_t tile_cfg) {
+  TORCH_CHECK_VALUE(pairs >= 0 && keys >= 0 && head_dim > 0 && sms > 0 && tile_cfg >= -1 && tile_cfg <= 3,
+                    "fmha_decode_num_splits: expected pairs >= 0, keys >= 0, head_dim > 0, sms > 0 and tile_cfg in "
+                    "-1..3; got pairs=", pairs, ", keys=", keys, ", head_dim=", head_dim, ", sms=", sms,
+                    ", tile_cfg=", tile_cfg);
+  const int d = int(std::min<int64_t>(head_dim, 1 << 20));
+  const int row = tile_cfg >= 0 ? int(tile_cfg) : fmha_decode_tile_cfg(d);
+  return fmha_decode_num_splits(pairs, keys, d, int(std::min<int64_t>(sms, 1 << 20)), row);
+}
+
 }  // namespace
 }  // namespace mslk::attention
 
 TORCH_LIBRARY_IMPL(mslk, CPU, m) { m.impl("fmha_decode_splitk", &mslk::attention::fmha_decode_cpu); }
+TORCH_LIBRARY_IMPL(mslk, CompositeImplicitAutograd, m) {
+  m.impl("fmha_decode_num_splits", &mslk::attention::num_splits_op);
+}

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "attention/fmha_decode.h"
+#include "attention/fmha_decode_plan.h"
 #include "attention/fmha_operands.h"
 #include "attention/kernels/fmha_decode.h"
 #include "attention/kernels/merge_attentions.h"
@@ -88,17 +89,32 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
   }
   // Rows outside every query block (varlen) are never written by the split kernel: their LSE
   // starts at -inf, which makes the merge write O = 0 without reading their O.
+  // One split without varlen: the kernel writes out and lse itself (their layouts are a split's
+  // o_part / lse_part rows), so no workspace and no merge pass.
+  const bool direct = S == 1 && !varlen;
   const auto f32 = q.options().dtype(at::kFloat);
-  auto o_part = at::empty({S, B, Mq, Hkv, R, Kvp}, f32);
-  auto lse_part = varlen ? at::full({S, B, Hkv, R, Mq}, -std::numeric_limits<float>::infinity(), f32)
-                         : at::empty({S, B, Hkv, R, Mq}, f32);
+  at::Tensor o_part, lse_part;
+  if (!direct) {
+    o_part = at::empty({S, B, Mq, Hkv, R, Kvp}, f32);
+    lse_part = varlen ? at::full({S, B, Hkv, R, Mq}, -std::numeric_limits<float>::infinity(), f32)
+                      : at::empty({S, B, Hkv, R, Mq}, f32);
+  }
 
   FmhaDecodeParams p{};
   p.q = q.data_ptr(), p.k = k.data_ptr(), p.v = v.data_ptr();
   p.q_sb = fmha_stride(q, 0), p.q_sm = fmha_stride(q, 1), p.q_sg = fmha_stride(q, 2), p.q_sh = fmha_stride(q, 3);
   p.k_sb = fmha_stride(k, 0), p.k_sm = fmha_stride(k, 1), p.k_sg = fmha_stride(k, 2);
   p.v_sb = fmha_stride(v, 0), p.v_sm = fmha_stride(v, 1), p.v_sg = fmha_stride(v, 2);
-  p.o_part = o_part.data_ptr<float>(), p.lse_part = lse_part.data_ptr<float>();
+  if (direct) {
+    p.lse_part = lse.data_ptr<float>();
+    p.o_kind = out.scalar_type() == at::kBFloat16 ? 2 : out.scalar_type() == at::kHalf ? 1 : 0;
+    if (p.o_kind == 0)
+      p.o_part = out.data_ptr<float>();
+    else
+      p.o_out = out.data_ptr();
+  } else {
+    p.o_part = o_part.data_ptr<float>(), p.lse_part = lse_part.data_ptr<float>();
+  }
   p.B = int(B), p.Mq = int(Mq), p.Mkv = int(Mkv), p.Hkv = int(Hkv), p.R = int(R);
   p.K = int(q.size(4)), p.Kv = int(Kvp);
   at::Tensor sq, sk, lk, bt;  // keep the descriptor tensors alive until the launch is queued
@@ -125,6 +141,10 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
   p.tile_cfg = tile_cfg;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   C10_CUDA_CHECK(fmha_decode_splits(p, stream));
+  if (direct) {
+    if (Kvp != Kv) out = out.narrow(4, 0, Kv).contiguous();
+    return {out, lse};
+  }
 
   // The splits' merge, [S, B, Mq, G = Hkv, H = R, Kvp] -> out, lse (all contiguous).
   MergeFwdParams m;

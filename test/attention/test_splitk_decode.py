@@ -311,3 +311,19 @@ def test_cuda_graph_capture():
     graph.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(out, expect, atol=0, rtol=0)
+
+
+def test_get_split_k():
+    # The heuristic of num_splits=0 (fmha_decode_plan.cpp): one split once the (sequence, K/V head)
+    # pairs fill the SMs, else as many as fit one wave, bounded by the keys.
+    num_splits = torch.ops.mslk.fmha_decode_num_splits
+    assert num_splits(10, 100000, 128, 132, 0) == 13  # 132 SMs / 10 pairs, one CTA an SM
+    assert num_splits(10, 100000, 128, 132, 2) == 26  # two CTAs an SM
+    assert num_splits(10, 1024, 128, 132, 0) == 4  # at least 256 keys a split at d128
+    assert num_splits(132, 1 << 20, 128, 132, 0) == 1
+    assert num_splits(1, 1 << 30, 128, 132, 0) == 128  # the cap
+    with pytest.raises(ValueError, match="sms"):
+        num_splits(1, 1, 128, 0)
+    assert triton_splitk.FwOp.get_split_k(64, 8, 4, 2048, 1, 0) == 1  # 512 pairs
+    many = triton_splitk.FwOp.get_split_k(1, 8, 4, 131072, 1, 256, is_paged=True)
+    assert many > 1 and many == triton_splitk.FwOp_S8.get_split_k(1, 8, 4, 131072, 1, 256, True)

@@ -24,6 +24,11 @@ struct FmhaDecodeParams {
   //   where the split holds no allowed key). Rows outside every query block are not written.
   float* o_part;
   float* lse_part;
+  // One split (num_splits == 1) without varlen: the kernel writes the final output itself, O in
+  // o_kind (0 float32 into o_part, 1 float16 / 2 bfloat16 into o_out) and the LSE into lse_part,
+  // and no merge pass runs. o_kind is 0 whenever o_out is null.
+  void* o_out;
+  int o_kind;
   int B, Mq, Mkv, Hkv, R;
   int K, Kv;  // multiples of 8, <= 256
   // Sequences, as FmhaFwdParams: seqstart_q != null is varlen (B == 1).
@@ -42,17 +47,9 @@ struct FmhaDecodeParams {
   int64_t window_left, window_right;
   float scale;
   int is_bf16;
-  int num_splits;  // S >= 1 (fmha_decode_num_splits when the caller asks for the heuristic)
-  int tile_cfg;    // row of the kernel's DecodeCfg table (fmha_decode_tile_cfg unless forced)
+  int num_splits;  // S >= 1 (fmha_decode_plan.h's heuristic when the caller asks for it)
+  int tile_cfg;    // row of the kernel's DecodeCfg table (fmha_decode_plan.h unless forced)
 };
-
-// Split count of the heuristic (kSplitTable in fmha_decode.cu): enough CTAs for `sms` SMs without
-// splits shorter than a few key tiles. pairs = sequences x K/V heads x row chunks; tile_cfg the
-// kernel's tile row (how many CTAs share an SM).
-int fmha_decode_num_splits(int64_t pairs, int64_t keys, int head_dim, int sms, int tile_cfg);
-
-// The DecodeCfg row for a padded head dim (kTileTable in fmha_decode.cu).
-int fmha_decode_tile_cfg(int head_dim);
 
 // Launches the split kernel on `stream` (the caller merges the splits); cudaErrorInvalidValue for
 // a shape it does not take (K or Kv > 256 or not a multiple of 8).

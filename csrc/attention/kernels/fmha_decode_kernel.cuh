@@ -324,7 +324,14 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
     }
     const int x = r0 + row, i = x / p.R, h = x % p.R;
     const int64_t head_row = ((int64_t(sb.bq) * p.Mq + sb.q0 + i) * p.Hkv + kvh) * p.R + h;  // of [B, Mq, Hkv, R]
-    p.o_part[(int64_t(split) * rows_total + head_row) * p.Kv + col] = den > 0.f ? acc / den : 0.f;
+    const float val = den > 0.f ? acc / den : 0.f;
+    const int64_t oi = (int64_t(split) * rows_total + head_row) * p.Kv + col;
+    if (p.o_kind == 2)
+      static_cast<__nv_bfloat16*>(p.o_out)[oi] = __float2bfloat16_rn(val);
+    else if (p.o_kind == 1)
+      static_cast<__half*>(p.o_out)[oi] = __float2half_rn(val);
+    else
+      p.o_part[oi] = val;
     if (col == 0) {
       const int64_t l_row = ((int64_t(sb.bq) * p.Hkv + kvh) * p.R + h) * p.Mq + sb.q0 + i;  // of [B, Hkv, R, Mq]
       p.lse_part[int64_t(split) * rows_total + l_row] = den > 0.f ? (mx + log2f(den)) * kLn2 : -INFINITY;

@@ -213,12 +213,21 @@ def capability_mismatch(index: Optional[int], lowest: Tuple[int, int], highest: 
     return ""
 
 
+_REGISTERED: Set[Tuple[str, str]] = set()  # kernels seen registered (a registration is never undone)
+
+
 @torch.compiler.assume_constant_result  # a registry lookup: torch.compile folds it instead of breaking the graph
 def _kernel_registered(op_name: str, key: str) -> bool:
+    # Every eager call of an operator class asks (is_available); the dispatcher lookup costs ~10 us.
+    if (op_name, key) in _REGISTERED:
+        return True
     try:
-        return torch._C._dispatch_has_kernel_for_dispatch_key(op_name, key)
+        found = torch._C._dispatch_has_kernel_for_dispatch_key(op_name, key)
     except RuntimeError:
         return False
+    if found:
+        _REGISTERED.add((op_name, key))
+    return found
 
 
 class AttentionOpBase:

@@ -80,6 +80,15 @@ class FwOp(_b.HeadDims, AttentionFwOpBase):
         return out, Context(lse=lse, out=out)
 
     @classmethod
+    def get_split_k(cls, B: int, G: int, H: int, Mk: int, Mq: int, page_size: int, is_paged: bool = False) -> int:
+        """The split count the kernel's heuristic picks (num_splits=0) for B sequences, G K/V heads of
+        H query heads each, Mq queries and Mk keys per sequence (paged or not: the same keys), head
+        dim 128, on the current CUDA device (an H200's 132 SMs when there is none)."""
+        sms = torch.cuda.get_device_properties().multi_processor_count if torch.cuda.is_available() else 132
+        pairs = B * G * -(-(H * Mq) // 16)
+        return int(torch.ops.mslk.fmha_decode_num_splits(pairs, Mk, 128, sms))
+
+    @classmethod
     def get_operator(cls, splitk: int, *, block_m=None, block_n=None, num_warps=None, num_stages=None,
                      split_k_early_exit=None) -> type:
         """The class fixed to `splitk` splits (the tile arguments are the kernel's own: ignored)."""

@@ -90,6 +90,25 @@ CHARTS = {
         bars={"mslk": "mslk us", "torch._scaled_mm blockwise": "cuBLAS us"},
         floor=("floor (N*K bytes at copy BW)", lambda n: n["weight-read floor us"]),
         log=True),
+    "int_gemm": dict(
+        label=lambda r: f"M{r['M']} N{r['N']} K{r['K']}",
+        unit="us",
+        bars={"mslk i8i8bf16": "mslk us", "torch._int_mm + scale": "torch us"},
+        floor=None,
+        log=True),
+    "int_gemm_bf16x9": dict(
+        label=lambda r: f"M{r['M']} N{r['N']} K{r['K']}",
+        unit="us",
+        bars={"mslk bf16x9_gemm": "mslk us", "torch.mm FP32": "torch us"},
+        floor=None,
+        log=True),
+    "int4_gemm": dict(
+        label=lambda r: f"M{r['M']} N{r['N']} K{r['K']}",
+        unit="us",
+        bars={"mslk bf16i4bf16_rowwise": "mslk us", "mslk f8i4bf16_rowwise": "mslk f8i4 us",
+              "tinygemm": "tinygemm us", "bf16 torch.mm": "bf16 mm us"},
+        floor=("floor (weight bytes at copy BW)", lambda n: n["weight floor us"]),
+        log=True),
 }
 
 

@@ -124,6 +124,13 @@ CASES = [
     (mslk.i8i8bf16_dynamic, dict(XQ=r(4, 32).clamp(-3, 3).to(torch.int8), WQ=r(8, 32).clamp(-3, 3).to(torch.int8),
                                  scale=torch.tensor([0.5])), {}),
     (mslk.bf16x9_gemm, dict(A=r(4, 16, dtype=F32), B=r(8, 16, dtype=F32)), {}),
+    # INT4-weight GEMMs: W [N, K/2] packed int8, group scales / zeros [K/group, N]
+    (mslk.bf16i4bf16_rowwise, dict(X=r(4, 256), W=r(8, 128).clamp(-3, 3).to(torch.int8),
+                                   w_scale_group=r(2, 8), w_zero_group=r(2, 8)), {}),
+    (mslk.bf16i4bf16_rowwise_batched, dict(X=r(2, 4, 256), WQ=r(2, 8, 128).clamp(-3, 3).to(torch.int8),
+                                           w_scale=r(2, 2, 8), w_zp=r(2, 2, 8)), {}),
+    (mslk.f8i4bf16_rowwise, dict(XQ=r(4, 256, dtype=F8), WQ=r(8, 128).clamp(-3, 3).to(torch.int8),
+                                 x_scale=r(4, dtype=F32), w_scale=r(2, 8), w_zp=r(2, 8)), {}),
     # MoE
     (mslk.index_shuffling, dict(routing_scores=r(8, 16, dtype=F32), valid_token_count=i32(6)), {}),
     (mslk.gather_scale_dense_tokens, dict(x=r(4, 16), token_indices=i32(0, 1, 2, 3), expert_indices=i32(0, 1, 0, 1),

@@ -6,7 +6,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
-#include "common/device_attrs.h"
+#include "common/require_sm90.h"
 #include "gemm/bf16x9.h"
 #include "gemm/kernels/bf16x9.h"
 #include "gemm/kernels/config_table.h"
@@ -23,11 +23,7 @@ Tensor split(const Tensor& x, int64_t kp, bool b_side, cudaStream_t stream) {
 }
 
 void cuda_run(const Tensor& A, const Tensor& B, const Tensor& out) {
-  int dev = 0;
-  mslk::cuda::DeviceAttrs attrs;
-  C10_CUDA_CHECK(mslk::cuda::current_device_attrs(&dev, &attrs));
-  TORCH_CHECK(attrs.cc_major == 9, "bf16x9_gemm: the CUDA kernel is built for Hopper (sm_90a); this device is sm_",
-              attrs.cc_major, attrs.cc_minor, ". Run it on the CPU reference or on an H100/H200");
+  mslk::cuda::require_sm90("bf16x9_gemm");
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   const int64_t M = A.size(0), N = B.size(0), K = A.size(1), kp = (K + 7) / 8 * 8;
   const Tensor a = split(A, kp, false, stream);

@@ -11,7 +11,7 @@
 #include <torch/library.h>
 
 #include "common/checks.h"
-#include "common/device_attrs.h"
+#include "common/require_sm90.h"
 #include "gemm/fp8_blockwise.h"
 #include "gemm/kernels/config_table.h"
 #include "gemm/kernels/fp8_blockwise.h"
@@ -31,11 +31,7 @@ Tensor sample(const Tensor& g, int64_t n, int64_t block, int64_t cols, int64_t b
 
 void cuda_run(const BlockwiseCall& c) {
   const int64_t M = c.A.size(0), K = c.A.size(1), N = c.B.size(0), kb = cdiv(K, 128), nb = cdiv(N, 128);
-  int dev = 0;
-  mslk::cuda::DeviceAttrs attrs;
-  C10_CUDA_CHECK(mslk::cuda::current_device_attrs(&dev, &attrs));
-  TORCH_CHECK(attrs.cc_major == 9, c.op, ": the CUDA kernel is built for Hopper (sm_90a); this device is sm_",
-              attrs.cc_major, attrs.cc_minor, ". Run it on the CPU reference or on an H100/H200");
+  mslk::cuda::require_sm90(c.op);
   TORCH_CHECK_VALUE(c.block_n % 128 == 0 && c.block_k % 128 == 0, c.op,
                     ": on CUDA the weight scale blocks must be multiples of 128 along N and K (the kernel applies "
                     "scales per 128 x 128 block), got block_n=",

@@ -9,7 +9,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
-#include "common/device_attrs.h"
+#include "common/require_sm90.h"
 #include "gemm/int4_gemm.h"
 #include "gemm/kernels/config_table.h"
 #include "gemm/kernels/int4_gemm.h"
@@ -31,11 +31,7 @@ void check(cudaError_t e, const Int4Call& c, const char* what) {
 }
 
 void cuda_run(const Int4Call& c) {
-  int dev = 0;
-  mslk::cuda::DeviceAttrs attrs;
-  C10_CUDA_CHECK(mslk::cuda::current_device_attrs(&dev, &attrs));
-  TORCH_CHECK(attrs.cc_major == 9, c.op, ": the CUDA kernels are built for Hopper (sm_90a); this device is sm_",
-              attrs.cc_major, attrs.cc_minor, ". Run it on the CPU reference or on an H100/H200");
+  const mslk::cuda::DeviceAttrs attrs = mslk::cuda::require_sm90(c.op);
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   const int64_t B = c.X.size(0), M = c.X.size(1), K = c.X.size(2), N = c.W.size(1), G = c.scale.size(1);
   const bool fp8 = c.X.scalar_type() == at::kFloat8_e4m3fn;

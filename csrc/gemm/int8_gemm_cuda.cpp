@@ -8,7 +8,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
-#include "common/device_attrs.h"
+#include "common/require_sm90.h"
 #include "gemm/int8_gemm.h"
 #include "gemm/kernels/config_table.h"
 #include "gemm/kernels/int8_gemm.h"
@@ -26,11 +26,7 @@ Tensor tma_ready(const Tensor& t) {
 }
 
 void cuda_run(const Int8Call& c) {
-  int dev = 0;
-  mslk::cuda::DeviceAttrs attrs;
-  C10_CUDA_CHECK(mslk::cuda::current_device_attrs(&dev, &attrs));
-  TORCH_CHECK(attrs.cc_major == 9, c.op, ": the CUDA kernel is built for Hopper (sm_90a); this device is sm_",
-              attrs.cc_major, attrs.cc_minor, ". Run it on the CPU reference or on an H100/H200");
+  mslk::cuda::require_sm90(c.op);
   const Tensor x = tma_ready(c.XQ), w = tma_ready(c.WQ);
   const int64_t M = x.size(0), N = w.size(0), K = x.size(1);
   // Swap AB at decode-sized M: the kernel writes out^T into a [N, M rounded up to 8] buffer.

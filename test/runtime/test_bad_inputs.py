@@ -131,6 +131,12 @@ CASES = [
                                            w_scale=r(2, 2, 8), w_zp=r(2, 2, 8)), {}),
     (mslk.f8i4bf16_rowwise, dict(XQ=r(4, 256, dtype=F8), WQ=r(8, 128).clamp(-3, 3).to(torch.int8),
                                  x_scale=r(4, dtype=F32), w_scale=r(2, 8), w_zp=r(2, 8)), {}),
+    (mslk.preshuffle_i4, dict(WQ=r(8, 128).clamp(-3, 3).to(torch.int8), w_scale=r(2, 8)), {"WQ": ANY_RANK}),
+    (mslk.bf16i4bf16_shuffled, dict(X=r(4, 256), W=r(8, 128).clamp(-3, 3).to(torch.int8),
+                                    w_scale_group=r(2, 8), w_zero_group=r(2, 8)), {}),
+    (mslk.f8i4bf16_shuffled, dict(XQ=r(4, 256, dtype=F8), WQ=r(8, 128).clamp(-3, 3).to(torch.int8),
+                                  x_scale=r(4, dtype=F32), w_scale=r(8, dtype=F32),
+                                  w_scale_group=r(2, 8, 8, dtype=F8)), {}),
     # MoE
     (mslk.index_shuffling, dict(routing_scores=r(8, 16, dtype=F32), valid_token_count=i32(6)), {}),
     (mslk.gather_scale_dense_tokens, dict(x=r(4, 16), token_indices=i32(0, 1, 2, 3), expert_indices=i32(0, 1, 0, 1),

@@ -110,6 +110,7 @@ CHARTS = {
         floor=("floor (weight bytes at copy BW)", lambda n: n["weight floor us"]),
         log=True),
 }
+CHARTS["fp8_blockwise_small_m"] = CHARTS["fp8_blockwise"]  # the same bench at M 1 and 16 (--ms 1,16)
 
 
 def number(cell):

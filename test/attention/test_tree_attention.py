@@ -1,0 +1,264 @@
+"""Tree (speculative) attention: the tree builders and their two depth conventions, TreeAttnMetadata's
+tables against trees built by hand, and tree_attention against plain float64 attention of each
+sequence's tree tokens over [its cache keys, the tree tokens] under the expanded dense mask (padded and
+paged caches, BMHK and BMGHK / GQA, several trees and batch sizes). CUDA cases (needs_cuda) run the
+split-K prefix kernel."""
+
+import math
+
+import pytest
+import torch
+
+from mslk.attention.fmha import attn_bias as ab
+from mslk.attention.fmha import triton_splitk
+from mslk.attention.fmha.common import _kernel_registered
+from mslk.attention.fmha.tree_attention import (
+    SplitKAutotune, TreeAttnMetadata, construct_full_tree_choices, construct_tree_choices, get_full_tree_size,
+    select_prefix_op, tree_attention, use_triton_splitk_for_prefix,
+)
+
+HAS_REF = hasattr(torch.ops.mslk, "fmha_reference_fwd")
+HAS_CUDA_KERNEL = (hasattr(torch.ops.mslk, "fmha_decode_splitk") and torch.cuda.is_available()
+                   and _kernel_registered("mslk::fmha_decode_splitk", "CUDA"))
+needs_cuda = pytest.mark.skipif(not HAS_CUDA_KERNEL, reason="needs a GPU and a CUDA build of mslk")
+needs_ref = pytest.mark.skipif(not HAS_REF, reason="native library not loaded")
+
+# A Medusa-like irregular tree (listed out of order on purpose).
+IRREGULAR = [(0, 0), (0,), (1,), (2,), (0, 1), (1, 0), (0, 0, 0), (0, 1, 0), (0, 0, 1)]
+TREES = [[], [(0,)], construct_full_tree_choices(2, 2), construct_tree_choices([3, 2]), IRREGULAR]
+
+
+# ---- builders ---------------------------------------------------------------------------------------
+
+def test_full_tree_choices_and_size_conventions():
+    assert construct_full_tree_choices(2, 2) == [(0,), (1,), (0, 0), (0, 1), (1, 0), (1, 1)]
+    assert construct_full_tree_choices(0, 3) == []
+    assert [get_full_tree_size(d, 2) for d in range(5)] == [0, 1, 3, 7, 15]
+    for depth in range(4):
+        for b in (1, 2, 3):
+            # construct_full_tree_choices counts levels below the root; get_full_tree_size counts the root too.
+            assert len(construct_full_tree_choices(depth, b)) + 1 == get_full_tree_size(depth + 1, b)
+
+
+def test_construct_tree_choices():
+    got = construct_tree_choices([3, 2])
+    assert got[:3] == [(0,), (1,), (2,)]
+    assert got[3:] == [(i, j) for i in range(3) for j in range(2)]
+    assert construct_tree_choices([]) == []
+    assert construct_tree_choices([2, 2]) == construct_full_tree_choices(2, 2)
+    with pytest.raises(ValueError):
+        construct_tree_choices([2, 0])
+    with pytest.raises(TypeError):
+        construct_full_tree_choices(2.0, 2)
+
+
+# ---- metadata ---------------------------------------------------------------------------------------
+
+def _paths(choices):
+    return [()] + sorted((tuple(c) for c in choices), key=lambda p: (len(p), p))
+
+
+@pytest.mark.parametrize("choices", TREES, ids=lambda c: f"T{len(c) + 1}")
+def test_metadata_tables(choices):
+    meta = TreeAttnMetadata.from_tree_choices(choices)
+    paths = _paths(choices)
+    T = len(paths)
+    assert meta.tree_size == T and meta.attention_bias.shape == (T, T)
+    for i, pi in enumerate(paths):
+        for j, pj in enumerate(paths):
+            ancestor = pi[:len(pj)] == pj
+            assert (meta.attention_bias[i, j].item() == 0.0) == ancestor
+            assert ancestor or meta.attention_bias[i, j].item() == -math.inf
+        assert meta.position_ids[i].item() == len(pi)
+        parent = meta.parent_node_indices[i].item()
+        assert parent == (-1 if i == 0 else paths.index(pi[:-1]))
+        kids = [j for j, pj in enumerate(paths) if len(pj) == len(pi) + 1 and pj[:-1] == pi]
+        assert [c for c in meta.child_node_indices[i].tolist() if c >= 0] == kids
+        assert meta.num_children_per_node[i] == len(kids)
+        assert meta.subtree_sizes[i] == sum(1 for pj in paths if pj[:len(pi)] == pi)
+        assert meta.candidate_idx[i].item() == (pi[-1] if pi else 0)
+    depth = max(len(p) for p in paths)
+    assert meta.num_nodes_per_level == [sum(1 for p in paths if len(p) == d) for d in range(depth + 1)]
+    leaves = [i for i in range(T) if meta.num_children_per_node[i] == 0]
+    assert meta.retrieval_indices.shape == (len(leaves), depth + 1)
+    for row, leaf, n in zip(meta.retrieval_indices.tolist(), leaves, meta.path_lengths):
+        want = [paths.index(paths[leaf][:d]) for d in range(len(paths[leaf]) + 1)]
+        assert row[:n] == want and all(x == -1 for x in row[n:])
+
+
+def test_metadata_tree_indices():
+    meta = TreeAttnMetadata.from_tree_choices(IRREGULAR)
+    # level 1 has ranks 0..2 (3 candidates, flattened 1..3), level 2 ranks 0..1 (4..5), level 3 rank 0..1 (6..7)
+    want = {(): 0, (0,): 1, (1,): 2, (2,): 3, (0, 0): 4, (0, 1): 5, (1, 0): 4, (0, 0, 0): 6, (0, 0, 1): 7,
+            (0, 1, 0): 6}
+    assert meta.tree_indices.tolist() == [want[p] for p in _paths(IRREGULAR)]
+
+
+def test_metadata_dtype_device_cache_and_errors():
+    meta = TreeAttnMetadata.from_tree_choices([(0,), (1,)], dtype=torch.float16, device="cpu")
+    assert meta.attention_bias.dtype == torch.float16
+    a = TreeAttnMetadata.from_tree_choices_cached(((0,), (1,)), dtype=torch.float32)
+    assert TreeAttnMetadata.from_tree_choices_cached(((0,), (1,)), dtype=torch.float32) is a
+    for bad in ([(0, 0)], [(0,), (0,)], [()], [(-1,)]):
+        with pytest.raises(ValueError):
+            TreeAttnMetadata.from_tree_choices(bad)
+
+
+# ---- operator choice --------------------------------------------------------------------------------
+
+def test_prefix_op_selection():
+    assert issubclass(SplitKAutotune, triton_splitk.FwOp)
+    assert use_triton_splitk_for_prefix(64, 8, 8)
+    assert not use_triton_splitk_for_prefix(64, 8, 64)
+    bias = ab.BlockDiagonalPaddedKeysMask.from_seqlens([4, 4], 16, [5, 7])
+    assert select_prefix_op(2, 1, 4, False, bias, torch.bfloat16) is triton_splitk.FwOp
+    assert select_prefix_op(2, 1, 4, True, bias, torch.bfloat16) is SplitKAutotune
+    assert select_prefix_op(64, 8, 64, False, bias, torch.bfloat16) is None
+    assert select_prefix_op(2, 1, 4, False, torch.zeros(8, 32), torch.bfloat16) is None
+    assert select_prefix_op(64, 8, 64, False, bias, torch.int32) is triton_splitk.FwOp
+
+
+# ---- tree_attention ---------------------------------------------------------------------------------
+
+def _inputs(B, T, G, H, D, lens, P, dtype, device, gen, grouped):
+    """q / spec K,V [B, T, G, H, D] (K/V expanded over H when grouped), cache [1, B * P, G, H, D]."""
+    def r(*shape):
+        return torch.randn(shape, generator=gen, dtype=torch.float32).to(device=device, dtype=dtype)
+
+    q = r(B, T, G, H, D)
+    hk = 1 if grouped else H
+    sk, sv = r(B, T, G, hk, D).expand(B, T, G, H, D), r(B, T, G, hk, D).expand(B, T, G, H, D)
+    ck, cv = r(1, B * P, G, hk, D).expand(1, B * P, G, H, D), r(1, B * P, G, hk, D).expand(1, B * P, G, H, D)
+    return q, sk, sv, ck, cv
+
+
+def _expected(q, sk, sv, ck, cv, lens, P, tree_bias):
+    """float64 attention per sequence b over [cache lane b, tree tokens] under [0 | tree mask]."""
+    B, T = q.shape[:2]
+    outs = []
+    for b in range(B):
+        keys = torch.cat([ck[0, b * P:b * P + lens[b]], sk[b]]).double()
+        vals = torch.cat([cv[0, b * P:b * P + lens[b]], sv[b]]).double()
+        mask = torch.cat([torch.zeros(T, lens[b], dtype=torch.float64), tree_bias.double().cpu()], dim=1)
+        s = torch.einsum("mghd,nghd->ghmn", q[b].double(), keys) * q.shape[-1] ** -0.5 + mask
+        outs.append(torch.einsum("ghmn,nghd->mghd", torch.softmax(s, dim=-1), vals))
+    return torch.stack(outs)
+
+
+TOL = {torch.float64: 1e-10, torch.float32: 2e-5, torch.bfloat16: 2e-2, torch.float16: 3e-3}
+
+
+@needs_ref
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("choices", TREES, ids=lambda c: f"T{len(c) + 1}")
+@pytest.mark.parametrize("B,G,H,grouped", [(1, 1, 1, False), (3, 2, 4, True), (2, 1, 3, False)])
+def test_tree_attention_matches_dense(dtype, choices, B, G, H, grouped):
+    gen = torch.Generator().manual_seed(len(choices) * 7 + B)
+    meta = TreeAttnMetadata.from_tree_choices(choices)
+    T, P, D = meta.tree_size, 24, 16
+    lens = [(5 + 7 * b) % (P + 1) for b in range(B)]
+    q, sk, sv, ck, cv = _inputs(B, T, G, H, D, lens, P, dtype, "cpu", gen, grouped)
+    bias = ab.BlockDiagonalPaddedKeysMask.from_seqlens([T] * B, P, lens)
+    want = _expected(q, sk, sv, ck, cv, lens, P, meta.attention_bias)
+    got = tree_attention(q, sk, sv, ck, cv, meta.attention_bias, bias)
+    assert got.dtype == dtype and got.shape == q.shape
+    torch.testing.assert_close(got.double(), want, atol=TOL[dtype], rtol=TOL[dtype])
+    # BMHK: the same problem with one head group, and the metadata object as spec_attn_bias.
+    if G == 1:
+        got4 = tree_attention(q[:, :, 0], sk[:, :, 0], sv[:, :, 0], ck[:, :, 0], cv[:, :, 0], meta, bias)
+        torch.testing.assert_close(got4.double(), want[:, :, 0], atol=TOL[dtype], rtol=TOL[dtype])
+
+
+@needs_ref
+def test_tree_attention_paged_prefix_equals_padded():
+    gen = torch.Generator().manual_seed(3)
+    meta = TreeAttnMetadata.from_tree_choices(IRREGULAR)
+    B, T, P, page = 3, meta.tree_size, 32, 8
+    lens = [32, 9, 17]
+    q, sk, sv, ck, cv = _inputs(B, T, 2, 2, 16, lens, P, torch.float32, "cpu", gen, True)
+    padded = ab.BlockDiagonalPaddedKeysMask.from_seqlens([T] * B, P, lens)
+    want = tree_attention(q, sk, sv, ck, cv, meta.attention_bias, padded)
+    # Physical pages in a shuffled order: page j of sequence b lives at physical page perm[b * 4 + j].
+    perm = torch.randperm(B * P // page, generator=gen)
+    tables = perm.reshape(B, P // page).to(torch.int32)
+    pk, pv = torch.empty_like(ck.contiguous()), torch.empty_like(cv.contiguous())
+    for b in range(B):
+        for j in range(P // page):
+            src, dst = slice(b * P + j * page, b * P + (j + 1) * page), slice(int(tables[b, j]) * page,
+                                                                             (int(tables[b, j]) + 1) * page)
+            pk[:, dst], pv[:, dst] = ck[:, src], cv[:, src]
+    paged = ab.PagedBlockDiagonalPaddedKeysMask.from_seqlens([T] * B, lens, tables, page)
+    got = tree_attention(q, sk, sv, pk, pv, meta.attention_bias, paged)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@needs_ref
+def test_tree_attention_batched_cache_without_prefix_bias():
+    gen = torch.Generator().manual_seed(5)
+    meta = TreeAttnMetadata.from_tree_choices(construct_full_tree_choices(2, 2))
+    B, T, L = 2, meta.tree_size, 11
+    q, sk, sv, ck, cv = _inputs(B, T, 1, 2, 8, [L] * B, L, torch.float64, "cpu", gen, False)
+    bk, bv = ck.reshape(B, L, 1, 2, 8), cv.reshape(B, L, 1, 2, 8)
+    got = tree_attention(q, sk, sv, bk, bv, meta.attention_bias, None)
+    torch.testing.assert_close(got, _expected(q, sk, sv, ck, cv, [L] * B, L, meta.attention_bias))
+
+
+def test_tree_attention_argument_errors():
+    meta = TreeAttnMetadata.from_tree_choices([(0,)])
+    q = torch.zeros(1, 2, 1, 8)
+    ck = torch.zeros(1, 4, 1, 8)
+    bias = ab.BlockDiagonalPaddedKeysMask.from_seqlens([2], 4, [3])
+    with pytest.raises(NotImplementedError, match="quantized_kv_scales"):
+        tree_attention(q, q, q, ck, ck, meta, bias, quantized_kv_scales=(torch.ones(1), torch.ones(1)))
+    with pytest.raises(NotImplementedError, match="q_fp8"):
+        tree_attention(q, q, q, ck, ck, meta, bias, q_fp8=q.to(torch.float8_e4m3fn))
+    with pytest.raises(NotImplementedError, match="cache_k"):
+        tree_attention(q, q, q, ck.to(torch.int32), ck, meta, bias)
+    with pytest.raises(ValueError, match="query blocks"):
+        tree_attention(q, q, q, ck, ck, meta, ab.BlockDiagonalPaddedKeysMask.from_seqlens([1, 1], 2, [1, 1]))
+    with pytest.raises(ValueError, match="spec_attn_bias"):
+        tree_attention(q, q, q, ck, ck, torch.zeros(3, 3), bias)
+
+
+# ---- CUDA -------------------------------------------------------------------------------------------
+
+@needs_cuda
+@pytest.mark.parametrize("autotune", [False, True])
+@pytest.mark.parametrize("paged", [False, True])
+@pytest.mark.parametrize("choices", [construct_full_tree_choices(2, 2), IRREGULAR, construct_tree_choices([4, 3])],
+                         ids=lambda c: f"T{len(c) + 1}")
+def test_tree_attention_cuda(choices, paged, autotune):
+    gen = torch.Generator().manual_seed(11)
+    meta = TreeAttnMetadata.from_tree_choices(choices, device="cuda")
+    B, T, G, H, D, P, page = 4, meta.tree_size, 2, 4, 128, 4096, 256
+    lens = [4096, 1500, 3000, 2049]
+    q, sk, sv, ck, cv = _inputs(B, T, G, H, D, lens, P, torch.bfloat16, "cuda", gen, True)
+    want = _expected(q.cpu(), sk.cpu(), sv.cpu(), ck.cpu(), cv.cpu(), lens, P, meta.attention_bias.cpu())
+    if paged:
+        tables = torch.arange(B * P // page, dtype=torch.int32, device="cuda").flip(0).reshape(B, P // page)
+        pk, pv = ck.contiguous().clone(), cv.contiguous().clone()
+        for b in range(B):
+            for j in range(P // page):
+                dst = slice(int(tables[b, j]) * page, (int(tables[b, j]) + 1) * page)
+                pk[:, dst], pv[:, dst] = ck[:, b * P + j * page:b * P + (j + 1) * page], \
+                    cv[:, b * P + j * page:b * P + (j + 1) * page]
+        bias = ab.PagedBlockDiagonalPaddedKeysMask.from_seqlens([T] * B, lens, tables, page, device="cuda")
+        got = tree_attention(q, sk, sv, pk, pv, meta, bias, autotune=autotune)
+    else:
+        bias = ab.BlockDiagonalPaddedKeysMask.from_seqlens([T] * B, P, lens, device="cuda")
+        got = tree_attention(q, sk, sv, ck, cv, meta, bias, autotune=autotune)
+    torch.testing.assert_close(got.double().cpu(), want, atol=2e-2, rtol=2e-2)
+
+
+@needs_cuda
+def test_tree_attention_cuda_prefix_op_pinned():
+    gen = torch.Generator().manual_seed(12)
+    meta = TreeAttnMetadata.from_tree_choices(construct_full_tree_choices(3, 2), device="cuda")
+    B, T, P = 2, meta.tree_size, 2048
+    lens = [2048, 777]
+    q, sk, sv, ck, cv = _inputs(B, T, 1, 8, 128, lens, P, torch.float16, "cuda", gen, True)
+    bias = ab.BlockDiagonalPaddedKeysMask.from_seqlens([T] * B, P, lens, device="cuda")
+    want = _expected(q.cpu(), sk.cpu(), sv.cpu(), ck.cpu(), cv.cpu(), lens, P, meta.attention_bias.cpu())
+    for op in (triton_splitk.FwOp, triton_splitk.FwOp_S4, SplitKAutotune):
+        got = tree_attention(q, sk, sv, ck, cv, meta, bias, prefix_op=op)
+        torch.testing.assert_close(got.double().cpu(), want, atol=3e-3, rtol=3e-3)

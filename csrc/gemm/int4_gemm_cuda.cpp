@@ -1,18 +1,22 @@
 // CUDA backend of the INT4-weight GEMM ops (kernels/int4_gemm.h): at decode-sized M (int4_use_decode) a
 // decode kernel (one pass over the packed weight, split along K, a float32 workspace for the
 // splits); above, the weight dequantized to a BF16 temporary (and FP8 activations to BF16 with
-// their row scale), then one BF16 CUTLASS GEMM. Operands whose rows or bases are not 16-byte
-// aligned are copied contiguous first; an output the GEMM cannot store into (N % 8) gets a padded
-// temporary. Batches run one after another.
+// their row scale), then cuBLAS's BF16 GEMM: at M = 4096 the dequantization costs about 5% of the
+// product, and cuBLAS's GEMM measured faster than our one-tile CUTLASS GEMM on these shapes
+// (docs/design/int4_gemm.md). Operands whose rows or bases are not 16-byte aligned are copied
+// contiguous first. Batches run one after another.
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mm.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include "common/checks.h"
 #include "common/require_sm90.h"
 #include "gemm/int4_gemm.h"
 #include "gemm/kernels/config_table.h"
 #include "gemm/kernels/int4_gemm.h"
+#include "mslk/utils/env.h"
 
 namespace mslk::gemm {
 namespace {
@@ -26,8 +30,16 @@ Tensor aligned_rows(const Tensor& t) {
 
 void check(cudaError_t e, const Int4Call& c, const char* what) {
   TORCH_CHECK(e != cudaErrorNotSupported, c.op, ": the CUDA ", what, " cannot take this problem (M=", c.X.size(1),
-              ", N=", c.W.size(1), ", K=", c.X.size(2), "); this build may lack CUTLASS");
+              ", N=", c.W.size(1), ", K=", c.X.size(2), ")");
   C10_CUDA_CHECK(e);
+}
+
+Int4DecodeTuning env_tuning() {
+  Int4DecodeTuning t;
+  t.kernel = static_cast<Int4DecodeKernel>(
+      read_env([] { return env::choice(env::Var::kInt4Decode, {"auto", "mma", "fp32"}, 0); }));
+  t.splits = static_cast<int>(read_env([] { return env::integer(env::Var::kInt4DecodeSplits, 0, 0, 4096); }));
+  return t;
 }
 
 void cuda_run(const Int4Call& c) {
@@ -35,13 +47,16 @@ void cuda_run(const Int4Call& c) {
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   const int64_t B = c.X.size(0), M = c.X.size(1), K = c.X.size(2), N = c.W.size(1), G = c.scale.size(1);
   const bool fp8 = c.X.scalar_type() == at::kFloat8_e4m3fn;
-  const bool decode = int4_use_decode(M, K, K / G);
+  const bool decode = int4_use_decode(M);
+  const Int4DecodeTuning tuning = env_tuning();
+  TORCH_CHECK(!decode || tuning.kernel != Int4DecodeKernel::kMma || int4_mma_applies(M, K, K / G), c.op,
+              ": MSLK_INT4_DECODE=mma needs K and the group size multiples of 128 (K=", K, ", group=", K / G, ")");
   const bool f8_scale = c.row_scale.defined();
   const Int4Scale scale_type = f8_scale                                 ? Int4Scale::kF8
                                : c.scale.scalar_type() == at::kFloat ? Int4Scale::kF32
                                                                      : Int4Scale::kBF16;
-  const Int4DecodePlan plan = int4_decode_plan(M, N, K, K / G, attrs.sms);
-  Tensor ws, wb, xb, pad;
+  const Int4DecodePlan plan = int4_decode_plan(M, N, K, K / G, attrs.sms, tuning);
+  Tensor ws, wb, xb;
   if (decode && plan.splits > 1) ws = at::empty({plan.splits, M, N}, c.X.options().dtype(at::kFloat));
   if (!decode) wb = at::empty({N, K}, c.X.options().dtype(at::kBFloat16));
   if (!decode && fp8) xb = at::empty({M, K}, c.X.options().dtype(at::kBFloat16));
@@ -69,17 +84,13 @@ void cuda_run(const Int4Call& c) {
       continue;
     }
     check(int4_dequant_w(p, wb.data_ptr(), stream), c, "dequantization");
-    const void* a = x.const_data_ptr();
-    int64_t lda = row_stride(x);
+    Tensor a = x;
     if (fp8) {
       check(int4_dequant_x(p, xb.data_ptr(), stream), c, "dequantization");
-      a = xb.const_data_ptr(), lda = K;
+      a = xb;
     }
-    const bool direct = N % 8 == 0 && aligned(out.data_ptr(), 16);
-    if (!direct && !pad.defined()) pad = at::empty({M, (N + 7) / 8 * 8}, c.out.options());
-    const Tensor d = direct ? out : pad;
-    check(int4_bf16_gemm(a, lda, wb.const_data_ptr(), K, d.data_ptr(), d.stride(0), M, N, K, stream), c, "GEMM");
-    if (!direct) out.copy_(pad.narrow(1, 0, N));
+    Tensor o = out;
+    at::mm_out(o, a, wb.t());
   }
 }
 

@@ -34,40 +34,42 @@ struct Int4GemmParams {
   Int4Scale scale_type;
 };
 
-// Decode path (int4_use_decode): one pass over the packed weight, split along K over `splits`
-// CTAs a row block; with splits > 1 every split writes its float32 sums to `ws` [splits, M, N]
-// and a second pass adds them in split order (deterministic) and rounds. Two kernels: the
-// tensor-core one (int4_gemm_mma.cu: 32 weight rows a warp, mma.sync over 128-weight tiles, up to
-// 32 activation rows a pass; K and the group multiples of 128; M <= kInt4MmaMaxM) and the FP32 one (int4_gemm_decode.cu: any
-// group; M <= kInt4DecodeMaxM).
+// Decode path (M <= kInt4DecodeMaxM): one pass over the packed weight for all M rows, split along
+// K over `splits` CTAs a row block; with splits > 1 every split writes its float32 sums to `ws`
+// [splits, M, N] and a second pass adds them in split order (deterministic) and rounds. Two
+// kernels: the tensor-core one (int4_gemm_mma.cu: K and the group multiples of 128) and the FP32
+// one (int4_gemm_decode.cu: any group).
 inline constexpr int64_t kInt4DecodeMaxM = 16;
-inline constexpr int64_t kInt4MmaMaxM = 64;
-// The tensor-core kernel adds up to this many K splits inside one thread-block cluster (the
-// portable cluster size), so its plan keeps to it.
-inline constexpr int kInt4MaxCluster = 8;
-bool int4_use_decode(int64_t M, int64_t K, int64_t group);
+inline constexpr int64_t kInt4MmaRowsPerCta = 32;  // the tensor-core kernel's weight rows a CTA
+inline bool int4_use_decode(int64_t M) { return M <= kInt4DecodeMaxM; }
+inline bool int4_mma_applies(int64_t M, int64_t K, int64_t group) {
+  return M <= kInt4DecodeMaxM && K % 128 == 0 && group % 128 == 0;
+}
+// Which decode kernel (the glue's MSLK_INT4_DECODE) and a forced K split (MSLK_INT4_DECODE_SPLITS,
+// 0: the plan's).
+enum class Int4DecodeKernel : int { kAuto, kMma, kFp32 };
+struct Int4DecodeTuning {
+  Int4DecodeKernel kernel = Int4DecodeKernel::kAuto;
+  int splits = 0;
+};
 struct Int4DecodePlan {
   bool mma;           // the tensor-core kernel (m_tile, rows_per_warp unused)
   int m_tile;         // FP32 kernel: activation rows a pass (1, 2, 4 or 8); M > m_tile runs passes
   int rows_per_warp;  // FP32 kernel: weight rows a warp streams at once
   int splits;         // K splits
 };
-Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int64_t group, int num_sms);
+// The plan; kMma where int4_mma_applies is false gives mma = false (the glue refuses it first).
+Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int64_t group, int num_sms,
+                                const Int4DecodeTuning& tuning);
 cudaError_t int4_decode_run(const Int4GemmParams& p, const Int4DecodePlan& plan, float* ws, cudaStream_t stream);
 // The two halves of int4_decode_run: the tensor-core kernel, and the in-order sum of the splits.
 cudaError_t int4_decode_mma(const Int4GemmParams& p, int splits, float* ws, cudaStream_t stream);
-inline constexpr int64_t kInt4MmaRowsPerCta = 128;  // the tensor-core kernel's weight rows a CTA
 cudaError_t int4_split_reduce(const Int4GemmParams& p, const float* ws, int splits, cudaStream_t stream);
 
-// GEMM path (where int4_use_decode is false): w dequantized once into wb [N, K] bf16 (fmaf in float32, one
-// rounding to bf16), float8 x into xb [M, K] bf16 with x_scale folded in (bf16(float(xq) * x_scale)),
-// then one BF16 CUTLASS GEMM.
+// GEMM path (M > kInt4DecodeMaxM): w dequantized once into wb [N, K] bf16 (fmaf in float32, one
+// rounding to bf16), float8 x into xb [M, K] bf16 with x_scale folded in (bf16(float(xq) * x_scale));
+// the glue then multiplies them with cuBLAS's BF16 GEMM.
 cudaError_t int4_dequant_w(const Int4GemmParams& p, void* wb, cudaStream_t stream);
 cudaError_t int4_dequant_x(const Int4GemmParams& p, void* xb, cudaStream_t stream);
-// d [M, N] bf16 = a [M, K] bf16 @ b [N, K]^T (row strides lda, ldb, ldd in elements).
-// cudaErrorNotSupported, having launched nothing, without CUTLASS or when TMA's rules fail (16-byte
-// aligned bases and row strides).
-cudaError_t int4_bf16_gemm(const void* a, int64_t lda, const void* b, int64_t ldb, void* d, int64_t ldd, int64_t M,
-                           int64_t N, int64_t K, cudaStream_t stream);
 
 }  // namespace mslk::gemm

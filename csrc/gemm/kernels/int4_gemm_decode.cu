@@ -270,32 +270,27 @@ int64_t pick_splits(int64_t row_ctas, int64_t units, int ctas_per_sm, int num_sm
   return (units + per - 1) / per;
 }
 
-// The tensor-core kernel (int4_gemm_mma.cu) where it applies; false: the FP32 kernel for M <= 16
-// and the GEMM path above. Off: on the H200 it failed one test_cuda_large case and measured slower
-// than the FP32 kernel at M = 1 (58 vs 31 us, 8192 x 8192) and than the GEMM path at M = 64
-// (docs/design/int4_gemm.md).
-constexpr bool kUseMmaDecode = false;
-// It aims at 8 CTAs a SM.
-constexpr int kMmaCtasPerSm = 8;
-
-bool mma_applies(int64_t M, int64_t K, int64_t group) {
-  return kUseMmaDecode && K % 128 == 0 && group % 128 == 0 && M <= kInt4MmaMaxM;
-}
+// The tensor-core kernel's CTAs a SM (its shared-memory stages allow 3-4; registers 4 at 128 a
+// thread) from which its K split follows, and the least tiles a warp gets from a split.
+constexpr int kMmaCtasPerSm = 3;
+constexpr int64_t kMmaMinTilesPerWarp = 2;
 
 }  // namespace
 
-bool int4_use_decode(int64_t M, int64_t K, int64_t group) {
-  return M <= kInt4DecodeMaxM || mma_applies(M, K, group);
-}
-
-Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int64_t group, int num_sms) {
-  if (mma_applies(M, K, group)) {
+Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int64_t group, int num_sms,
+                                const Int4DecodeTuning& tuning) {
+  const bool mma = tuning.kernel == Int4DecodeKernel::kFp32 ? false : int4_mma_applies(M, K, group);
+  if (mma) {
     const int64_t row_ctas = (N + kInt4MmaRowsPerCta - 1) / kInt4MmaRowsPerCta;
-    // at least 4 tiles (512 weights) a split, at most one cluster of splits
     const int64_t tiles = K / 128;
-    int64_t splits = std::min<int64_t>(pick_splits(row_ctas, tiles, kMmaCtasPerSm, num_sms, 4, 1), kInt4MaxCluster);
-    splits = (tiles + (tiles + splits - 1) / splits - 1) / ((tiles + splits - 1) / splits);
-    return {true, 0, 0, static_cast<int>(splits)};
+    // CTAs up to about kMmaCtasPerSm a SM, rounding down (a partial second wave costs more than
+    // the idle slots of the first); every warp of a split keeps kMmaMinTilesPerWarp tiles.
+    int64_t splits = tuning.splits > 0 ? tuning.splits : std::max<int64_t>(1, int64_t(kMmaCtasPerSm) * num_sms / row_ctas);
+    if (tuning.splits <= 0) splits = std::min<int64_t>(splits, std::max<int64_t>(1, tiles / (4 * kMmaMinTilesPerWarp)));
+    splits = std::clamp<int64_t>(splits, 1, tiles);
+    // no empty split: as many splits as ceil(tiles / splits)-tile pieces
+    const int64_t per = (tiles + splits - 1) / splits;
+    return {true, 0, 0, static_cast<int>((tiles + per - 1) / per)};
   }
   const DecodeRow* row = &kDecodeTable[std::size(kDecodeTable) - 1];
   for (const DecodeRow& r : kDecodeTable)
@@ -305,7 +300,11 @@ Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int64_t group, 
     }
   const int64_t row_ctas = (N + kWarps * row->rows_per_warp - 1) / (kWarps * row->rows_per_warp);
   // each split at least two chunks a lane, and a whole number of lanes' worth of chunks
-  const int64_t splits = pick_splits(row_ctas, K / 32, row->ctas_per_sm, num_sms, 64, 32);
+  int64_t splits = pick_splits(row_ctas, K / 32, row->ctas_per_sm, num_sms, 64, 32);
+  if (tuning.splits > 0) {
+    const int64_t chunks = K / 32, per = ((chunks + tuning.splits - 1) / tuning.splits + 31) / 32 * 32;
+    splits = (chunks + per - 1) / per;
+  }
   return {false, row->m_tile, row->rows_per_warp, static_cast<int>(splits)};
 }
 

@@ -1,6 +1,6 @@
 // The INT4 GEMM path for M > 16 (int4_gemm.h), its two bandwidth-bound passes: the packed weight
 // to a BF16 [N, K] copy (fmaf(q, scale, zero) in float32, one rounding), and FP8 activations to
-// BF16 with their row scale folded in. The BF16 GEMM itself: int4_gemm_cutlass.cu.
+// BF16 with their row scale folded in. The BF16 GEMM itself: cuBLAS, from the glue (int4_gemm_cuda.cpp).
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 

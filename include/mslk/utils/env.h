@@ -59,7 +59,12 @@ namespace mslk::env {
   X(kBf16WgradConfig, MSLK_BF16_WGRAD_CONFIG, "a row of bf16_wgrad_configs.h", "by output size",                   \
     "tuning: force a row of the CUTLASS BF16 grouped wgrad")                                                       \
   X(kGemmSwizzle, MSLK_GEMM_SWIZZLE, "1, 2, 4, 8", "by config row",                                                \
-    "tuning: tile-scheduler swizzle of the CUTLASS GEMMs")
+    "tuning: tile-scheduler swizzle of the CUTLASS GEMMs")                                                        \
+  X(kInt4Decode, MSLK_INT4_DECODE, "auto, mma, fp32", "auto",                                                      \
+    "INT4-weight GEMMs at M <= 16: the tensor-core decode kernel (K and the group multiples of 128) or the FP32 "  \
+    "one; a forced kernel that cannot take the problem raises")                                                    \
+  X(kInt4DecodeSplits, MSLK_INT4_DECODE_SPLITS, "0 to 4096", "0 (by shape)",                                       \
+    "tuning: force the K split of the INT4 decode kernels")
 
 enum class Var : int {
 #define MSLK_ENV_ID(id, name, values, fallback, meaning) id,

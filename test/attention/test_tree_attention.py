@@ -132,6 +132,17 @@ def _inputs(B, T, G, H, D, lens, P, dtype, device, gen, grouped):
     return q, sk, sv, ck, cv
 
 
+def _paginate(x, tables, page):
+    """Padded lanes [1, B * P, ...] (P = tables.shape[1] * page) laid out as the physical pages of tables."""
+    out = torch.empty_like(x.contiguous())
+    P = tables.shape[1] * page
+    for b in range(tables.shape[0]):
+        for j in range(tables.shape[1]):
+            phys = int(tables[b, j])
+            out[:, phys * page:(phys + 1) * page] = x[:, b * P + j * page:b * P + (j + 1) * page]
+    return out
+
+
 def _expected(q, sk, sv, ck, cv, lens, P, tree_bias):
     """float64 attention per sequence b over [cache lane b, tree tokens] under [0 | tree mask]."""
     B, T = q.shape[:2]
@@ -179,14 +190,8 @@ def test_tree_attention_paged_prefix_equals_padded():
     padded = ab.BlockDiagonalPaddedKeysMask.from_seqlens([T] * B, P, lens)
     want = tree_attention(q, sk, sv, ck, cv, meta.attention_bias, padded)
     # Physical pages in a shuffled order: page j of sequence b lives at physical page perm[b * 4 + j].
-    perm = torch.randperm(B * P // page, generator=gen)
-    tables = perm.reshape(B, P // page).to(torch.int32)
-    pk, pv = torch.empty_like(ck.contiguous()), torch.empty_like(cv.contiguous())
-    for b in range(B):
-        for j in range(P // page):
-            src, dst = slice(b * P + j * page, b * P + (j + 1) * page), slice(int(tables[b, j]) * page,
-                                                                             (int(tables[b, j]) + 1) * page)
-            pk[:, dst], pv[:, dst] = ck[:, src], cv[:, src]
+    tables = torch.randperm(B * P // page, generator=gen).reshape(B, P // page).to(torch.int32)
+    pk, pv = _paginate(ck, tables, page), _paginate(cv, tables, page)
     paged = ab.PagedBlockDiagonalPaddedKeysMask.from_seqlens([T] * B, lens, tables, page)
     got = tree_attention(q, sk, sv, pk, pv, meta.attention_bias, paged)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
@@ -236,12 +241,7 @@ def test_tree_attention_cuda(choices, paged, autotune):
     want = _expected(q.cpu(), sk.cpu(), sv.cpu(), ck.cpu(), cv.cpu(), lens, P, meta.attention_bias.cpu())
     if paged:
         tables = torch.arange(B * P // page, dtype=torch.int32, device="cuda").flip(0).reshape(B, P // page)
-        pk, pv = ck.contiguous().clone(), cv.contiguous().clone()
-        for b in range(B):
-            for j in range(P // page):
-                dst = slice(int(tables[b, j]) * page, (int(tables[b, j]) + 1) * page)
-                pk[:, dst], pv[:, dst] = ck[:, b * P + j * page:b * P + (j + 1) * page], \
-                    cv[:, b * P + j * page:b * P + (j + 1) * page]
+        pk, pv = _paginate(ck, tables, page), _paginate(cv, tables, page)
         bias = ab.PagedBlockDiagonalPaddedKeysMask.from_seqlens([T] * B, lens, tables, page, device="cuda")
         got = tree_attention(q, sk, sv, pk, pv, meta, bias, autotune=autotune)
     else:

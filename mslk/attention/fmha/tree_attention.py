@@ -32,7 +32,7 @@ from typing import List, Optional, Sequence, Tuple, Type, Union
 import torch
 
 from mslk.attention.fmha import attn_bias as _ab
-from mslk.attention.fmha import _decode, triton_splitk
+from mslk.attention.fmha import _decode, memory_efficient_attention_partial, merge_attentions, triton_splitk
 from mslk.attention.fmha.common import AttentionFwOpBase
 
 __all__ = [
@@ -81,7 +81,7 @@ def _check_count(name: str, value, allow_zero: bool = False) -> None:
 
 # ---- tree metadata ----------------------------------------------------------------------------------
 
-@dataclass
+@dataclass(eq=False)
 class TreeAttnMetadata:
     """Mask and traversal tables of a speculative token tree of T = len(tree_choices) + 1 nodes.
 
@@ -151,7 +151,8 @@ class TreeAttnMetadata:
         bias.masked_fill_(~allowed, -math.inf)
 
         def pad(rows: List[List[int]], width: int) -> torch.Tensor:
-            return torch.tensor([r + [-1] * (width - len(r)) for r in rows], dtype=torch.int64).reshape(len(rows), width)
+            flat = [r + [-1] * (width - len(r)) for r in rows]
+            return torch.tensor(flat, dtype=torch.int64).reshape(len(rows), width)
 
         lng = functools.partial(torch.tensor, dtype=torch.int64)
         meta = cls(
@@ -231,7 +232,7 @@ def select_prefix_op(B, G, tree_size, autotune, attn_bias, kv_cache_dtype) -> Op
     use_triton_splitk_for_prefix says so and it supports attn_bias's type; SplitKAutotune when
     `autotune`."""
     op = SplitKAutotune if autotune else triton_splitk.FwOp
-    if kv_cache_dtype in (torch.int32, torch.float8_e4m3fn, torch.float8_e5m2, torch.uint8):
+    if kv_cache_dtype in (torch.int32, torch.float8_e4m3fn, torch.float8_e5m2):
         return op
     if attn_bias is not None and not isinstance(attn_bias, op.SUPPORTED_ATTN_BIAS_TYPES):
         return None
@@ -304,8 +305,6 @@ def tree_attention(q: torch.Tensor, spec_k: torch.Tensor, spec_v: torch.Tensor, 
         prefix_op = select_prefix_op(B, kv_heads, T, autotune, prefix_attn_bias, cache_k.dtype)
         if prefix_op is not None and (q.device.type not in prefix_op.SUPPORTED_DEVICES or not prefix_op.is_available()):
             prefix_op = None
-    from mslk.attention.fmha import memory_efficient_attention_partial, merge_attentions
-
     out_pre, lse_pre = memory_efficient_attention_partial(q_pre, cache_k, cache_v, prefix_attn_bias, op=prefix_op)
     out_pre = out_pre.reshape(B, T, *heads, out_pre.shape[-1])
     lse_pre = _batched_lse(lse_pre, B, T, heads)

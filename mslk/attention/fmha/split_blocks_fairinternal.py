@@ -129,7 +129,8 @@ def split_blocks_for_decoding(input_bias, batchify_len, block_tables=None, page_
     paged or block_tables (with page_size) is given, the lanes then mapped through that table.
     BlockDiagonalGappyKeysMask / its paged form at one query per sequence (or a non-causal input), the
     CausalWithOffset variants otherwise. gpu_data: split_blocks_for_decoding_gpu_part's result, used as
-    the mask's device tensors (the host lists come from input_bias). None when batchify_len is None, or
+    the mask's k_seqinfo seqstart / seqlen tensors (the host lists come from input_bias; for paged masks
+    the kernels' descriptor rebuilds the lane starts from those lists). None when batchify_len is None, or
     when some sequence's queries straddle a chunk boundary (a gappy lane cannot express that: use
     split_blocks_for_prefill)."""
     api = "split_blocks_for_decoding"

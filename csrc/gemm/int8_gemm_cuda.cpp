@@ -1,8 +1,8 @@
-// CUDA backend of the INT8 GEMM ops: the CUTLASS sm90 kernel of kernels/int8_gemm.h. Operands
+// CUDA backend of the INT8 GEMM ops: the CUTLASS sm90 kernel of kernels/int8_gemm.h (at M <=
+// kInt8SwapMaxM its swap-AB row, which writes out^T as a column-major D: out itself). Operands
 // whose rows or bases break TMA's 16-byte rule are copied contiguous first; an output row stride
-// that breaks it (N % 8) gets a padded temporary, copied back. At M <= kInt8SwapMaxM the kernel
-// computes out^T (swap AB) into a small temporary, transposed back. The dynamic scale stays on the
-// device (the epilogue reads it): no host sync.
+// that breaks it (N % 8, M > 1) gets a padded temporary, copied back. The dynamic scale stays on
+// the device (the epilogue reads it): no host sync.
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
@@ -28,23 +28,19 @@ Tensor tma_ready(const Tensor& t) {
 void cuda_run(const Int8Call& c) {
   mslk::cuda::require_sm90(c.op);
   const Tensor x = tma_ready(c.XQ), w = tma_ready(c.WQ);
-  const int64_t M = x.size(0), N = w.size(0), K = x.size(1);
-  // Swap AB at decode-sized M: the kernel writes out^T into a [N, M rounded up to 8] buffer.
-  const bool swap = M <= kInt8SwapMaxM;
-  const bool direct = !swap && N % 8 == 0 && aligned(c.out.data_ptr(), 16);
-  const int64_t rows = swap ? N : M, cols = swap ? M : N;
-  const Tensor d = direct ? c.out : at::empty({rows, (cols + 7) / 8 * 8}, c.out.options());
+  const int64_t M = x.size(0), N = w.size(0), K = x.size(1), n8 = (N + 7) / 8 * 8;
+  // One output row: its stride is never stepped, so any multiple of 8 serves.
+  const int64_t ldd = M > 1 ? c.out.stride(0) : n8;
+  const bool direct = ldd % 8 == 0 && aligned(c.out.data_ptr(), 16);
+  const Tensor d = direct ? c.out : at::empty({M, n8}, c.out.options());
   Int8GemmParams p{x.const_data_ptr<int8_t>(), w.const_data_ptr<int8_t>(), d.data_ptr(), M, N, K,
-                   row_stride(x), row_stride(w), d.stride(0), c.scale,
-                   c.scale_t.defined() ? c.scale_t.const_data_ptr<float>() : nullptr, swap};
+                   row_stride(x), row_stride(w), direct ? ldd : d.stride(0), c.scale,
+                   c.scale_t.defined() ? c.scale_t.const_data_ptr<float>() : nullptr};
   const cudaError_t e = int8_gemm_run(p, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(e != cudaErrorNotSupported, c.op, ": the CUDA kernel cannot take this problem (M=", M, ", N=", N,
               ", K=", K, "); this build may lack CUTLASS");
   C10_CUDA_CHECK(e);
-  if (swap)
-    c.out.copy_(d.narrow(1, 0, M).t());
-  else if (!direct)
-    c.out.copy_(d.narrow(1, 0, N));
+  if (!direct) c.out.copy_(d.narrow(1, 0, N));
 }
 
 constexpr Int8Backend kCudaBackend{cuda_run};

@@ -9,7 +9,7 @@ from mslk.gemm.triton.int8_gemm import i8i8bf16_dynamic_triton, i8i8bf16_triton
 from test.conftest import requires_cuda
 
 ops = torch.ops.mslk
-MS = [1, 2, 7, 16, 64, 1000]
+MS = [1, 2, 7, 16, 17, 64, 1000]  # <= 16: the swap-AB row (out^T written as a column-major D); 17: the first past it
 NK = [(136, 256), (100, 128), (264, 1024)]  # N not a multiple of the 128 tile (100: not of 8 either)
 
 
@@ -33,6 +33,19 @@ def test_i8i8bf16(device, M, N, K):
     assert torch.equal(out.cpu(), ref(XQ, WQ, 0.0123))
     s = torch.tensor([0.0123], device=device)
     assert torch.equal(ops.i8i8bf16_dynamic(XQ, WQ, s), out)
+
+
+@requires_cuda
+@pytest.mark.parametrize("M", [1, 2, 7, 16])
+@pytest.mark.parametrize("N", [8456, 8452])
+def test_cuda_decode_many_tiles(M, N):
+    # 133 weight-row tiles of 64 (more than one wave on 132 SMs: the persistent loop wraps) and 32
+    # k-tiles (past the TMA ring's depth); N = 8452 is not a multiple of 8 (a padded temporary at M > 1)
+    K = 4096
+    XQ, WQ = rand_i8((M, K), "cuda", M), rand_i8((N, K), "cuda", N)
+    expect = ref(XQ, WQ, 0.0123)
+    assert torch.equal(ops.i8i8bf16(XQ, WQ, 0.0123).cpu(), expect)
+    assert torch.equal(ops.i8i8bf16_dynamic(XQ, WQ, torch.tensor([0.0123], device="cuda")).cpu(), expect)
 
 
 @pytest.mark.parametrize("split_k", [1, 2, 4])

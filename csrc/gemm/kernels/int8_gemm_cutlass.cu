@@ -1,26 +1,41 @@
-// The INT8 GEMM (int8_gemm.h): s8 wgmma with int32 accumulation, the epilogue scaling the
-// accumulator in float32 and rounding to bf16. This TU: the 128 x 128 x 128 cooperative
-// instantiation of cutlass_tn_gemm.cuh, and the entry point that picks it or the swapped one
-// (int8_gemm_swap.cu). Tile choices: docs/design/int_gemm.md.
+// The INT8 GEMM (int8_gemm.h): row 0 of int8_gemm_configs.h (the 128 x 128 x 128 cooperative
+// tile for M > kInt8SwapMaxM) and the entry point that picks a row. Tile choices:
+// docs/design/int_gemm.md.
 #include "gemm/kernels/int8_gemm.h"
 
 #if MSLK_HAS_CUTLASS
-#include "gemm/kernels/cutlass_tn_gemm.cuh"
+#include "gemm/kernels/config_dispatch.h"
+#include "gemm/kernels/int8_gemm_cutlass.cuh"
+
+MSLK_INT8_GEMM_INSTANTIATE(0)
 #endif
 
 namespace mslk::gemm {
 
-cudaError_t int8_gemm_cutlass(const Int8GemmParams& p, cudaStream_t stream) {
 #if MSLK_HAS_CUTLASS
-  using G = detail::CutlassTnGemm<int8_t, int32_t, cutlass::bfloat16_t, 128, 128, 128, 1, 1>;
-  return G::run(p.x, p.ldx, p.w, p.ldw, p.out, p.ldd, p.M, p.N, p.K, p.scale, p.scale_ptr, stream);
+#define MSLK_ROW_FN int8_gemm_row
+#define MSLK_ROW_PARAMS Int8GemmParams
+MSLK_INT8_GEMM_CONFIGS(MSLK_DECLARE_ROW)
+
+namespace {
+
+constexpr RowRunFn<Int8GemmParams> kRun[] = {MSLK_INT8_GEMM_CONFIGS(MSLK_RUN_ENTRY)};
+constexpr int kIds[] = {MSLK_INT8_GEMM_CONFIGS(MSLK_ROW_ID)};
+constexpr int kSwapRow = int8_gemm_pick_row(true), kWideRow = int8_gemm_pick_row(false);
+static_assert(ids_in_order(kIds) && kSwapRow >= 0 && kWideRow >= 0 &&
+                  kInt8GemmConfigs[kSwapRow].tile_n >= kInt8SwapMaxM,
+              "int8_gemm_configs.h: ids 0..n-1 in order, a swap row whose tile_n covers kInt8SwapMaxM tokens, "
+              "and a non-swap row");
+
+}  // namespace
+#endif
+
+cudaError_t int8_gemm_run(const Int8GemmParams& p, cudaStream_t stream) {
+#if MSLK_HAS_CUTLASS
+  return run_row(kRun, p.M <= kInt8SwapMaxM ? kSwapRow : kWideRow, p, stream);
 #else
   return (void)p, (void)stream, cudaErrorNotSupported;
 #endif
-}
-
-cudaError_t int8_gemm_run(const Int8GemmParams& p, cudaStream_t stream) {
-  return p.swap ? int8_gemm_cutlass_swap(p, stream) : int8_gemm_cutlass(p, stream);
 }
 
 }  // namespace mslk::gemm

@@ -41,6 +41,12 @@ struct Int4GemmParams {
 // one (int4_gemm_decode.cu: any group).
 inline constexpr int64_t kInt4DecodeMaxM = 16;
 inline constexpr int64_t kInt4MmaRowsPerCta = 32;  // the tensor-core kernel's weight rows a CTA
+// Its shape by M: warps a CTA (each takes a share of the CTA's K tiles) and the CTAs a SM that its
+// shared-memory stages and launch bounds allow; the plan's K split follows from them.
+struct Int4MmaShape {
+  int warps, ctas_per_sm;
+};
+constexpr Int4MmaShape int4_mma_shape(int64_t M) { return M <= 8 ? Int4MmaShape{8, 2} : Int4MmaShape{4, 3}; }
 inline bool int4_use_decode(int64_t M) { return M <= kInt4DecodeMaxM; }
 inline bool int4_mma_applies(int64_t M, int64_t K, int64_t group) {
   return M <= kInt4DecodeMaxM && K % 128 == 0 && group % 128 == 0;

@@ -270,9 +270,7 @@ int64_t pick_splits(int64_t row_ctas, int64_t units, int ctas_per_sm, int num_sm
   return (units + per - 1) / per;
 }
 
-// The tensor-core kernel's CTAs a SM (its shared-memory stages allow 3-4; registers 4 at 128 a
-// thread) from which its K split follows, and the least tiles a warp gets from a split.
-constexpr int kMmaCtasPerSm = 3;
+// The least tiles a warp of the tensor-core kernel gets from a split.
 constexpr int64_t kMmaMinTilesPerWarp = 2;
 
 }  // namespace
@@ -283,10 +281,12 @@ Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int64_t group, 
   if (mma) {
     const int64_t row_ctas = (N + kInt4MmaRowsPerCta - 1) / kInt4MmaRowsPerCta;
     const int64_t tiles = K / 128;
-    // CTAs up to about kMmaCtasPerSm a SM, rounding down (a partial second wave costs more than
-    // the idle slots of the first); every warp of a split keeps kMmaMinTilesPerWarp tiles.
-    int64_t splits = tuning.splits > 0 ? tuning.splits : std::max<int64_t>(1, int64_t(kMmaCtasPerSm) * num_sms / row_ctas);
-    if (tuning.splits <= 0) splits = std::min<int64_t>(splits, std::max<int64_t>(1, tiles / (4 * kMmaMinTilesPerWarp)));
+    // CTAs up to about ctas_per_sm a SM, rounding down (a partial second wave costs more than the
+    // idle slots of the first); every warp of a split keeps kMmaMinTilesPerWarp tiles.
+    const Int4MmaShape shape = int4_mma_shape(M);
+    int64_t splits = tuning.splits > 0 ? tuning.splits : std::max<int64_t>(1, int64_t(shape.ctas_per_sm) * num_sms / row_ctas);
+    if (tuning.splits <= 0)
+      splits = std::min<int64_t>(splits, std::max<int64_t>(1, tiles / (shape.warps * kMmaMinTilesPerWarp)));
     splits = std::clamp<int64_t>(splits, 1, tiles);
     // no empty split: as many splits as ceil(tiles / splits)-tile pieces
     const int64_t per = (tiles + splits - 1) / splits;

@@ -2,14 +2,14 @@
 // Memory-bound on the packed weight, so the design is about bytes in flight and few instructions
 // a weight:
 // - A CTA owns 32 weight rows (two blocks of 16, the MMA's M side) and a K range of 128-weight
-//   tiles (one group each, or part of one); its 4 warps take the range's tiles round-robin and
-//   add their sums in shared memory at the end (in warp order: deterministic), so one CTA
-//   covers the whole K of its rows and no second pass is needed unless the plan splits K over
-//   CTAs as well (then float32 partials and int4_split_reduce).
+//   tiles (one group each, or part of one); its 8 (M <= 8) or 4 warps take the range's tiles
+//   round-robin, each CTA starting at its own tile, and add their sums in shared memory at the
+//   end (in warp order: deterministic), so one CTA covers the whole K of its rows and no second
+//   pass is needed unless the plan splits K over CTAs as well (then float32 partials and
+//   int4_split_reduce).
 // - Lane (r, c) = (lane / 4, lane % 4) owns 16 bytes (weights 32c .. 32c+31) of rows r and r + 8
-//   of each block in every tile. Weights and the tile's activations reach shared memory by
-//   cp.async, kStages tiles deep a warp (16 KB-24 KB a CTA in flight), bypassing L1 and
-//   registers; each lane reads back exactly its fragments.
+//   of each block in every tile. Weights and the tile's activations (rows < M) reach shared
+//   memory by cp.async, kStages tiles deep a warp, bypassing L1 and registers.
 // - Nibbles become exact q values as bf16 (f16 for FP8 activations) pairs with one LOP3 and one
 //   packed subtract a pair and feed mma.sync m16n8k16 directly: the MMA's k order inside a tile
 //   is free as long as both operands follow it, so lane c's A registers take its own pairs
@@ -38,7 +38,6 @@ namespace {
 using int4::epilogue;
 using int4::load_s;
 
-constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr int kRp = 2;  // blocks of 16 weight rows a CTA
 static_assert(16 * kRp == kInt4MmaRowsPerCta, "the plan's rows a CTA");
 
@@ -51,13 +50,20 @@ struct MmaType {
   static constexpr uint32_t kOnes = kF16 ? 0x3C003C00u : 0x3F803F80u;  // (1, 1)
 };
 
-// (w >> 4i) nibble pair {i, i + 4} -> q pair, exact: one LOP3 ((a & b) ^ c, c in a register) and
-// one packed subtract of 2^E + 8.
+// (w >> 4i) nibble pair {i, i + 4} -> q pair, exact: one LOP3 ((a & b) ^ c, c in a register) and,
+// for f16, one packed subtract of 2^E + 8. bf16 keeps the pair as 136 + q (exact) and the tile
+// subtracts 136 * sum(x) once in float32 (kFold): x . (136 + q) is within a few float32 ulps of
+// 136 * sum |x|, far below the bf16 output's rounding (f16, for FP8 activations, would carry
+// 1032 * sum |x|: it subtracts per pair).
+template <bool kF16>
+inline constexpr bool kFold = !kF16;
 template <bool kF16>
 __device__ __forceinline__ uint32_t q_pair(uint32_t w, uint32_t magic) {
   uint32_t t;
   asm("lop3.b32 %0, %1, %2, %3, 0x6A;" : "=r"(t) : "r"(w), "n"(0x000F000Fu), "r"(magic));
-  if constexpr (kF16) {
+  if constexpr (kFold<kF16>) {
+    return t;
+  } else if constexpr (kF16) {
     const __half2 v = __hsub2(*reinterpret_cast<const __half2*>(&t), __half2half2(__ushort_as_half(0x6408)));
     return *reinterpret_cast<const uint32_t*>(&v);
   } else {
@@ -113,22 +119,24 @@ struct StageLayout {
 };
 
 template <int MG>
-constexpr int stages() {
-  return MG == 1 ? 4 : 3;
+constexpr int warps() {
+  return int4_mma_shape(8 * MG).warps;
 }
+constexpr int kStages = 3;  // tiles in flight a warp: 2 ahead of the one computed
 template <int MG, bool kFp8>
 constexpr int smem_bytes() {
-  return kWarps * stages<MG>() * StageLayout<MG, kFp8>::kBytes;
+  return warps<MG>() * kStages * StageLayout<MG, kFp8>::kBytes;
 }
 
 // blockIdx.x: 32 weight rows; blockIdx.y: a K split of `tps` tiles. MG groups of 8 activation rows
 // (M <= 8 MG). ws: float32 partials [split, M, N] (splits > 1); else the output.
 template <int MG, bool kFp8, class S>
-__global__ void __launch_bounds__(kThreads) int4_mma_kernel(Int4GemmParams p, int tps, float* ws) {
+__global__ void __launch_bounds__(32 * warps<MG>(), int4_mma_shape(8 * MG).ctas_per_sm)
+    int4_mma_kernel(Int4GemmParams p, int tps, float* ws) {
   constexpr bool kF16 = kFp8;
   using L = StageLayout<MG, kFp8>;
   using XPiece = typename L::XPiece;
-  constexpr int kStages = stages<MG>();
+  constexpr int kWarps = warps<MG>(), kThreads = 32 * kWarps;
   constexpr int kXBytes = kFp8 ? 1 : 2;
   extern __shared__ __align__(16) unsigned char smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, r = lane / 4, c = lane % 4;
@@ -138,6 +146,15 @@ __global__ void __launch_bounds__(kThreads) int4_mma_kernel(Int4GemmParams p, in
   const int64_t t_begin = int64_t(blockIdx.y) * tps, t_end = std::min<int64_t>(t_begin + tps, tiles);
   // this warp's tiles: t_begin + warp + kWarps i, i < nt
   const int nt = t_end - t_begin > warp ? int((t_end - t_begin - warp + kWarps - 1) / kWarps) : 0;
+  // Each CTA starts its walk at its own tile (a rotation, deterministic per shape): in lockstep,
+  // every CTA would read the same few-hundred-byte window of its rows, all rows one power-of-two
+  // stride apart.
+  const int rot = nt > 0 ? int((blockIdx.x * 5u + blockIdx.y * 3u) % unsigned(nt)) : 0;
+  auto tile = [&](int i) {
+    int k = i + rot;
+    if (k >= nt) k -= nt;
+    return t_begin + warp + int64_t(kWarps) * k;
+  };
 
   // rows n0 + 16 rp + 8 h + r, clamped for the loads
   int64_t nc[kRp][2];
@@ -150,10 +167,10 @@ __global__ void __launch_bounds__(kThreads) int4_mma_kernel(Int4GemmParams p, in
       wrow[rp][h] = p.w + nc[rp][h] * p.ldw + c * 16;
     }
 
-  // Issues tile i of this warp into its stage (rows past M are zero-filled, reading nothing).
+  // Issues tile i of this warp into its stage and commits (an empty group past the last tile).
   auto issue = [&](int i) {
     if (i < nt) {
-      const int64_t t = t_begin + warp + int64_t(kWarps) * i;
+      const int64_t t = tile(i);
       unsigned char* st = my + (i % kStages) * L::kBytes;
       uint4* wdst = reinterpret_cast<uint4*>(st);
 #pragma unroll
@@ -161,15 +178,15 @@ __global__ void __launch_bounds__(kThreads) int4_mma_kernel(Int4GemmParams p, in
 #pragma unroll
         for (int h = 0; h < 2; ++h) ptx::cp_async<16>(wdst + (rp * 2 + h) * 32 + lane, wrow[rp][h] + t * 64, 16);
       XPiece* xdst = reinterpret_cast<XPiece*>(st + L::kWBytes);
+      // Rows past M are not copied: their columns of the MMA are never written out.
 #pragma unroll
       for (int k = 0; k < L::kXPieces / 32; ++k) {
         const int piece = k * 32 + lane;
         const int row = piece / 16, q = piece % 16;  // q = 4 c' + j
-        const bool ok = row < p.M;
-        const char* src = static_cast<const char*>(p.x) +
-                          (ok ? (int64_t(row) * p.ldx + t * 128 + 8 * q) * kXBytes : 0);
-        ptx::cp_async<int(sizeof(XPiece))>(xdst + ((q % 4) * 4 + q / 4) * (8 * MG) + row, src,
-                                            ok ? int(sizeof(XPiece)) : 0);
+        if (row < p.M)
+          ptx::cp_async<int(sizeof(XPiece))>(
+              xdst + ((q % 4) * 4 + q / 4) * (8 * MG) + row,
+              static_cast<const char*>(p.x) + (int64_t(row) * p.ldx + t * 128 + 8 * q) * kXBytes, int(sizeof(XPiece)));
       }
     }
     ptx::cp_async_commit();
@@ -182,78 +199,92 @@ __global__ void __launch_bounds__(kThreads) int4_mma_kernel(Int4GemmParams p, in
   const bool has_zero = p.zero != nullptr;
   const uint32_t group_tiles = static_cast<uint32_t>(p.group / 128);
 
-  // the scales of tile i (one tile ahead in registers)
-  float sc[kRp][2], zc[kRp][2];
-  auto load_scales = [&](int i, float (&s)[kRp][2], float (&z)[kRp][2]) {
-    const int64_t t = t_begin + warp + int64_t(kWarps) * std::min(i, std::max(nt - 1, 0));
-    const int64_t g = static_cast<uint32_t>(t) / group_tiles;
-#pragma unroll
-    for (int rp = 0; rp < kRp; ++rp)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        s[rp][h] = load_s<S>(p.scale, g * p.lds + nc[rp][h]);
-        z[rp][h] = has_zero ? load_s<S>(p.zero, g * p.lds + nc[rp][h]) : 0.f;
-      }
+  // Scales ride kStages - 1 tiles ahead like the weights (a load consumed one tile later stalled
+  // every tile on the scale's DRAM latency): lane (r, c) loads row 16 (c / 2) + 8 (c % 2) + r's
+  // scale and zero into a register ring indexed by the unrolled stage, and the tile's users fetch
+  // their four rows' by shuffles.
+  const int64_t n_own = std::min<int64_t>(n0 + 16 * (c / 2) + 8 * (c % 2) + r, p.N - 1);
+  float rs[kStages], rz[kStages];
+  auto load_scale = [&](int i, float& s, float& z) {
+    if (i < nt) {
+      const int64_t t = tile(i);
+      const int64_t g = static_cast<uint32_t>(t) / group_tiles;
+      s = load_s<S>(p.scale, g * p.lds + n_own);
+      z = has_zero ? load_s<S>(p.zero, g * p.lds + n_own) : 0.f;
+    }
   };
-  if (nt > 0) load_scales(0, sc, zc);
 
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) issue(s);
-  for (int i = 0; i < nt; ++i) {
-    __syncwarp();  // every lane is done reading the stage the next issue overwrites
-    issue(i + kStages - 1);
-    float sn[kRp][2], zn[kRp][2];
-    load_scales(i + 1, sn, zn);
-    ptx::cp_async_wait<kStages - 1>();
-    __syncwarp();  // the other lanes' activation pieces are visible
-    const unsigned char* st = my + (i % kStages) * L::kBytes;
-    const uint4* wsrc = reinterpret_cast<const uint4*>(st);
-    const XPiece* xsrc = reinterpret_cast<const XPiece*>(st + L::kWBytes);
-    uint4 wv[kRp][2];
+  for (int s = 0; s < kStages - 1; ++s) {
+    issue(s);
+    load_scale(s, rs[s], rz[s]);
+  }
+  for (int i0 = 0; i0 < nt; i0 += kStages) {
 #pragma unroll
-    for (int rp = 0; rp < kRp; ++rp)
+    for (int s = 0; s < kStages; ++s) {
+      const int i = i0 + s;  // i % kStages == s: the stage and ring slot are compile-time
+      if (i >= nt) break;
+      __syncwarp();  // every lane is done reading the stage the next issue overwrites
+      issue(i + kStages - 1);
+      load_scale(i + kStages - 1, rs[(s + kStages - 1) % kStages], rz[(s + kStages - 1) % kStages]);
+      ptx::cp_async_wait<kStages - 1>();
+      __syncwarp();  // the other lanes' activation pieces are visible
+      const unsigned char* st = my + s * L::kBytes;
+      const uint4* wsrc = reinterpret_cast<const uint4*>(st);
+      const XPiece* xsrc = reinterpret_cast<const XPiece*>(st + L::kWBytes);
+      uint4 wv[kRp][2];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) wv[rp][h] = wsrc[(rp * 2 + h) * 32 + lane];
-    float dq[kRp][MG][4] = {}, dx[MG][4] = {};
+      for (int rp = 0; rp < kRp; ++rp)
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      // q pairs {i, i + 4} of word j: [rp][h][i]
-      uint32_t qv[kRp][2][4];
+        for (int h = 0; h < 2; ++h) wv[rp][h] = wsrc[(rp * 2 + h) * 32 + lane];
+      float dq[kRp][MG][4] = {}, dx[MG][4] = {};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        // q pairs {e, e + 4} of word j: [rp][h][e]
+        uint32_t qv[kRp][2][4];
+#pragma unroll
+        for (int rp = 0; rp < kRp; ++rp)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t w = reinterpret_cast<const uint32_t*>(&wv[rp][h])[j];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) qv[rp][h][e] = q_pair<kF16>(w >> (4 * e), magic);
+          }
+#pragma unroll
+        for (int mg = 0; mg < MG; ++mg) {
+          uint32_t xb[4];
+          x_pairs(xsrc[(j * 4 + c) * (8 * MG) + mg * 8 + r], xb);
+          // two k16 steps a word: pairs {0, 1} then {2, 3}; A = {row r, row r + 8} x {k, k + 8}
+#pragma unroll
+          for (int rp = 0; rp < kRp; ++rp) {
+            mma<kF16>(dq[rp][mg], qv[rp][0][0], qv[rp][1][0], qv[rp][0][1], qv[rp][1][1], xb[0], xb[1]);
+            mma<kF16>(dq[rp][mg], qv[rp][0][2], qv[rp][1][2], qv[rp][0][3], qv[rp][1][3], xb[2], xb[3]);
+          }
+          if (kFold<kF16> || has_zero) {
+            mma<kF16>(dx[mg], ones, ones, ones, ones, xb[0], xb[1]);
+            mma<kF16>(dx[mg], ones, ones, ones, ones, xb[2], xb[3]);
+          }
+        }
+      }
+      // this tile's scales of rows (rp, h) from lane (r, 2 rp + h); kFold: the zero term less 136 s
+      float sc[kRp][2], zc[kRp][2];
 #pragma unroll
       for (int rp = 0; rp < kRp; ++rp)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const uint32_t w = reinterpret_cast<const uint32_t*>(&wv[rp][h])[j];
-#pragma unroll
-          for (int e = 0; e < 4; ++e) qv[rp][h][e] = q_pair<kF16>(w >> (4 * e), magic);
+          sc[rp][h] = __shfl_sync(0xFFFFFFFFu, rs[s], r * 4 + rp * 2 + h);
+          zc[rp][h] = __shfl_sync(0xFFFFFFFFu, rz[s], r * 4 + rp * 2 + h);
+          if constexpr (kFold<kF16>) zc[rp][h] = fmaf(-136.f, sc[rp][h], zc[rp][h]);
         }
+      // D: [0], [1] row r, columns 2c, 2c + 1; [2], [3] row r + 8, the same columns
 #pragma unroll
-      for (int mg = 0; mg < MG; ++mg) {
-        uint32_t xb[4];
-        x_pairs(xsrc[(j * 4 + c) * (8 * MG) + mg * 8 + r], xb);
-        // two k16 steps a word: pairs {0, 1} then {2, 3}; A = {row r, row r + 8} x {k, k + 8}
+      for (int rp = 0; rp < kRp; ++rp)
 #pragma unroll
-        for (int rp = 0; rp < kRp; ++rp) {
-          mma<kF16>(dq[rp][mg], qv[rp][0][0], qv[rp][1][0], qv[rp][0][1], qv[rp][1][1], xb[0], xb[1]);
-          mma<kF16>(dq[rp][mg], qv[rp][0][2], qv[rp][1][2], qv[rp][0][3], qv[rp][1][3], xb[2], xb[3]);
-        }
-        if (has_zero) {
-          mma<kF16>(dx[mg], ones, ones, ones, ones, xb[0], xb[1]);
-          mma<kF16>(dx[mg], ones, ones, ones, ones, xb[2], xb[3]);
-        }
-      }
+        for (int mg = 0; mg < MG; ++mg)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            acc[rp][mg][e] += fmaf(sc[rp][e / 2], dq[rp][mg][e], zc[rp][e / 2] * dx[mg][e]);
     }
-    // D: [0], [1] row r, columns 2c, 2c + 1; [2], [3] row r + 8, the same columns
-#pragma unroll
-    for (int rp = 0; rp < kRp; ++rp)
-#pragma unroll
-      for (int mg = 0; mg < MG; ++mg)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[rp][mg][e] += fmaf(sc[rp][e / 2], dq[rp][mg][e], zc[rp][e / 2] * dx[mg][e]);
-#pragma unroll
-    for (int rp = 0; rp < kRp; ++rp)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) sc[rp][h] = sn[rp][h], zc[rp][h] = zn[rp][h];
   }
   ptx::cp_async_wait<0>();
 
@@ -298,7 +329,7 @@ cudaError_t launch(const Int4GemmParams& p, int splits, float* ws, cudaStream_t 
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (e != cudaSuccess) return e;
   }
-  kernel<<<grid, kThreads, kSmem, stream>>>(p, tps, splits > 1 ? ws : nullptr);
+  kernel<<<grid, 32 * warps<MG>(), kSmem, stream>>>(p, tps, splits > 1 ? ws : nullptr);
   if (splits > 1) return int4_split_reduce(p, ws, splits, stream);
   return cudaGetLastError();
 }

@@ -99,3 +99,15 @@ def attention_f64(q, k, v, bias=None, scale=None):
     out = torch.einsum("bhmn,bnhk->bmhk", p, v)
     lse = (torch.log(denom) + mx).squeeze(-1)
     return out, lse
+
+
+def paginate(x, tables, page):
+    """Padded lanes [1, B * P, ...] (P = tables.shape[1] * page) laid out as the physical pages of
+    tables (pages no table names stay zero)."""
+    out = torch.zeros_like(x)
+    P = tables.shape[1] * page
+    for b in range(tables.shape[0]):
+        for j in range(tables.shape[1]):
+            phys = int(tables[b, j])
+            out[:, phys * page:(phys + 1) * page] = x[:, b * P + j * page:b * P + (j + 1) * page]
+    return out

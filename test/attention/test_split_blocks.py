@@ -13,6 +13,7 @@ from mslk.attention import fmha
 from mslk.attention.fmha import attn_bias as ab
 from mslk.attention.fmha import triton_splitk
 from mslk.attention.fmha.common import _kernel_registered
+from test.attention.oracle import paginate
 from mslk.attention.fmha.split_blocks_fairinternal import (
     maybe_make_paged, split_blocks_for_decoding, split_blocks_for_decoding_gpu_part, split_blocks_for_prefill,
 )
@@ -46,17 +47,6 @@ def attention_f64(q, k, v, mask):
 def qkv(Mq, Mkv, H=2, D=16, dtype=torch.float32, device="cpu", seed=0):
     g = torch.Generator().manual_seed(seed)
     return [torch.randn(1, m, H, D, generator=g).to(device=device, dtype=dtype) for m in (Mq, Mkv, Mkv)]
-
-
-def paginate(x, tables, page):
-    """Unpaged lanes [1, B * P, ...] (P = tables.shape[1] * page) to physical pages through tables."""
-    out = torch.zeros_like(x)
-    P = tables.shape[1] * page
-    for b in range(tables.shape[0]):
-        for j in range(tables.shape[1]):
-            phys = int(tables[b, j])
-            out[:, phys * page:(phys + 1) * page] = x[:, b * P + j * page:b * P + (j + 1) * page]
-    return out
 
 
 def shuffled_tables(B, pages, seed=0):

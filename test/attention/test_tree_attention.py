@@ -12,6 +12,7 @@ import torch
 from mslk.attention.fmha import attn_bias as ab
 from mslk.attention.fmha import triton_splitk
 from mslk.attention.fmha.common import _kernel_registered
+from test.attention.oracle import paginate
 from mslk.attention.fmha.tree_attention import (
     SplitKAutotune, TreeAttnMetadata, construct_full_tree_choices, construct_tree_choices, get_full_tree_size,
     select_prefix_op, tree_attention, use_triton_splitk_for_prefix,
@@ -132,17 +133,6 @@ def _inputs(B, T, G, H, D, lens, P, dtype, device, gen, grouped):
     return q, sk, sv, ck, cv
 
 
-def _paginate(x, tables, page):
-    """Padded lanes [1, B * P, ...] (P = tables.shape[1] * page) laid out as the physical pages of tables."""
-    out = torch.empty_like(x.contiguous())
-    P = tables.shape[1] * page
-    for b in range(tables.shape[0]):
-        for j in range(tables.shape[1]):
-            phys = int(tables[b, j])
-            out[:, phys * page:(phys + 1) * page] = x[:, b * P + j * page:b * P + (j + 1) * page]
-    return out
-
-
 def _expected(q, sk, sv, ck, cv, lens, P, tree_bias):
     """float64 attention per sequence b over [cache lane b, tree tokens] under [0 | tree mask]."""
     B, T = q.shape[:2]
@@ -191,7 +181,7 @@ def test_tree_attention_paged_prefix_equals_padded():
     want = tree_attention(q, sk, sv, ck, cv, meta.attention_bias, padded)
     # Physical pages in a shuffled order: page j of sequence b lives at physical page perm[b * 4 + j].
     tables = torch.randperm(B * P // page, generator=gen).reshape(B, P // page).to(torch.int32)
-    pk, pv = _paginate(ck, tables, page), _paginate(cv, tables, page)
+    pk, pv = paginate(ck, tables, page), paginate(cv, tables, page)
     paged = ab.PagedBlockDiagonalPaddedKeysMask.from_seqlens([T] * B, lens, tables, page)
     got = tree_attention(q, sk, sv, pk, pv, meta.attention_bias, paged)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
@@ -241,7 +231,7 @@ def test_tree_attention_cuda(choices, paged, autotune):
     want = _expected(q.cpu(), sk.cpu(), sv.cpu(), ck.cpu(), cv.cpu(), lens, P, meta.attention_bias.cpu())
     if paged:
         tables = torch.arange(B * P // page, dtype=torch.int32, device="cuda").flip(0).reshape(B, P // page)
-        pk, pv = _paginate(ck, tables, page), _paginate(cv, tables, page)
+        pk, pv = paginate(ck, tables, page), paginate(cv, tables, page)
         bias = ab.PagedBlockDiagonalPaddedKeysMask.from_seqlens([T] * B, lens, tables, page, device="cuda")
         got = tree_attention(q, sk, sv, pk, pv, meta, bias, autotune=autotune)
     else:

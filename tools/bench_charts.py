@@ -94,7 +94,7 @@ CHARTS = {
         label=lambda r: f"M{r['M']} N{r['N']} K{r['K']}",
         unit="us",
         bars={"mslk i8i8bf16": "mslk us", "torch._int_mm + scale": "torch us"},
-        floor=None,
+        floor=("floor (N*K bytes at copy BW)", lambda n: n.get("floor us")),
         log=True),
     "int_gemm_bf16x9": dict(
         label=lambda r: f"M{r['M']} N{r['N']} K{r['K']}",

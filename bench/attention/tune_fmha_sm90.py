@@ -1,5 +1,5 @@
 """Every row of the Hopper attention kernel's tile table (csrc/attention/kernels/
-fmha_fwd_sm90_configs.h, forced with MSLK_FMHA_SM90_CFG) on the issue's shapes of its head dim,
+fmha_fwd_sm90_configs.h, forced with MSLK_FMHA_SM90_CFG) on the benchmark's shapes of its head dim,
 with the default row and cuDNN in the same run. Kept apart from bench_fmha_fwd.py: a candidate
 row that has never run on a GPU may fail, and must not take the main table with it.
 Prints and writes (--out) TFLOP/s per row and each row's max abs difference to cuDNN.

@@ -1,7 +1,7 @@
 """f8f8bf16_groupwise (mslk) vs torch._scaled_mm with blockwise scales (cuBLAS: 1 x 128 activation
 groups, 128 x 128 weight blocks), same inputs, timed alternately in one run.
 
-Prints and writes (--out) TFLOP/s of both and the speedup over the issue's grid (M x (N, K)),
+Prints and writes (--out) TFLOP/s of both and the speedup over the benchmark grid (M x (N, K)),
 with the max relative difference of the two results per shape; at M <= 16 also the weight-read
 floor (N*K bytes at the measured copy rate). --grouped adds the grouped form
 (f8f8bf16_groupwise_grouped) at E experts against a loop of cuBLAS blockwise calls and against

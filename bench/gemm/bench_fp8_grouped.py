@@ -4,7 +4,7 @@ torch._scaled_mm calls, same FP8 inputs, same run.
 MoE shapes (E experts, tokens per expert, N, K) plus a skewed routing (half the tokens on one
 expert). Both mslk paths are timed: the device-side CUTLASS grouped kernel (the default, no
 host sync) and the per-group host path (MSLK_FP8_GROUPED_KERNEL=host, read per call). Checks
-each result against the loop once per shape (max relative difference). Bar (issue 3): the
+each result against the loop once per shape (max relative difference). Target: the
 grouped form beats the loop at every group count.
 """
 

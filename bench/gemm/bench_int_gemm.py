@@ -1,10 +1,10 @@
 """Integer and exact-FP32 GEMMs of mslk against torch, same inputs, timed alternately in one run.
 
-- bf16x9_gemm (FP32 from nine BF16 products) vs torch.mm in FP32 with TF32 off (the issue's bar:
+- bf16x9_gemm (FP32 from nine BF16 products) vs torch.mm in FP32 with TF32 off (target:
   >= 1.4x at 8192^3), with the max error of both against a float64 product on a sample of rows;
 - i8i8bf16 vs torch._int_mm (int32 output) followed by the same scale and bf16 cast, with the
   device time of a CUDA graph of ours and the weight-read floor (N*K bytes at the measured copy
-  rate; issue 26's bar at M <= 16: ours <= 1.5x the floor).
+  rate; target at M <= 16: ours <= 1.5x the floor).
 
 Prints and writes (--out) time, TFLOP/s (TOP/s for INT8) and speedup per shape.
 """
@@ -111,7 +111,7 @@ def main():
                        "floor us", "mslk / floor", "mslk graph / floor"], r,
                       notes="XQ [M, K], WQ [N, K] int8; the peer's time includes its scale-and-cast kernel. "
                       "mslk graph: device time of a CUDA graph of our calls; floor = N*K bytes (the weight read) "
-                      f"at the measured copy rate, {bw / 1e12:.2f} TB/s; issue 26's bar at M <= 16: "
+                      f"at the measured copy rate, {bw / 1e12:.2f} TB/s; target at M <= 16: "
                       "mslk / floor <= 1.5x.")
         print(f"wrote {args.out}")
 

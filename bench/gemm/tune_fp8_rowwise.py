@@ -1,4 +1,4 @@
-"""Times every kernel choice of f8f8bf16_rowwise on the issue's shape grid, for the bucket table.
+"""Times every kernel choice of f8f8bf16_rowwise on the benchmark shape grid, for the bucket table.
 
 For each (M, N, K): every CUTLASS row of fp8_rowwise_configs.h (forced with
 MSLK_FP8_GEMM_KERNEL=cutlass MSLK_FP8_ROWWISE_TILE=<row>), the decode kernel (skinny, M <= 64)

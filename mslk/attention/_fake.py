@@ -54,3 +54,13 @@ def _merge_attentions_varargs_backward(attn_split, lse_split, attn_out, lse_out,
 @torch.library.register_fake("mslk::_fmha_merge_attentions_into")
 def _fmha_merge_attentions_into(attn_out, lse_out, attn_split, lse_split):
     return None
+
+
+@torch.library.register_fake("mslk::dequantize_kv_int4")
+def _dequantize_kv_int4(cache, num_groups, dtype):
+    return cache.new_empty((*cache.shape[:-1], 8 * (cache.shape[-1] - num_groups)), dtype=dtype)
+
+
+@torch.library.register_fake("mslk::dequantize_kv_fp8")
+def _dequantize_kv_fp8(cache, scale_shift, dtype):
+    return cache.new_empty((*cache.shape[:-1], 4 * cache.shape[-1]), dtype=dtype)

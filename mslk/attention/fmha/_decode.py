@@ -57,3 +57,28 @@ def group_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
         k4, v4 = k.reshape(B, Mkv, n, k.shape[-1]), v.reshape(B, Mkv, n, Kv)
     return (q5, k4, v4, lambda out: out.reshape(B, Mq, *heads, out.shape[-1]),
             lambda lse: lse.reshape(lse.shape[0], *heads, lse.shape[-1]))
+
+
+def group_like_k(x: torch.Tensor, q: torch.Tensor, grouped: bool) -> torch.Tensor:
+    """A per-K/V-row tensor x [B, Mkv, (G,) H, W] grouped as group_heads groups K: head 0 of each
+    group (grouped, the rows are shared over the query heads) or every head flattened."""
+    if grouped:
+        return x[:, :, :1] if q.ndim == 4 else x[:, :, :, 0]
+    return x.reshape(x.shape[0], x.shape[1], -1, x.shape[-1])
+
+
+def dequantize_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k4: torch.Tensor, v4: torch.Tensor,
+                  k_scale_shift, v_scale_shift) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The int32 caches k4 / v4 (group_heads of the BMHK / BMGHK int32 k, v) dequantized to q's
+    dtype: FP8 when the scale/shift tensors (of k's rows' shape, int32 fp16 pairs or float32) are
+    given, INT4 with the group count the row length implies otherwise. Correct-first: the whole
+    cache (a paged pool included) goes to a temporary, then the unquantized decode op reads it."""
+    grouped = group_size(q, k, v) > 1
+    D = q.shape[-1]
+    if k_scale_shift is not None:
+        ks = group_like_k(k_scale_shift.reshape(*k.shape[:-1], 1), q, grouped)
+        vs = group_like_k(v_scale_shift.reshape(*v.shape[:-1], 1), q, grouped)
+        return (torch.ops.mslk.dequantize_kv_fp8(k4, ks, q.dtype), torch.ops.mslk.dequantize_kv_fp8(v4, vs, q.dtype))
+    groups = k.shape[-1] - D // 8
+    return (torch.ops.mslk.dequantize_kv_int4(k4, groups, q.dtype),
+            torch.ops.mslk.dequantize_kv_int4(v4, groups, q.dtype))

@@ -70,6 +70,8 @@ class Inputs:
                              "head_groups, num_heads_per_group, K], [batch, seqlen, num_heads, K], or "
                              "[batch, seqlen, K].")
         output_shape = (*self.query.shape[:-1], self.value.shape[-1])
+        if self.value.dtype == torch.int32 and self.query.dtype.is_floating_point:  # quantized V: packed last dim
+            output_shape = (*self.query.shape[:-1], self.query.shape[-1])
         if self.query.ndim == 3:
             self.query = self.query.unsqueeze(2)
             self.key = self.key.unsqueeze(2)
@@ -92,7 +94,8 @@ class Inputs:
                              f"key.ndim={k.ndim}, value.ndim={v.ndim}")
         if q.device != k.device or q.device != v.device:
             raise ValueError(f"Query/Key/Value must be on the same device; got {q.device}, {k.device}, {v.device}")
-        if not (q.dtype == k.dtype == v.dtype):
+        quantized_kv = k.dtype == v.dtype == torch.int32 and q.dtype.is_floating_point  # INT4 / FP8 caches
+        if not (q.dtype == k.dtype == v.dtype) and not quantized_kv:
             raise ValueError(f"Query/Key/Value must have the same dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
         B, Mq = q.shape[0], q.shape[1]
         Mkv = k.shape[1]
@@ -103,7 +106,7 @@ class Inputs:
         if q.shape[2:-1] != k.shape[2:-1] or q.shape[2:-1] != v.shape[2:-1]:
             raise ValueError(f"Head dimensions differ: query {tuple(q.shape)}, key {tuple(k.shape)}, value "
                              f"{tuple(v.shape)} (MSLK does not broadcast heads: expand K/V explicitly for GQA/MQA)")
-        if q.shape[-1] != k.shape[-1]:
+        if q.shape[-1] != k.shape[-1] and not quantized_kv:
             raise ValueError(f"Query and key must have the same embedding dim; got {q.shape[-1]} and {k.shape[-1]}")
         for name, x in (("query", q), ("key", k), ("value", v)):
             if x.shape[-1] > 1 and x.stride(-1) != 1:
@@ -290,6 +293,8 @@ class AttentionOpBase:
                 reasons.append(why)
         if d.query.dtype not in cls.SUPPORTED_DTYPES:
             reasons.append(f"dtype={d.query.dtype} (supported: {sorted(map(str, cls.SUPPORTED_DTYPES))})")
+        if d.key.dtype != d.query.dtype and not getattr(cls, "SUPPORTS_QUANTIZED_KV", False):
+            reasons.append(f"quantized K/V (key dtype {d.key.dtype}) not supported")
         bias_type = type(d.attn_bias)
         if not any(bias_type is t or (t is torch.Tensor and isinstance(d.attn_bias, torch.Tensor))
                    for t in cls.SUPPORTED_ATTN_BIAS_TYPES):

@@ -6,11 +6,20 @@ heads that read that K/V head (GQA / MQA: K/V expand()ed over the query heads of
 or over every head, BMHK), and the attention-merge kernel combines the splits. fp16 / bf16, head
 dims 16..256 (K == Kv), the masks of SUPPORTED_ATTN_BIAS_TYPES (dense causal, padded, gappy and
 paged K/V), the LSE (memory_efficient_attention_partial) and any output dtype. NUM_SPLITS = 0 picks
-the split count by the kernel's heuristic; FwOp_S{n} fix it. Quantized (FP8 / INT4) K/V caches
-(InputsFp8) are not served yet. The result does not depend on the split count beyond rounding.
+the split count by the kernel's heuristic; FwOp_S{n} fix it. The result does not depend on the
+split count beyond rounding.
+
+Quantized K/V caches (layouts: mslk.attention.fmha.quantized_kv): int32 K/V of rows D // 8 +
+NUM_GROUPS (INT4, the group count implied by the row length; a subclass may pin NUM_GROUPS) or,
+with InputsFp8's k_fp8_scale_shift / v_fp8_scale_shift, rows of D // 4 (FP8 E4M3 rowwise; fp16
+scale/shift pairs, or float32 scales with use_fp32_scales). Semantics: dequantize, then attend.
+Correct-first: torch.ops.mslk.dequantize_kv_* writes the cache into a q-dtype temporary that the
+unquantized op reads (docs/design/attention_decode.md).
 """
 
-from typing import Dict, Optional, Tuple
+import dataclasses
+import math
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -39,6 +48,8 @@ class FwOp(_b.HeadDims, AttentionFwOpBase):
     UNAVAILABLE_REASON = "needs a CUDA build of mslk (torch.ops.mslk.fmha_decode_splitk has no CUDA kernel here)"
     HEAD_DIMS = {16, 32, 64, 128, 256}
     NUM_SPLITS: int = 0  # 0: chosen by a heuristic
+    SUPPORTS_QUANTIZED_KV = True
+    NUM_GROUPS: Optional[int] = None  # INT4 groups a row; None: implied by the key's row length
 
     @classmethod
     def is_available(cls) -> bool:
@@ -46,11 +57,22 @@ class FwOp(_b.HeadDims, AttentionFwOpBase):
 
     @classmethod
     def not_supported_reasons(cls, d: Inputs):
-        reasons = super().not_supported_reasons(d)
+        quantized = d.key.dtype == torch.int32 or d.value.dtype == torch.int32
+        reasons = _quantized_reasons(cls, d) if quantized else []
+        if quantized and not reasons:  # the base checks on the dequantized K/V's shapes
+            D = d.query.shape[-1]
+            logical = lambda x: torch.empty((*x.shape[:-1], D), dtype=d.query.dtype, device="meta")  # noqa: E731
+            reasons += super().not_supported_reasons(dataclasses.replace(d, key=logical(d.key),
+                                                                         value=logical(d.value)))
+        elif not quantized:
+            reasons += super().not_supported_reasons(d)
+            if d.key.dtype != d.query.dtype:
+                reasons.append(f"key dtype {d.key.dtype} differs from the query's {d.query.dtype}")
         if d.output_dtype == torch.float64:
             reasons.append("output_dtype float64 (the kernel writes float16, bfloat16 or float32)")
-        if isinstance(d, InputsFp8) or d.key.dtype != d.query.dtype:
-            reasons.append("quantized (FP8 / INT4) K/V caches are not served yet")
+        if isinstance(d, InputsFp8) and (d.q_fp8_scale_shift is not None or d.quantize_qk_to_fp8
+                                         or d.quantize_pv_to_fp8):
+            reasons.append("FP8 queries (q_fp8_scale_shift, quantize_qk_to_fp8, quantize_pv_to_fp8) are not served")
         if d.query.ndim in (4, 5):
             rows = _decode.group_size(d.query, d.key, d.value)
             qi = getattr(d.attn_bias, "q_seqinfo", None)
@@ -69,6 +91,10 @@ class FwOp(_b.HeadDims, AttentionFwOpBase):
         if q.ndim == 3:
             q, k, v = q.unsqueeze(2), k.unsqueeze(2), v.unsqueeze(2)
         q5, k4, v4, out_back, lse_back = _decode.group_heads(q, k, v)
+        if k.dtype == torch.int32:
+            fp8 = isinstance(inp, InputsFp8) and inp.k_fp8_scale_shift is not None
+            k4, v4 = _decode.dequantize_kv(q, k, v, k4, v4, inp.k_fp8_scale_shift if fp8 else None,
+                                           inp.v_fp8_scale_shift if fp8 else None)
         desc = mask_descriptor(inp.attn_bias, q.device)
         desc.pop("bias")
         splits = cls.NUM_SPLITS or int(getattr(inp, "num_splits", 0) or 0)
@@ -93,6 +119,42 @@ class FwOp(_b.HeadDims, AttentionFwOpBase):
                      split_k_early_exit=None) -> type:
         """The class fixed to `splitk` splits (the tile arguments are the kernel's own: ignored)."""
         return FwOp_Map[splitk] if splitk in FwOp_Map else _b.with_num_splits(cls, int(splitk))
+
+
+def _quantized_reasons(cls, d: Inputs) -> List[str]:
+    """Why int32 K/V are not a cache layout this operator reads (each names the argument)."""
+    k, v, D = d.key, d.value, d.query.shape[-1]
+    if not (k.dtype == v.dtype == torch.int32):
+        return [f"quantized K/V: key and value must both be int32; got {k.dtype} and {v.dtype}"]
+    if k.shape != v.shape:
+        return [f"quantized K/V: key {tuple(k.shape)} and value {tuple(v.shape)} must have one shape"]
+    ss = (d.k_fp8_scale_shift, d.v_fp8_scale_shift) if isinstance(d, InputsFp8) else (None, None)
+    if ss == (None, None):  # INT4
+        groups = k.shape[-1] - D // 8
+        if D % 8 != 0 or groups not in (1, 2, 4, 8):
+            return [f"INT4 K/V: key last dim {k.shape[-1]} is not head dim {D} // 8 + NUM_GROUPS with NUM_GROUPS "
+                    "in (1, 2, 4, 8) (FP8 caches need InputsFp8 with k_fp8_scale_shift / v_fp8_scale_shift)"]
+        if cls.NUM_GROUPS is not None and groups != cls.NUM_GROUPS:
+            return [f"INT4 K/V: key last dim {k.shape[-1]} implies {groups} groups; {cls.__name__}.NUM_GROUPS is "
+                    f"{cls.NUM_GROUPS}"]
+        if D % groups != 0:
+            return [f"INT4 K/V: head dim {D} is not a multiple of NUM_GROUPS {groups}"]
+        return []
+    reasons = []
+    if 4 * k.shape[-1] != D:
+        reasons.append(f"FP8 K/V: key last dim {k.shape[-1]} must be head dim {D} // 4")
+    rows = math.prod(k.shape[:-1])
+    want = torch.float32 if d.use_fp32_scales else torch.int32
+    for name, x in zip(("k_fp8_scale_shift", "v_fp8_scale_shift"), ss):
+        if x is None:
+            reasons.append(f"FP8 K/V: {name} is missing")
+        elif x.dtype != want:
+            reasons.append(f"FP8 K/V: {name} must be {want} with use_fp32_scales={d.use_fp32_scales} "
+                           f"(int32 fp16 scale/shift pairs, or float32 scales); got {x.dtype}")
+        elif x.numel() != rows or x.device != k.device:
+            reasons.append(f"FP8 K/V: {name} must hold one entry per key row, shape {tuple(k.shape[:-1])} on "
+                           f"{k.device}; got {tuple(x.shape)} on {x.device}")
+    return reasons
 
 
 # Named power-of-two split counts 1..128, plus 48, 72, 80, 96 and 112.

@@ -54,9 +54,10 @@ def test_inputs_fp8_carries_packed_kv():
     assert torch.equal(unpacked[..., 0], torch.full((B, M, H), 0.5, dtype=torch.float16))
     again = dataclasses.replace(inp, use_fp32_scales=True)
     assert type(again) is common.InputsFp8 and again.k_fp8_scale_shift is scale_shift
-    # No quantized-cache split-K kernel in this build: the operator declines with reasons instead of crashing.
+    # The operator reads this cache (test_decode_quantized.py) but declares CUDA only: CPU inputs are declined.
     reasons = triton_splitk.FwOp.not_supported_reasons(inp)
-    assert any("not available" in r or "quantized" in r for r in reasons)
+    assert any("device" in r or "not available" in r for r in reasons)
+    assert not [r for r in reasons if "FP8 K/V" in r]
     assert not triton_splitk.FwOp_S4.supports(inp)
 
 

@@ -72,16 +72,6 @@ at::Tensor dequant_cpu(const at::Tensor& cache, const std::optional<at::Tensor>&
   return c.out.to(dtype);
 }
 
-at::Tensor dequantize_kv_int4_cpu(const at::Tensor& cache, int64_t num_groups, at::ScalarType dtype) {
-  TORCH_CHECK_VALUE(num_groups >= 1, "mslk.dequantize_kv_int4: argument 'num_groups' must be 1, 2, 4 or 8, got ",
-                    num_groups);
-  return dequant_cpu(cache, std::nullopt, num_groups, dtype, "mslk.dequantize_kv_int4");
-}
-
-at::Tensor dequantize_kv_fp8_cpu(const at::Tensor& cache, const at::Tensor& scale_shift, at::ScalarType dtype) {
-  return dequant_cpu(cache, scale_shift, 0, dtype, "mslk.dequantize_kv_fp8");
-}
-
 }  // namespace
 }  // namespace mslk::attention
 
@@ -92,7 +82,4 @@ TORCH_LIBRARY_FRAGMENT(mslk, m) {
   m.def("dequantize_kv_fp8(Tensor cache, Tensor scale_shift, ScalarType dtype) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(mslk, CPU, m) {
-  m.impl("dequantize_kv_int4", &mslk::attention::dequantize_kv_int4_cpu);
-  m.impl("dequantize_kv_fp8", &mslk::attention::dequantize_kv_fp8_cpu);
-}
+TORCH_LIBRARY_IMPL(mslk, CPU, m) { mslk::attention::KvDequantOps<&mslk::attention::dequant_cpu>::register_mslk(m); }

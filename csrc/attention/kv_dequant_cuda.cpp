@@ -21,20 +21,7 @@ at::Tensor dequant_cuda(const at::Tensor& cache, const std::optional<at::Tensor>
   return compute == dtype ? c.out : c.out.to(dtype);
 }
 
-at::Tensor dequantize_kv_int4_cuda(const at::Tensor& cache, int64_t num_groups, at::ScalarType dtype) {
-  TORCH_CHECK_VALUE(num_groups >= 1, "mslk.dequantize_kv_int4: argument 'num_groups' must be 1, 2, 4 or 8, got ",
-                    num_groups);
-  return dequant_cuda(cache, std::nullopt, num_groups, dtype, "mslk.dequantize_kv_int4");
-}
-
-at::Tensor dequantize_kv_fp8_cuda(const at::Tensor& cache, const at::Tensor& scale_shift, at::ScalarType dtype) {
-  return dequant_cuda(cache, scale_shift, 0, dtype, "mslk.dequantize_kv_fp8");
-}
-
 }  // namespace
 }  // namespace mslk::attention
 
-TORCH_LIBRARY_IMPL(mslk, CUDA, m) {
-  m.impl("dequantize_kv_int4", &mslk::attention::dequantize_kv_int4_cuda);
-  m.impl("dequantize_kv_fp8", &mslk::attention::dequantize_kv_fp8_cuda);
-}
+TORCH_LIBRARY_IMPL(mslk, CUDA, m) { mslk::attention::KvDequantOps<&mslk::attention::dequant_cuda>::register_mslk(m); }

@@ -295,3 +295,12 @@ def test_public_forward_int4_cuda():
     ref = fmha.memory_efficient_attention_forward(q, kd, vd, op=triton_splitk.FwOp)
     assert out.shape == q.shape
     torch.testing.assert_close(out, ref, atol=0, rtol=0)  # the same op on the same dequantized values
+
+
+@needs_cuda
+def test_dispatch_picks_splitk_for_quantized_cache():
+    g = torch.Generator().manual_seed(10)
+    q, (kq, _, _), (vq, _, _) = quantized_gqa(1, 1, 64, 2, 4, 64, torch.float16, "cuda", "int4_g8", g)
+    out = fmha.memory_efficient_attention_forward(q, kq, vq)  # only triton_splitk.FwOp reads int32 K/V
+    torch.testing.assert_close(out, fmha.memory_efficient_attention_forward(q, kq, vq, op=triton_splitk.FwOp),
+                               atol=0, rtol=0)

@@ -1,5 +1,6 @@
 """Python glue of the split-K decode op (torch.ops.mslk.fmha_decode_splitk): the query / K/V head
-grouping its kernel reads, and the op's fake (Meta) implementation for torch.compile."""
+grouping its kernel reads, the dequantization of quantized K/V caches before it, and the op's fake
+(Meta) implementation for torch.compile."""
 
 from __future__ import annotations
 

@@ -29,6 +29,11 @@ def i32(*v):
     return torch.tensor(v, dtype=I32)
 
 
+def words(*shape):
+    """int32 words whose fp16 halves are finite (below 0x4000: at most 2)."""
+    return torch.randint(0, 2**14, shape, generator=torch.Generator().manual_seed(sum(shape)), dtype=I32)
+
+
 def attn(B=1, M=4, H=2, K=8):
     return r(B, M, H, K)
 
@@ -137,6 +142,10 @@ CASES = [
     (mslk.f8i4bf16_shuffled, dict(XQ=r(4, 256, dtype=F8), WQ=r(8, 128).clamp(-3, 3).to(torch.int8),
                                   x_scale=r(4, dtype=F32), w_scale=r(8, dtype=F32),
                                   w_scale_group=r(2, 8, 8, dtype=F8)), {}),
+    # quantized K/V caches: INT4 rows of D // 8 + groups int32 words (fp16 scale / shift words first),
+    # FP8 rows of D // 4 words with a float32 scale a row (the fp16-pair form: test_decode_quantized)
+    (mslk.dequantize_kv_int4, dict(cache=words(2, 4, 3), num_groups=1, dtype=BF), {}),
+    (mslk.dequantize_kv_fp8, dict(cache=words(2, 4, 4), scale_shift=r(2, 4, 1, dtype=F32), dtype=BF), {}),
     # MoE
     (mslk.index_shuffling, dict(routing_scores=r(8, 16, dtype=F32), valid_token_count=i32(6)), {}),
     (mslk.gather_scale_dense_tokens, dict(x=r(4, 16), token_indices=i32(0, 1, 2, 3), expert_indices=i32(0, 1, 0, 1),

@@ -50,6 +50,20 @@ ref = x.double() @ w.double().T
 print(f"FP8 linear via {how}: rel err vs float64 {rel_err(out, ref):.2e} "
       f"({(time.perf_counter() - t0) * 1e3:.1f} ms)")
 
+# Weight-only INT4 (decode-sized M: one new token against an INT4 weight with group-128 scales
+# and zeros).
+from mslk.quantize.shuffle import int4_row_quantize_zp, pack_int4  # noqa: E402
+
+N4 = K4 = 4096 if dev == "cuda" else 1024
+w4 = torch.randn(N4, K4, device=dev, dtype=torch.bfloat16)
+q4, s4, z4 = int4_row_quantize_zp(w4, 128)
+s4, z4 = s4.bfloat16(), z4.bfloat16()
+x4 = torch.randn(1, K4, device=dev, dtype=torch.bfloat16)
+out = torch.ops.mslk.bf16i4bf16_rowwise(x4, pack_int4(q4), s4, z4)
+wd = q4.double() * s4.double().t().repeat_interleave(128, 1) + z4.double().t().repeat_interleave(128, 1)
+print(f"bf16i4bf16_rowwise (INT4 weight, M = 1): rel err vs float64 over the dequantized weight "
+      f"{rel_err(out, x4.double() @ wd.t()):.2e}")
+
 # 3. Fused attention (quick start: memory_efficient_attention with a causal mask), and the
 #    exact softmax merge of partial attentions over K/V chunks.
 from mslk.attention import fmha  # noqa: E402

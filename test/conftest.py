@@ -15,26 +15,51 @@ if hasattr(torch._functorch.config, "error_on_custom_op_aliasing"):
 HAS_CUDA = torch.cuda.is_available()
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
 
-# MSLK_REQUIRE_GPU=1 (set by the GPU round, tools/gpu_test_file.sh): a run without a CUDA device
-# stops at once, and a test that skips for want of a GPU fails instead (its skip reason names
-# CUDA, a GPU or an sm_NN arch; compute-capability skips of other architectures stay skips).
+# MSLK_REQUIRE_GPU=N (N >= 1; the GPU round sets 1, and 2 on two-GPU machines) promises N CUDA
+# devices: a run that sees fewer stops at once, and a test that skips for want of a GPU fails
+# instead (its skip reason names CUDA, a GPU or an sm_NN arch; compute-capability skips of other
+# architectures stay skips). A requires_gpus(n) skip fails only where the machine could run it:
+# n <= N, or n <= the devices torch sees; elsewhere it stays a skip.
 _GPU_REASON = re.compile(r"\b(cuda|gpus?|sm_?\d+)\b", re.IGNORECASE)
+_GPUS_REASON = re.compile(r"\bneeds (\d+) CUDA GPUs\b")
+
+
+def _required_gpus() -> int:
+    """The number of CUDA devices MSLK_REQUIRE_GPU promises (0: unset or not a number)."""
+    v = os.environ.get("MSLK_REQUIRE_GPU", "")
+    return int(v) if v.isdigit() else 0
 
 
 def _require_gpu() -> bool:
-    return os.environ.get("MSLK_REQUIRE_GPU") == "1"
+    return _required_gpus() >= 1
+
+
+def requires_gpus(n: int):
+    """Skip unless torch sees at least n CUDA devices."""
+    k = torch.cuda.device_count()
+    return pytest.mark.skipif(k < n, reason=f"needs {n} CUDA GPUs, this machine has {k}")
 
 
 def gpu_skip_failure(reason: str):
-    """The failure message for a skip with this reason under MSLK_REQUIRE_GPU=1, else None."""
-    if not _require_gpu() or not _GPU_REASON.search(reason) or "compute capability" in reason:
+    """The failure message for a skip with this reason under MSLK_REQUIRE_GPU, else None."""
+    level = _required_gpus()
+    if level < 1 or not _GPU_REASON.search(reason) or "compute capability" in reason:
         return None
-    return f"MSLK_REQUIRE_GPU=1: a GPU test skipped instead of running ({reason})"
+    many = _GPUS_REASON.search(reason)
+    if many and int(many.group(1)) > max(level, torch.cuda.device_count()):
+        return None  # more GPUs than promised and than present: it cannot run here
+    return f"MSLK_REQUIRE_GPU={level}: a GPU test skipped instead of running ({reason})"
 
 
 def pytest_sessionstart(session):
-    if _require_gpu() and not torch.cuda.is_available():
-        raise pytest.UsageError("MSLK_REQUIRE_GPU=1 but torch sees no CUDA device")
+    level = _required_gpus()
+    if level < 1:
+        return
+    if not torch.cuda.is_available():
+        raise pytest.UsageError(f"MSLK_REQUIRE_GPU={level} but torch sees no CUDA device")
+    if torch.cuda.device_count() < level:
+        raise pytest.UsageError(f"MSLK_REQUIRE_GPU={level} but torch sees only {torch.cuda.device_count()} "
+                                "CUDA device(s)")
 
 
 @pytest.hookimpl(hookwrapper=True)

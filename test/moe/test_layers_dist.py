@@ -10,6 +10,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from mslk.moe.layers import BaselineMoE, MetaShufflingMoE
+from test.conftest import requires_gpus
 from test.moe.test_layers import LAYERS, TOL, init_methods, make_args, make_weights, make_x, reference, rel_err
 
 WORLD = 2
@@ -103,7 +104,7 @@ def test_world2_gloo(tmp_path):
     _spawn(tmp_path, "gloo")
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2 or not dist.is_nccl_available(),
-                    reason="NCCL world-size-2 test needs two CUDA GPUs")
+@requires_gpus(2)
+@pytest.mark.skipif(not dist.is_nccl_available(), reason="torch.distributed is built without NCCL")
 def test_world2_nccl(tmp_path):
     _spawn(tmp_path, "nccl")

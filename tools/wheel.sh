@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds the mslk wheel into dist/ (reusing the in-place build folder, so after tools/build.sh it
+# only relinks), installs it into a fresh virtual environment that sees the installed torch, and
+# checks the installed package from outside the source tree: its version, its native library, no
+# test or benchmark files, and one CPU op. Prints the wheel's name and size.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+BUILD_DIR=${BUILD_DIR:-build}
+$PY -c "import scikit_build_core" 2>/dev/null || $PY -m pip install -q "scikit-build-core>=0.10"
+rm -rf dist
+# The in-place build's test targets stay configured, so the folder stays valid for tools/build.sh.
+MSLK_CUDA=${MSLK_CUDA:-AUTO} $PY -m pip wheel . --no-build-isolation --no-deps -q -w dist \
+  -Cbuild-dir="$BUILD_DIR" -Ccmake.define.MSLK_BUILD_TESTS=ON
+whl=$(realpath dist/mslk-*.whl)
+venv=$(mktemp -d)/venv
+$PY -m venv --system-site-packages "$venv"
+"$venv/bin/python" -m pip install -q --no-deps "$whl"
+(cd "$venv" && "$venv/bin/python" - "$whl" <<'PY'
+import os, sys, zipfile
+import torch
+import mslk
+from mslk._version import __version__
+
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+assert not [n for n in names if n.startswith(("test/", "bench/", "tools/")) or "__pycache__" in n], names
+assert "mslk/lib/libmslk.so" in names, "the native library is missing from the wheel"
+assert os.path.dirname(mslk.__file__).startswith(sys.prefix), f"imported {mslk.__file__}, not the installed package"
+x = torch.randn(5, 64, dtype=torch.bfloat16)
+xq, s = torch.ops.triton.quantize_fp8_row(x)
+err = (xq.float() * s[:, None] - x.float()).abs().max() / x.float().abs().max()
+assert err < 0.07, err
+print(f"wheel: {os.path.basename(sys.argv[1])}, {os.path.getsize(sys.argv[1]) / 2**20:.1f} MiB, "
+      f"{len(names)} files; installed mslk {__version__} imports and runs a CPU op")
+PY
+)
+rm -rf "$(dirname "$venv")"

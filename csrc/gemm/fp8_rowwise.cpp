@@ -268,6 +268,22 @@ Tensor matmul_fp8_row(const RowwiseBackend& b, const Tensor& a, const Tensor& bm
   TORCH_CHECK_VALUE(!dot_out_dtype || *dot_out_dtype == at::kFloat, op,
                     ": argument 'dot_out_dtype' (the accumulator type) must be None or torch.float32, got ",
                     *dot_out_dtype);
+  // The spec names this op's arguments a / b / a_scale / b_scale; check them under those names
+  // before the shared f8f8bf16_rowwise path (whose messages say XQ / WQ / x_scale / w_scale).
+  check_fp8(a, op, "a");
+  check_fp8(bmat, op, "b");
+  check_dim(a, op, "a", 2, 64);
+  check_dim(bmat, op, "b", 2, 2);
+  check_same_device(bmat, a, op, "b", "a");
+  TORCH_CHECK_VALUE(bmat.size(1) == a.size(-1), op, ": 'a' and 'b' must have the same K (last dim), got shapes ",
+                    a.sizes(), " and ", bmat.sizes());
+  check_dtype(a_scale, op, "a_scale", {at::kFloat});
+  check_dtype(b_scale, op, "b_scale", {at::kFloat});
+  const int64_t rows = c10::multiply_integers(a.sizes().begin(), a.sizes().end() - 1);
+  TORCH_CHECK_VALUE(a_scale.numel() == rows, op, ": argument 'a_scale' must hold ", rows,
+                    " values (one per row of a), got shape ", a_scale.sizes());
+  TORCH_CHECK_VALUE(b_scale.numel() == bmat.size(0), op, ": argument 'b_scale' must hold ", bmat.size(0),
+                    " values (one per row of b), got shape ", b_scale.sizes());
   return rowwise(b, a, bmat, a_scale, b_scale, bias, fp8_fast_accum, OutDtype::kBFloat16, op);
 }
 

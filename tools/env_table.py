@@ -47,7 +47,7 @@ BUILD_VARS = (
 
 # Read by test/conftest.py (and set by tools/gpu_round.sh).
 TEST_VARS = (
-    Var("MSLK_REQUIRE_GPU", "1", "unset", "a GPU test that skips (no CUDA device, wrong arch) fails instead, with its skip reason"),
+    Var("MSLK_REQUIRE_GPU", "N (1, 2, ...)", "unset", "the machine has N GPUs: a GPU test that skips (no CUDA device, wrong arch, fewer than the GPUs it needs up to N) fails instead, with its skip reason"),
     Var("MSLK_TEST_TIMEOUT", "seconds", "0 (none)", "a test running longer dumps every thread's traceback and exits"),
     Var("MSLK_WATCHDOG_FILE", "a file", "stderr", "where that traceback goes"),
 )

@@ -109,6 +109,14 @@ CHARTS = {
               "tinygemm": "tinygemm us", "bf16 torch.mm": "bf16 mm us"},
         floor=("floor (weight bytes at copy BW)", lambda n: n["weight floor us"]),
         log=True),
+    "moe_layers": dict(
+        label=lambda r: f"{r['layer']} {r['precision']} {r['path']} {r['shape']} T{r['tokens']}",
+        unit="us",
+        # The kernel sum is the layer's own device time: the bar its forward can approach.
+        bars={"mslk": "mslk us", "mslk (graph)": "mslk graph us", "eager torch.mm loop": "eager us",
+              "mslk-cuda 1.1.0 wheel": "ref wheel us"},
+        floor=("kernel sum (profiler)", lambda n: n["kernel sum us"]),
+        log=False),
 }
 CHARTS["fp8_blockwise_small_m"] = CHARTS["fp8_blockwise"]  # the same bench at M 1 and 16 (--ms 1,16)
 

@@ -1,6 +1,7 @@
-"""mslk.moe.layers with world size 2 (processes spawned here; gloo on the CPU, NCCL on two GPUs):
-EP=2 and MP=2 (including routed MP 1 with token chunks, and dedup_comm) give the EP=1 result,
-with skewed routing that leaves a rank's experts without tokens; mismatched groups are refused."""
+"""mslk.moe.layers with world size 2 (processes spawned here; gloo on the CPU, NCCL on two GPUs,
+gloo with both ranks on one GPU: the GPU kernels without a second GPU): EP=2 and MP=2 (including
+routed MP 1 with token chunks, and dedup_comm) give the EP=1 result, with skewed routing that
+leaves a rank's experts without tokens; mismatched groups are refused."""
 
 import os
 
@@ -78,30 +79,39 @@ def _error_cases(rank):
         m(make_x(T=3, B=1), True)
 
 
-def _worker(rank, store, backend):
+def _worker(rank, store, backend, one_gpu=False):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
     device = "cpu"
     if backend == "nccl":
         torch.cuda.set_device(rank)
         device = f"cuda:{rank}"
+    elif one_gpu:  # both ranks on cuda:0; gloo moves CUDA tensors through pinned host memory
+        torch.cuda.set_device(0)
+        device = "cuda:0"
     dist.init_process_group(backend, init_method=f"file://{store}", rank=rank, world_size=WORLD)
     try:
         _ep_cases(rank, device)
         _mp_cases(rank, device)
-        if backend == "gloo":
+        if backend == "gloo" and not one_gpu:  # configuration errors: the CPU run covers them
             _error_cases(rank)
         dist.barrier()
     finally:
         dist.destroy_process_group()
 
 
-def _spawn(tmp_path, backend):
-    mp.spawn(_worker, args=(str(tmp_path / "store"), backend), nprocs=WORLD, join=True)
+def _spawn(tmp_path, backend, one_gpu=False):
+    mp.spawn(_worker, args=(str(tmp_path / "store"), backend, one_gpu), nprocs=WORLD, join=True)
 
 
 def test_world2_gloo(tmp_path):
     _spawn(tmp_path, "gloo")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_world2_gloo_one_gpu(tmp_path):
+    """World size 2 on the GPU kernels with one GPU: the layers' collectives over gloo."""
+    _spawn(tmp_path, "gloo", one_gpu=True)
 
 
 @requires_gpus(2)

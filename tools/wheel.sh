@@ -12,6 +12,10 @@ rm -rf dist
 # The in-place build's test targets stay configured, so the folder stays valid for tools/build.sh.
 MSLK_CUDA=${MSLK_CUDA:-AUTO} $PY -m pip wheel . --no-build-isolation --no-deps -q -w dist \
   -Cbuild-dir="$BUILD_DIR" -Ccmake.define.MSLK_BUILD_TESTS=ON
+# scikit-build-core left its settings in the folder's cache (SKBUILD*: the wheel's install layout,
+# no tests); drop them so tools/build.sh builds in place again (a relink, nothing recompiles).
+cmake -S . -B "$BUILD_DIR" -U "SKBUILD*" -DCMAKE_INSTALL_PREFIX=/usr/local >/dev/null
+cmake --build "$BUILD_DIR" -j "$(nproc)" >/dev/null
 whl=$(realpath dist/mslk-*.whl)
 venv=$(mktemp -d)/venv
 $PY -m venv --system-site-packages "$venv"

@@ -11,6 +11,7 @@ from mslk.attention import fmha
 from mslk.attention.fmha.merge_training import (Partial, memory_efficient_attention_partial_autograd,
                                                 merge_attentions_autograd)
 from test.attention import oracle
+from test.attention.tolerance import assert_attention_close
 
 
 def _qkv(B, Mq, Mk, H, K, dtype=torch.float64, Hkv=None, seed=0):
@@ -37,12 +38,14 @@ def test_compile_wrappers_values_and_opcheck(dtype):
     bias = torch.randn(2, 3, 8, 12).to(dtype)
     out = torch.ops.mslk.memory_efficient_attention_forward(q, k, v)
     ref, _ = oracle.attention_f64(q, k, v)
-    tol = 2e-2 if dtype == torch.bfloat16 else 1e-5
     assert out.dtype == dtype and out.shape == q.shape
-    torch.testing.assert_close(out.double(), ref, atol=tol, rtol=tol)
     out_b = torch.ops.mslk.memory_efficient_attention_forward_with_bias(q, k, v, bias, scale=0.3)
     ref_b, _ = oracle.attention_f64(q, k, v, bias, scale=0.3)
-    torch.testing.assert_close(out_b.double(), ref_b, atol=tol, rtol=tol)
+    for got, want in ((out, ref), (out_b, ref_b)):
+        if dtype == torch.bfloat16:
+            assert_attention_close(got, want, dtype)
+        else:
+            torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5)
     torch.library.opcheck(torch.ops.mslk.memory_efficient_attention_forward.default, (q, k, v))
     torch.library.opcheck(torch.ops.mslk.memory_efficient_attention_forward.default, (q, k, v, bias, 0.0, 0.5))
     torch.library.opcheck(torch.ops.mslk.memory_efficient_attention_forward_with_bias.default, (q, k, v, bias))

@@ -7,6 +7,8 @@ import math
 import pytest
 import torch
 
+from test.attention.tolerance import GRAD_TOL, assert_attention_close, assert_grad_close, d_term_slack, lse_f64
+
 HAS_OP = hasattr(torch.ops.mslk, "fmha_fused_bwd")
 pytestmark = pytest.mark.skipif(not HAS_OP, reason="native library not loaded")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -379,9 +381,11 @@ def test_paged_dropout_rejected():
 
 # ---- CUDA: the fused backward and the GPU general path against the CPU float64 result ----------
 
-def gpu_vs_cpu(q, k, v, bias=None, dtype=torch.bfloat16, deterministic=False, bias_requires_grad=False, **kw):
+def gpu_vs_cpu(q, k, v, bias=None, dtype=torch.bfloat16, deterministic=False, bias_requires_grad=False, allowed=None,
+               **kw):
     """Forward + backward on the GPU in `dtype`, and on the CPU in float64 from the same rounded
-    inputs (the same rng_state). Returns (gpu grads, cpu grads, gpu out, cpu out)."""
+    inputs (the same rng_state). Returns (gpu grads, cpu grads, gpu out, cpu out, slack): slack is
+    the D-term slack of each gradient (d_slack) given the allowed mask, else Nones."""
     g = torch.Generator().manual_seed(99)
     qd, kd, vd = (t.to(dtype) for t in (q, k, v))
     dev = lambda t: t.cuda() if isinstance(t, torch.Tensor) and t.dtype != torch.int64 else t  # noqa: E731
@@ -394,17 +398,35 @@ def gpu_vs_cpu(q, k, v, bias=None, dtype=torch.bfloat16, deterministic=False, bi
     q64, k64, v64 = (t.double() for t in (qd, kd, vd))
     out64, lse64 = FWD(q64, k64, v64, bias, **kw)
     want = BWD(dout.double(), q64, k64, v64, out64, lse64, bias, bias_requires_grad=bias_requires_grad, **kw)
-    return got, want, out, out64
+    slack = [None] * 4
+    if allowed is not None:
+        slack = d_slack(q64, k64, bias, allowed, kw.get("scale"), dout, out, out64, bias_requires_grad)
+    return got, want, out, out64, slack
 
 
-TOL = {torch.float16: 1e-2, torch.bfloat16: 4e-2, torch.float32: 1e-4}
+def d_slack(q, k, bias, allowed, scale, dout, out, out64, dbias=False):
+    """tolerance.d_term_slack of (dq, dk, dv, dbias) for the attention of `allowed` (+ bias)."""
+    leaves = [q.detach().double().requires_grad_(), k.detach().double().requires_grad_()]
+    dense = torch.zeros(allowed.shape, dtype=torch.float64).masked_fill(~allowed, -math.inf)
+    if bias is not None:
+        b = bias.detach().double().cpu().requires_grad_(dbias)
+        leaves += [b] if dbias else []
+        dense = dense + b
+    sq, sk, *sb = d_term_slack(lse_f64(leaves[0], leaves[1], dense, scale), leaves, dout, out, out64)
+    return [sq, sk, None, sb[0] if sb else None]
 
 
-def assert_grads_close(got, want, dtype, names=("dq", "dk", "dv", "dbias")):
-    for name, g, w in zip(names, got, want):
+TOL = {torch.float32: 1e-4}  # fp16 / bf16: tolerance.py
+
+
+def assert_grads_close(got, want, dtype, slack=(None,) * 4, names=("dq", "dk", "dv", "dbias")):
+    for name, g, w, sl in zip(names, got, want, slack):
         if w.numel() == 0:
             continue
         assert g.shape == w.shape and g.dtype == (dtype if name != "dbias" else g.dtype), name
+        if dtype in GRAD_TOL:
+            assert_grad_close(g, w, dtype, sl, what=name)
+            continue
         err = (g.cpu().double() - w).abs().max().item()
         assert err <= TOL[dtype] * max(w.abs().max().item(), 1e-3), f"{name}: max error {err}"
 
@@ -417,9 +439,9 @@ def test_cuda_dense(dtype, K, Kv, kind, wl, wr):
     g = torch.Generator().manual_seed(K + kind)
     B, H, mq, mkv = 2, 3, 150, 211
     q, k, v = rand((B, mq, H, K), gen=g), rand((B, mkv, H, K), gen=g), rand((B, mkv, H, Kv), gen=g)
-    got, want, _, _ = gpu_vs_cpu(q, k, v, None, dtype, mask_kind=kind, window_left=wl, window_right=wr,
-                                 scale=K ** -0.5)
-    assert_grads_close(got, want, dtype)
+    got, want, _, _, slack = gpu_vs_cpu(q, k, v, None, dtype, allowed=dense_allowed(B, mq, mkv, kind, wl, wr),
+                                        mask_kind=kind, window_left=wl, window_right=wr, scale=K ** -0.5)
+    assert_grads_close(got, want, dtype, slack)
 
 
 @needs_cuda
@@ -439,9 +461,10 @@ def test_cuda_varlen(dtype, kind, wl, wr, padded):
     H, mq = 4, sum(q_lens)
     q, k, v = rand((1, mq, H, 128), gen=g), rand((1, mkv, H, 128), gen=g), rand((1, mkv, H, 128), gen=g)
     sq = torch.tensor([sum(q_lens[:s]) for s in range(6)], dtype=torch.int32)
-    got, want, _, _ = gpu_vs_cpu(q, k, v, None, dtype, seqstart_q=sq, mask_kind=kind, window_left=wl,
-                                 window_right=wr, scale=0.088, max_seqlen_q=max(q_lens), **ks)
-    assert_grads_close(got, want, dtype)
+    allowed = varlen_allowed(q_lens, k_starts, k_lens, mkv, kind, wl, wr)
+    got, want, _, _, slack = gpu_vs_cpu(q, k, v, None, dtype, allowed=allowed, seqstart_q=sq, mask_kind=kind,
+                                        window_left=wl, window_right=wr, scale=0.088, max_seqlen_q=max(q_lens), **ks)
+    assert_grads_close(got, want, dtype, slack)
 
 
 @needs_cuda
@@ -454,10 +477,10 @@ def test_cuda_dropout(dtype, kind):
     rs = rng(31337, 12)
     cpu_mask = MASK(rs, B, H, mq, mkv, p, torch.device("cpu"))
     assert torch.equal(MASK(rs, B, H, mq, mkv, p, torch.device("cuda")).cpu(), cpu_mask)
-    got, want, out, out64 = gpu_vs_cpu(q, k, v, None, dtype, mask_kind=kind, scale=0.125, dropout_p=p, rng_state=rs)
-    err = (out.cpu().double() - out64).abs().max().item()
-    assert err <= TOL[dtype] * out64.abs().max().item()
-    assert_grads_close(got, want, dtype)
+    got, want, out, out64, slack = gpu_vs_cpu(q, k, v, None, dtype, allowed=dense_allowed(B, mq, mkv, kind, -1, -1),
+                                              mask_kind=kind, scale=0.125, dropout_p=p, rng_state=rs)
+    assert_attention_close(out, out64, dtype)
+    assert_grads_close(got, want, dtype, slack)
 
 
 @needs_cuda
@@ -469,8 +492,9 @@ def test_cuda_dropout_varlen():
     kw = dict(seqstart_q=torch.tensor([0, 70, 70, 103], dtype=torch.int32),
               seqstart_k=torch.tensor([0, 64, 73, 173], dtype=torch.int32), mask_kind=2, dropout_p=p,
               rng_state=rng(4, 5), scale=0.125)
-    got, want, _, _ = gpu_vs_cpu(q, k, v, None, torch.bfloat16, **kw)
-    assert_grads_close(got, want, torch.bfloat16)
+    allowed = varlen_allowed(q_lens, [0, 64, 73], k_lens, mkv, 2, -1, -1)
+    got, want, _, _, slack = gpu_vs_cpu(q, k, v, None, torch.bfloat16, allowed=allowed, **kw)
+    assert_grads_close(got, want, torch.bfloat16, slack)
 
 
 @needs_cuda
@@ -505,7 +529,8 @@ def test_cuda_gqa_expand(Hkv):
     q64, k64, v64 = (t.to(torch.bfloat16).double() for t in (q, k, v))
     o64, l64 = FWD(q64, k64, v64, mask_kind=2, scale=0.09)
     want = BWD(dout.double(), q64, k64, v64, o64, l64, mask_kind=2, scale=0.09)
-    assert_grads_close(got, want, torch.bfloat16)
+    slack = d_slack(q64, k64, None, dense_allowed(B, mq, mkv, 2, -1, -1), 0.09, dout, out, o64)
+    assert_grads_close(got, want, torch.bfloat16, slack)
 
 
 @needs_cuda
@@ -524,9 +549,11 @@ def test_cuda_general_path(dtype):
                   scale=0.1, bias_requires_grad=True)
         want = BWD(dout.double(), q, k, v, out.double(), lse.double(), bias.double(), mask_kind=1, scale=0.1,
                    bias_requires_grad=True)
+        slack = (None,) * 4
     else:
-        got, want, _, _ = gpu_vs_cpu(q, k, v, bias, dtype, bias_requires_grad=True, mask_kind=1, scale=0.1)
-    assert_grads_close(got, want, dtype)
+        got, want, _, _, slack = gpu_vs_cpu(q, k, v, bias, dtype, bias_requires_grad=True,
+                                            allowed=dense_allowed(B, mq, mkv, 1, -1, -1), mask_kind=1, scale=0.1)
+    assert_grads_close(got, want, dtype, slack)
     assert got[3].shape == bias.shape and got[3].dtype == torch.float32
 
 

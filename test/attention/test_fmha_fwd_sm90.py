@@ -10,7 +10,8 @@ import torch
 
 from mslk.attention.fmha import attn_bias as ab
 from test.attention import test_fmha_fwd_kernel as base
-from test.attention.test_fmha_fwd_kernel import HAS_CUDA_KERNEL, TOL, check_cuda, rand, run_op
+from test.attention.test_fmha_fwd_kernel import HAS_CUDA_KERNEL, check_cuda, rand, run_op
+from test.attention.tolerance import assert_attention_close
 
 IS_SM90 = HAS_CUDA_KERNEL and torch.cuda.get_device_capability() == (9, 0)
 needs_sm90 = pytest.mark.skipif(not IS_SM90, reason="needs an sm_90 GPU and a CUDA build of mslk")
@@ -115,7 +116,7 @@ def test_sm90_gqa_through_operator_class(sm90, monkeypatch, dtype):
     for bias in (None, ab.LowerTriangularFromBottomRightMask()):
         out = fmha.memory_efficient_attention_forward(q, k, v, bias, op=cutlass.FwOp)
         want = fmha.memory_efficient_attention_forward(q.double(), k.double(), v.double(), bias, op=reference.FwOp)
-        torch.testing.assert_close(out.double(), want, **TOL[dtype])
+        assert_attention_close(out, want, dtype)
 
 
 @needs_sm90
@@ -163,7 +164,7 @@ def test_sm90_nan_in_key_padding(sm90, dtype):
     out, lse = run_op(q, k, v, bias.to("cuda"), D ** -0.5)
     want_out, want_lse = base.oracle(q, k.nan_to_num(0.0), v.nan_to_num(0.0), bias.to("cuda"), D ** -0.5)
     assert torch.isfinite(out).all()
-    torch.testing.assert_close(out.double(), want_out, **TOL[dtype])
+    assert_attention_close(out, want_out, dtype)
     fin = torch.isfinite(want_lse)
     assert torch.equal(torch.isneginf(lse), ~fin)
     torch.testing.assert_close(lse.double()[fin], want_lse[fin], atol=2e-3, rtol=1e-3)
@@ -179,7 +180,9 @@ def test_sm90_matches_fa2(monkeypatch, dtype, d):
     for kern in ("sm80", "sm90"):
         monkeypatch.setenv("MSLK_FMHA_KERNEL", kern)
         res[kern] = run_op(q, k, v, ab.LowerTriangularMask(), d ** -0.5)
-    torch.testing.assert_close(res["sm90"][0], res["sm80"][0], **TOL[dtype])
+    want, _ = base.oracle(q, k, v, ab.LowerTriangularMask(), d ** -0.5)
+    for kern in ("sm80", "sm90"):
+        assert_attention_close(res[kern][0], want, dtype, what=kern)
     torch.testing.assert_close(res["sm90"][1], res["sm80"][1], atol=1e-3, rtol=1e-3)
 
 

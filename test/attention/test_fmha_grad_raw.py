@@ -11,6 +11,7 @@ import mslk  # noqa: F401
 from mslk.attention.cutlass_blackwell_fmha import _cutlass_blackwell_fmha_forward, cutlass_blackwell_fmha_func
 from mslk.attention.cutlass_blackwell_fmha.cutlass_blackwell_fmha_custom_op import cutlass_blackwell_fmha_custom_op
 from test.attention import oracle
+from test.attention.tolerance import GRAD_TOL, assert_attention_close, assert_grad_close, d_term_slack, lse_f64
 
 pytestmark = pytest.mark.skipif(not hasattr(torch.ops.mslk, "fmha_fused_bwd"), reason="fmha_fused_bwd not built")
 CUDA = torch.cuda.is_available() and hasattr(torch.ops.mslk, "fmha_fused_bwd")
@@ -35,27 +36,46 @@ def _pred(causal, wl, wr, bottom_right):
     return f
 
 
-def _ref_grads(q, k, v, g, scale, pred, cu_q=None, cu_k=None):
-    """float64 out and (dq, dk, dv) of attention with per-head K/V repeated for GQA."""
+def _ref_grads(q, k, v, g, scale, pred, cu_q=None, cu_k=None, got_out=None):
+    """float64 out and (dq, dk, dv) of attention with per-head K/V repeated for GQA; with got_out
+    (the op's forward output), also the D-term slack of each gradient (tolerance.d_term_slack)."""
     q, k, v = (x.detach().double().cpu().requires_grad_() for x in (q, k, v))
     rep = q.shape[-2] // k.shape[-2]
     kk, vv = k.repeat_interleave(rep, -2), v.repeat_interleave(rep, -2)
     if cu_q is None:
         mask = oracle.dense_mask(pred, q.shape[1], k.shape[1])
-        out, _ = oracle.attention_f64(q, kk, vv, mask, scale)
+        q4, k4, v4, g4 = q, kk, vv, g
     else:
         lq = [b - a for a, b in zip(cu_q, cu_q[1:])]
         lanes = [list(range(a, b)) for a, b in zip(cu_k, cu_k[1:])]
         mask = oracle.blocks_mask(pred, lq, lanes, k.shape[0])
-        out, _ = oracle.attention_f64(q[None], kk[None], vv[None], mask, scale)
-        out = out[0]
-    return out, torch.autograd.grad(out, (q, k, v), g.double().cpu())
+        q4, k4, v4, g4 = q[None], kk[None], vv[None], g[None]
+    out4, _ = oracle.attention_f64(q4, k4, v4, mask, scale)
+    out = out4 if cu_q is None else out4[0]
+    grads = torch.autograd.grad(out, (q, k, v), g.double().cpu())
+    if got_out is None:
+        return out, grads
+    got4 = got_out if cu_q is None else got_out[None]
+    return out, grads, d_term_slack(lse_f64(q4, k4, mask, scale), (q, k, v), g4, got4, out4)
 
 
 def _close(got, want, dtype):
-    tol = {torch.float64: 1e-6, torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 6e-2}[dtype]
+    """got against the float64 oracle: per-row bounds for an fp16 / bf16 attention output
+    (tolerance.py), a tolerance relative to the tensor's largest value otherwise."""
+    if dtype in GRAD_TOL:
+        assert_attention_close(got, want, dtype)
+        return
+    tol = {torch.float64: 1e-6, torch.float32: 1e-4}[dtype]
     scale = want.abs().max().item() + 1e-3
     assert (got.double().cpu() - want).abs().max().item() <= tol * scale
+
+
+def _close_grads(got, want, slack, dtype):
+    for name, a, w, sl in zip(("dq", "dk", "dv"), got, want, slack):
+        if dtype in GRAD_TOL:
+            assert_grad_close(a, w, dtype, sl, what=name)
+        else:
+            _close(a, w, dtype)
 
 
 def _dtypes(device):
@@ -74,10 +94,10 @@ def test_flash_bwd_dense(device, causal, wl, wr, Hkv):
         g = torch.randn_like(out)
         got = torch.ops.mslk_flash.flash_bwd(False, g, q, k, v, out, lse, None, None, 5, 7, 0.0, 0.125, causal, wl,
                                              wr, rng)
-        _, want = _ref_grads(q, k, v, g, 0.125, _pred(causal, wl, wr if not causal else 0, True))
-        for a, w, x in zip(got, want, (q, k, v)):
+        _, want, slack = _ref_grads(q, k, v, g, 0.125, _pred(causal, wl, wr if not causal else 0, True), got_out=out)
+        for a, x in zip(got, (q, k, v)):
             assert a.shape == x.shape and a.dtype == x.dtype
-            _close(a, w, dtype)
+        _close_grads(got, want, slack, dtype)
         got3 = torch.ops.mslk_flash3.flash_bwd(False, g, q, k, v, out, lse, None, None, 5, 7, 0.125, causal, wl, wr)
         for a, b in zip(got, got3):
             torch.testing.assert_close(a, b)
@@ -96,9 +116,9 @@ def test_flash_bwd_varlen_gqa(device, causal):
         g = torch.randn_like(out)
         got = torch.ops.mslk_flash.flash_bwd(False, g, q, k, v, out, lse, cu_q, cu_k, 5, 4, 0.0, 0.125, causal, -1,
                                              -1, rng)
-        _, want = _ref_grads(q, k, v, g, 0.125, _pred(causal, -1, 0 if causal else -1, True), cq, ck)
-        for a, w in zip(got, want):
-            _close(a, w, dtype)
+        _, want, slack = _ref_grads(q, k, v, g, 0.125, _pred(causal, -1, 0 if causal else -1, True), cq, ck,
+                                    got_out=out)
+        _close_grads(got, want, slack, dtype)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -135,10 +155,13 @@ def test_flash_dropout_round_trip(device, varlen):
         mask = oracle.blocks_mask(_pred(True, -1, 0, True), [3, 5], lanes, Mk)
     kk, vv = kd4.repeat_interleave(2, 2), vd4.repeat_interleave(2, 2)
     s = torch.einsum("bmhk,bnhk->bhmn", qd4, kk) * scale + mask
-    ref = torch.einsum("bhmn,bnhk->bmhk", torch.softmax(s, -1) * keep, vv).reshape(out.shape)
+    ref4 = torch.einsum("bhmn,bnhk->bmhk", torch.softmax(s, -1) * keep, vv)
+    ref = ref4.reshape(out.shape)
     _close(out, ref.detach(), dtype)
-    for a, w in zip(got, torch.autograd.grad(ref, (qd, kd, vd), g.double().cpu())):
-        _close(a, w, dtype)
+    want = torch.autograd.grad(ref, (qd, kd, vd), g.double().cpu())
+    slack = d_term_slack(lse_f64(qd4, kk, mask, scale), (qd, kd, vd), g.reshape(ref4.shape), out.reshape(ref4.shape),
+                         ref4)
+    _close_grads(got, want, slack, dtype)
 
 
 def test_flash_bwd_errors_and_fakes():
@@ -171,20 +194,18 @@ def test_blackwell_ops_dense(device, causal, wl, wr, br):
                                            window_size_right=wr, bottom_right=br)
         assert lse.shape == (2, 4, 5) and lse.dtype == torch.float32
         g = torch.randn_like(out)
-        ref, want = _ref_grads(q, k, v, g, 0.2, _pred(causal, wl, wr, br))
+        ref, want, slack = _ref_grads(q, k, v, g, 0.2, _pred(causal, wl, wr, br), got_out=out)
         _close(out, ref, dtype)
         got = torch.ops.mslk.fmha_bwd(g, q, k, v, out, lse, softmax_scale=0.2, causal=causal, window_size_left=wl,
                                       window_size_right=wr, bottom_right=br, deterministic=True)
-        for a, w in zip(got, want):
-            _close(a, w, dtype)
+        _close_grads(got, want, slack, dtype)
         got2 = torch.ops.mslk.cutlass_blackwell_fmha_bwd(g, q, k, v, out, lse, None, None, None, None, 0.2, causal,
                                                          wl, wr, br, True)
         for a, b in zip(got, got2):
             torch.testing.assert_close(a, b)
         o2 = cutlass_blackwell_fmha_func(q, k, v, 0.2, causal, window_size=(wl, wr), bottom_right=br)
         torch.testing.assert_close(o2, out)
-        for a, w in zip(torch.autograd.grad(o2, (q, k, v), g), want):
-            _close(a, w, dtype)
+        _close_grads(torch.autograd.grad(o2, (q, k, v), g), want, slack, dtype)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -196,10 +217,9 @@ def test_blackwell_ops_varlen_and_seqlen_kv(device):
             _t(12, 2, 64, dtype=dtype, device=device, seed=2)
         out = cutlass_blackwell_fmha_func(q, k, v, None, True, cu_q, cu_k, 5, 6, bottom_right=False)
         g = torch.randn_like(out)
-        ref, want = _ref_grads(q, k, v, g, 0.125, _pred(True, -1, -1, False), cq, ck)
+        ref, want, slack = _ref_grads(q, k, v, g, 0.125, _pred(True, -1, -1, False), cq, ck, got_out=out)
         _close(out, ref, dtype)
-        for a, w in zip(torch.autograd.grad(out, (q, k, v), g), want):
-            _close(a, w, dtype)
+        _close_grads(torch.autograd.grad(out, (q, k, v), g), want, slack, dtype)
         o, lse = _cutlass_blackwell_fmha_forward(q, k, v, cu_q, cu_k, 5, 6, None, True, bottom_right=False)
         assert lse.shape == (2, 9)
         torch.testing.assert_close(o, out)

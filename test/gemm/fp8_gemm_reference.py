@@ -27,21 +27,42 @@ def ref(xq, wq, xs, ws, bias=None):
     return out, (x.abs() @ w.abs().transpose(-1, -2))
 
 
+def accum_bound(x, w, fast):
+    """Bound on |GPU sum - exact sum| of x @ w.T before the scales (float64 x [..., M, K] and
+    w [N, K] or [B, N, K], on any device).
+
+    Hopper's FP8 wgmma adds each k32 block of products to its accumulator with about 13 fraction
+    bits, truncating (cuBLAS's _scaled_mm computes the same bits): a step loses up to 2^-13 of the
+    partial sum S_j it produces. Fast accumulation keeps the whole K in the tensor core, so its
+    error is up to 2^-13 * sum_j |S_j|; the bound takes 2^-11 a step (room for the alignment of a
+    step's products to its largest exponent) plus 2^-10 * sum |x * w| (steps where one product
+    outweighs the partial sum), capped by K/32 * 2^-13 * sum |x * w|, which bounds the same error
+    from above. Random partial sums grow like sqrt(j), so this rejects a result 5% off at K = 4096,
+    which the sum of magnitudes alone (K/32 * 2^-13 * sum |x * w|, about |S_K| there) accepted.
+    The slow path promotes to float32 every 4 steps (k = 128, CUTLASS's promotion interval): one
+    128-long block's error plus float32 adds, at any K."""
+    K = x.shape[-1]
+    wt = w.transpose(-1, -2)
+    mag = x.abs() @ wt.abs()
+    if not fast:
+        return mag * (2.0**-11 + K * 2.0**-24)
+    s = torch.zeros_like(mag)
+    walk = torch.zeros_like(mag)
+    for k0 in range(0, K, 32):
+        s += x[..., k0:k0 + 32] @ wt[..., k0:k0 + 32, :]
+        walk += s.abs()
+    return torch.minimum(mag * max(2.0**-10, K / 32 * 2.0**-13), mag * 2.0**-10 + walk * 2.0**-11)
+
+
 def check(out, xq, wq, xs, ws, bias=None, fast=True):
-    """|out - ref| <= bf16/fp16 rounding of ref + accumulation error of the GPU's sum, bounded
-    by c * xs * ws * sum |xq * wq|."""
-    expected, mag = ref(xq, wq, xs, ws, bias)
-    xs64 = xs.cpu().double().reshape(mag.shape[:-1])[..., None]
+    """|out - ref| <= bf16/fp16 rounding of ref + the accumulation error bound of the GPU's sum
+    (accum_bound), times xs * ws."""
+    expected, _ = ref(xq, wq, xs, ws, bias)
+    x, w = xq.cpu().double(), wq.cpu().double()
+    xs64 = xs.cpu().double().reshape(expected.shape[:-1])[..., None]
     ws64 = ws.cpu().double().reshape((*wq.shape[:-2], 1, wq.shape[-2]) if wq.dim() == 3 else (wq.shape[0],))
-    # Hopper's FP8 wgmma adds each k32 block of products to its accumulator with about 13
-    # fraction bits (cuBLAS's _scaled_mm computes the same bits). Fast accumulation keeps the
-    # whole K in the tensor core: up to K/32 such roundings. The slow path promotes to float32
-    # every 4 blocks (k = 128, CUTLASS's promotion interval): one such bound per block of K plus
-    # float32 adds; its error does not grow with K the way the fast path's does.
-    K = xq.shape[-1]
-    c = max(2.0**-10, (K / 32) * 2.0**-13) if fast else 2.0**-11 + K * 2.0**-24
     ulp = 2.0**-8 if out.dtype == torch.bfloat16 else 2.0**-11
-    bound = expected.abs() * ulp + (mag * xs64.abs() * ws64.abs()) * c + 1e-30
+    bound = expected.abs() * ulp + accum_bound(x, w, fast) * (xs64.abs() * ws64.abs()) + 1e-30
     err = (out.cpu().double() - expected).abs()
     assert out.shape == expected.shape, (out.shape, expected.shape)
     assert torch.all(err <= bound), f"max err {err.max().item()} (bound there {bound.flatten()[err.argmax()].item()})"

@@ -109,7 +109,9 @@ class RecordingInit(Mapping):
     """init_methods for build(): any key gives a callback that fills the tensor it is handed in
     place with weight_values(role of the key); the keys asked for are kept in `seen`.
     form "fill": the callback returns None; "pair": it also returns (fp8 weights, row scales)
-    for expert weights; "scaled": it returns them as scaled_cls(weights, scales)."""
+    for expert weights; "scaled": it returns them as scaled_cls(weights, scales); "tuple_bf16" /
+    "tuple_fp8": every callback returns a pair, (tensor, None) or, for tuple_fp8's expert weights,
+    (fp8 weights, row scales)."""
 
     def __init__(self, cfg: Config, form: str = "fill", scaled_cls=None):
         self.cfg, self.form, self.scaled_cls = cfg, form, scaled_cls
@@ -142,10 +144,11 @@ class RecordingInit(Mapping):
         v = weight_values(self.cfg, role, t.shape, "cuda" if torch.cuda.is_available() else "cpu")
         with torch.no_grad():
             t.copy_(v)
-        if self.form == "fill" or role in ("router", "other"):
-            return None
+        plain = (t, None) if self.form.startswith("tuple") else None  # "tuple*": every callback returns a pair
+        if self.form == "fill" or self.form == "tuple_bf16" or role in ("router", "other"):
+            return plain
         q, s = quantize_rows(v.to(t.device))
-        return (q, s) if self.form == "pair" else self.scaled_cls(q, s)
+        return (q, s) if self.form in ("pair", "tuple_fp8") else self.scaled_cls(q, s)
 
 
 def fingerprint(out: torch.Tensor) -> list[float]:

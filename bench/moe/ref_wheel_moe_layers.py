@@ -120,7 +120,8 @@ def is_fp8(layer, which: str):
 def build(cls, MoEArgs, scaled, cfg, precision: str, device: torch.device, group, form: str):
     """Build through the public API; returns (layer, build info). Raises when no init form gives
     the requested precision."""
-    forms = [form] if form != "auto" else (["fill"] if precision == "bf16" else ["fill", "pair", "scaled"])
+    forms = [form] if form != "auto" else (["fill", "tuple_bf16"] if precision == "bf16"
+                                           else ["fill", "pair", "scaled", "tuple_fp8"])
     tried = []
     for f in forms:
         if f == "scaled" and scaled is None:
@@ -133,7 +134,7 @@ def build(cls, MoEArgs, scaled, cfg, precision: str, device: torch.device, group
                 layer = layer.build(init) or layer
         except Exception as e:
             tried.append(f"{f}: {type(e).__name__}: {e}")
-            say(f"  failed: {tried[-1]}")
+            say(f"  failed: {tried[-1]}\n{traceback.format_exc()}")
             continue
         off = sorted({str(t.device) for t in list(layer.parameters()) + list(layer.buffers())
                       if t.device.type != device.type})

@@ -6,6 +6,7 @@ shapes) moved to the GPU, then a few calls on odd shapes that reach the tiled ke
 raises is reported and makes the exit status 1; memory errors are the sanitizer's to report.
 Args: optional substrings; only cases whose name contains one of them run."""
 
+import os
 import sys
 import traceback
 
@@ -35,9 +36,13 @@ def to_cuda(v):
     return v
 
 
+HOST_ARGS = {"rng_state"}  # arguments the spec keeps on the CPU
+
+
 def sweep_cases():
     for op, kwargs, _ in CASES:
-        yield f"sweep:{_op_name(op)}", (lambda op=op, kw=kwargs: op(**{k: to_cuda(v) for k, v in kw.items()}))
+        yield f"sweep:{_op_name(op)}", (lambda op=op, kw=kwargs: op(**{k: v if k in HOST_ARGS else to_cuda(v)
+                                                                         for k, v in kw.items()}))
 
 
 def grouped_bf16():
@@ -132,9 +137,30 @@ EDGE = [
 ]
 
 
+def forward_then_read(kernel):
+    """The attention forward on one kernel (MSLK_FMHA_KERNEL), then a torch kernel reading its output."""
+    def call():
+        os.environ["MSLK_FMHA_KERNEL"] = kernel
+        try:
+            q, k, v = (rnd(1, 129, 2, 128) for _ in range(3))
+            fmha.memory_efficient_attention(q, k, v).float().sum().item()
+        finally:
+            del os.environ["MSLK_FMHA_KERNEL"]
+    return call
+
+
+# Run only when named ("probe"): they show what initcheck sees of outputs written by TMA bulk-tensor
+# stores (the Hopper attention forward's epilogue) against ordinary stores (the sm80 kernel's).
+PROBES = [
+    ("probe:attention_forward_sm90_tma_store", forward_then_read("sm90")),
+    ("probe:attention_forward_sm80_st_global", forward_then_read("sm80")),
+]
+
+
 def main(selection):
     failed = 0
-    for name, call in [*sweep_cases(), *EDGE]:
+    probes = PROBES if any(s.startswith("probe") for s in selection) else []
+    for name, call in [*sweep_cases(), *EDGE, *probes]:
         if selection and not any(s in name for s in selection):
             continue
         try:

@@ -96,8 +96,9 @@ __device__ __forceinline__ void produce_rows(const Args& a, SharedStorage<Elemen
       ss.lse2[st][r] = bwd_detail::row_lse2(a.p, sp.sb, h, m0 + r);
       ss.dsum[st][r] = bwd_detail::row_dsum(a.p, a.dsum, sp.sb, h, m0 + r);
     }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&ss.full[st]);  // release: the rows are visible to the waiters
+    // Every lane arrives (release of its own rows): an ordering that compute-sanitizer's racecheck
+    // follows, where one lane's arrive after __syncwarp() reads to it as a race.
+    mbar_arrive(&ss.full[st]);
   }
 }
 
@@ -161,8 +162,8 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
     cutlass::arch::ClusterTransactionBarrier::init(&ss.full_kv, 1);
 #pragma unroll
     for (int st = 0; st < Tr::kStages; ++st) {
-      cutlass::arch::ClusterTransactionBarrier::init(&ss.full[st], 2);
-      cutlass::arch::ClusterBarrier::init(&ss.empty[st], Tr::kConsumerWarps);
+      cutlass::arch::ClusterTransactionBarrier::init(&ss.full[st], 1 + 32);  // the TMA thread + the rows warp
+      cutlass::arch::ClusterBarrier::init(&ss.empty[st], 32 * Tr::kConsumerWarps);
     }
 #pragma unroll
     for (int st = 0; st < Tr::kDqStages; ++st) {
@@ -417,8 +418,7 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
     warpgroup_fence_operand(tdVrdV);
     warpgroup_fence_operand(tdKrdK);
     warpgroup_fence_operand(tdQrdQ);
-    __syncwarp();
-    if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[st]);
+    cutlass::arch::ClusterBarrier::arrive(&ss.empty[st]);  // every lane: its reads of the stage are done
 
     if constexpr (kBulkDq) {
       // ---- dQ part to its shared buffer (column pairs as 8-byte stores) for warp 2's bulk reductions

@@ -144,7 +144,8 @@ class RecordingInit(Mapping):
         v = weight_values(self.cfg, role, t.shape, "cuda" if torch.cuda.is_available() else "cpu")
         with torch.no_grad():
             t.copy_(v)
-        plain = (t, None) if self.form.startswith("tuple") else None  # "tuple*": every callback returns a pair
+        # "tuple*": every callback returns a pair; its plain tensors in bf16, the activations' dtype
+        plain = (t.to(torch.bfloat16), None) if self.form.startswith("tuple") else None
         if self.form == "fill" or self.form == "tuple_bf16" or role in ("router", "other"):
             return plain
         q, s = quantize_rows(v.to(t.device))

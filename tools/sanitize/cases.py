@@ -90,11 +90,12 @@ def int8(m):
         torch.randint(-9, 9, (200, 272), generator=gen, device=DEV, dtype=torch.int8), 0.01)
 
 
-def attention(d, dtype, mask):
+def attention(d, dtype, mask, backward=True):
     def call():
-        q, k, v = (rnd(1, 129, 2, d, dtype=dtype).requires_grad_() for _ in range(3))
+        q, k, v = (rnd(1, 129, 2, d, dtype=dtype).requires_grad_(backward) for _ in range(3))
         out = fmha.memory_efficient_attention(q, k, v, mask)
-        out.backward(torch.randn_like(out))
+        if backward:
+            out.backward(torch.randn_like(out))
     return call
 
 
@@ -149,18 +150,23 @@ def forward_then_read(kernel):
     return call
 
 
-# Run only when named ("probe"): they show what initcheck sees of outputs written by TMA bulk-tensor
-# stores (the Hopper attention forward's epilogue) against ordinary stores (the sm80 kernel's).
-PROBES = [
+# Run only when their prefix is named. "probe": what initcheck sees of outputs written by TMA
+# bulk-tensor stores (the Hopper attention forward's epilogue) against ordinary stores (the sm80
+# kernel's). "forward": the attention forward alone, for the initcheck pass whose forward runs
+# the Hopper kernel (its output, read by the backward, would show as uninitialised there).
+ON_REQUEST = [
     ("probe:attention_forward_sm90_tma_store", forward_then_read("sm90")),
     ("probe:attention_forward_sm80_st_global", forward_then_read("sm80")),
+    ("forward:attention_d128_bf16_causal", attention(128, BF, ab.LowerTriangularMask(), backward=False)),
+    ("forward:attention_d64_fp16", attention(64, torch.float16, None, backward=False)),
+    ("forward:attention_d256_bf16", attention(256, BF, None, backward=False)),
 ]
 
 
 def main(selection):
     failed = 0
-    probes = PROBES if any(s.startswith("probe") for s in selection) else []
-    for name, call in [*sweep_cases(), *EDGE, *probes]:
+    asked = [c for c in ON_REQUEST if any(c[0].startswith(s.split(":")[0] + ":") for s in selection)]
+    for name, call in [*sweep_cases(), *EDGE, *asked]:
         if selection and not any(s in name for s in selection):
             continue
         try:

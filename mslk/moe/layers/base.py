@@ -71,7 +71,12 @@ class MoEBase(nn.Module):
 
     def scores(self, x: torch.Tensor) -> torch.Tensor:
         """Sigmoid router scores [N, E], float32."""
-        return torch.sigmoid(torch.mm(x.float(), self.router_DE.weights.float()))
+        w = self.router_DE.weights
+        if x.is_cuda and w.dtype == torch.bfloat16:
+            # Products of bf16 values are exact in float32: the float32 sums of x.float() @ w.float(),
+            # without a float32 copy of x (an [N, D] read and write) and a float32 GEMM.
+            return torch.sigmoid(torch.mm(x, w, out_dtype=torch.float32))
+        return torch.sigmoid(torch.mm(x.float(), w.float()))
 
     def shared(self, x: torch.Tensor) -> torch.Tensor:
         return shared_swiglu(self.shared_experts, x)
@@ -88,15 +93,16 @@ class MoEBase(nn.Module):
     def _wait_comm(self, t: torch.Tensor) -> torch.Tensor:
         return t
 
-    def routed_dynamic(self, x: torch.Tensor, scores: torch.Tensor, during=None):
+    def routed_dynamic(self, x: torch.Tensor, scores: torch.Tensor, during=None, out=None):
         """Routed experts of x [N, D] (top_k picks each), exchanging tokens all-to-all when EP > 1.
-        `during()` runs while the tokens travel; returns (routed [N, D], its result)."""
+        `during()` runs while the tokens travel; returns (routed [N, D], its result). With `out`
+        ([N, D]) the routed rows are added into it, which is returned."""
         if self.args.ep_size == 1:
             extra = during() if during else None
-            return self._routed_local(x, 0, scores), extra
+            return self._routed_local(x, 0, scores, out), extra
         E, L = self.E, self.EG
         counts, e_idx, t_idx = torch.ops.mslk.index_shuffling(scores, top_k=self.K)
-        out = torch.zeros_like(x)
+        out = torch.zeros_like(x) if out is None else out
         g = self.ep_group
         rows = gather_scale_dense_tokens(x, t_idx, e_idx, scores)
         send = counts[:E].view(self.args.ep_size, L)
@@ -112,9 +118,11 @@ class MoEBase(nn.Module):
         scatter_add_dense_tokens(out, back, t_idx)
         return out, extra
 
-    def _routed_local(self, x: torch.Tensor, start: int = 0, scores: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def _routed_local(self, x: torch.Tensor, start: int = 0, scores: Optional[torch.Tensor] = None,
+                      out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Routed output of x [N, D] through this rank's experts [start, start + EG) only (picks of
-        other experts dropped): fixed shapes, the valid row count stays on the device."""
+        other experts dropped): fixed shapes, the valid row count stays on the device. With `out`
+        the rows are added into it (no zeroed buffer and no separate add)."""
         scores = self.scores(x) if scores is None else scores
         counts, e_idx, t_idx = torch.ops.mslk.index_shuffling(scores, start, start + self.EG, top_k=self.K)
         valid = counts[-1:]
@@ -122,6 +130,6 @@ class MoEBase(nn.Module):
         local_scores = scores[:, start:start + self.EG]
         rows = self._gather(x, t_idx, e_idx, local_scores, valid, self.is_routed_fp8_rowwise)
         y = swiglu(self.routed_experts, rows, counts[start:start + self.EG], valid)
-        out = torch.zeros_like(x)
+        out = torch.zeros_like(x) if out is None else out
         scatter_add_dense_tokens(out, y, t_idx, valid)
         return out

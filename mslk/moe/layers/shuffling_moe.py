@@ -51,7 +51,7 @@ class MetaShufflingMoE(MoEBase):
         dedup = a.dedup_comm and a.mp_size > 1
         if not use_static_shape or (a.ep_size == 1 and not dedup):
             if a.ep_size == 1:
-                return (self.shared(xf) + self._routed_local(xf)).view(x.shape)
+                return self._routed_local(xf, out=self.shared(xf)).view(x.shape)
             routed, out = self.routed_dynamic(xf, self.scores(xf), during=lambda: self.shared(xf))
             return (out + routed).view(x.shape)
         group = self.ep_mp_group if dedup else self.ep_group

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the mslk wheel into dist/ (reusing the in-place build folder, so after tools/build.sh it
-# only relinks), installs it into a fresh virtual environment that sees the installed torch, and
-# checks the installed package from outside the source tree: its version, its native library, no
+# only relinks), installs it into a scratch folder, and checks the installed package from outside
+# the source tree: its version, its native library, no
 # test or benchmark files, and one CPU op. Prints the wheel's name and size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,10 +17,11 @@ MSLK_CUDA=${MSLK_CUDA:-AUTO} $PY -m pip wheel . --no-build-isolation --no-deps -
 cmake -S . -B "$BUILD_DIR" -U "SKBUILD*" -DCMAKE_INSTALL_PREFIX=/usr/local >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)" >/dev/null
 whl=$(realpath dist/mslk-*.whl)
-venv=$(mktemp -d)/venv
-$PY -m venv --system-site-packages "$venv"
-"$venv/bin/python" -m pip install -q --no-deps "$whl"
-(cd "$venv" && "$venv/bin/python" - "$whl" <<'PY'
+# Installed into a scratch folder (pip --target: no virtual environment module needed) and imported
+# from elsewhere, with only that folder added to the path (torch comes from the caller's install).
+dest=$(mktemp -d)
+$PY -m pip install -q --no-deps --target "$dest/site" "$whl"
+(cd "$dest" && PYTHONPATH="$dest/site" $PY - "$whl" "$dest/site" <<'PY'
 import os, sys, zipfile
 import torch
 import mslk
@@ -29,7 +30,7 @@ from mslk._version import __version__
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 assert not [n for n in names if n.startswith(("test/", "bench/", "tools/")) or "__pycache__" in n], names
 assert "mslk/lib/libmslk.so" in names, "the native library is missing from the wheel"
-assert os.path.dirname(mslk.__file__).startswith(sys.prefix), f"imported {mslk.__file__}, not the installed package"
+assert os.path.dirname(mslk.__file__).startswith(sys.argv[2]), f"imported {mslk.__file__}, not the installed package"
 x = torch.randn(5, 64, dtype=torch.bfloat16)
 xq, s = torch.ops.triton.quantize_fp8_row(x)
 err = (xq.float() * s[:, None] - x.float()).abs().max() / x.float().abs().max()
@@ -38,4 +39,4 @@ print(f"wheel: {os.path.basename(sys.argv[1])}, {os.path.getsize(sys.argv[1]) / 
       f"{len(names)} files; installed mslk {__version__} imports and runs a CPU op")
 PY
 )
-rm -rf "$(dirname "$venv")"
+rm -rf "$dest"

@@ -15,7 +15,7 @@ import torch
 import mslk  # noqa: F401
 from mslk.attention import fmha
 from mslk.attention.fmha import attn_bias as ab, triton_splitk
-from test.runtime.test_bad_inputs import CASES, _op_name
+from test.runtime.test_bad_inputs import CASES, HOST_ARGS, _op_name
 
 DEV = torch.device("cuda")
 BF, F8, F32, I32 = torch.bfloat16, torch.float8_e4m3fn, torch.float32, torch.int32
@@ -34,9 +34,6 @@ def to_cuda(v):
     if isinstance(v, torch.device):
         return DEV
     return v
-
-
-HOST_ARGS = {"rng_state"}  # arguments the spec keeps on the CPU
 
 
 def sweep_cases():

@@ -3,7 +3,8 @@ groups, 128 x 128 weight blocks), same inputs, timed alternately in one run.
 
 Prints and writes (--out) TFLOP/s of both and the speedup over the benchmark grid (M x (N, K)),
 with the max relative difference of the two results per shape; at M <= 16 also the weight-read
-floor (N*K bytes at the measured copy rate). --grouped adds the grouped form
+floor (N*K bytes at the measured copy rate) and mslk's CUTLASS kernel on the same calls
+(MSLK_FP8_BLOCKWISE_DECODE=off), against which the decode kernel is chosen there. --grouped adds the grouped form
 (f8f8bf16_groupwise_grouped) at E experts against a loop of cuBLAS blockwise calls and against
 mslk's rowwise grouped kernel on the same shapes.
 """
@@ -11,6 +12,7 @@ mslk's rowwise grouped kernel on the same shapes.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import torch
@@ -34,6 +36,14 @@ def make(M, N, K):
 
 def ours(xq, wq, xs, ws):
     return torch.ops.mslk.f8f8bf16_groupwise(xq, wq, xs, ws)
+
+
+def ours_cutlass(xq, wq, xs, ws):
+    os.environ["MSLK_FP8_BLOCKWISE_DECODE"] = "off"  # read on every call
+    try:
+        return torch.ops.mslk.f8f8bf16_groupwise(xq, wq, xs, ws)
+    finally:
+        del os.environ["MSLK_FP8_BLOCKWISE_DECODE"]
 
 
 _WS_LAYOUT = {}
@@ -71,10 +81,13 @@ def dense_rows(ms, bw):
                 rel = ((a - b).abs().max() / b.abs().max().clamp(min=1e-30)).item()
                 t_ours, t_peer = time_pair_ms(ours, peer, sets)
             flops = 2.0 * M * N * K
-            floor = f"{N * K / bw * 1e6:.1f}" if M <= 16 else "-"
+            floor_us = N * K / bw * 1e6
+            small = M <= 16
+            t_cut = time_pair_ms(ours, ours_cutlass, sets)[1] if small else float("nan")
             rows.append([M, N, K, f"{t_ours * 1e3:.1f}", f"{flops / (t_ours * 1e-3) / 1e12:.0f}",
                          f"{t_peer * 1e3:.1f}", f"{flops / (t_peer * 1e-3) / 1e12:.0f}", f"{t_peer / t_ours:.2f}x",
-                         floor, f"{rel:.1e}"])
+                         f"{floor_us:.1f}" if small else "-", f"{t_ours * 1e3 / floor_us:.2f}" if small else "-",
+                         f"{t_cut * 1e3:.1f}" if small else "-", f"{rel:.1e}"])
             print(" | ".join(str(c) for c in rows[-1]), flush=True)
             del sets
         torch.cuda.empty_cache()
@@ -126,9 +139,10 @@ def main():
     rows = dense_rows([int(m) for m in args.ms.split(",")], bw)
     write_results(args.out, "FP8 groupwise GEMM: mslk f8f8bf16_groupwise vs torch._scaled_mm blockwise (cuBLAS)",
                   ["M", "N", "K", "mslk us", "mslk TFLOP/s", "cuBLAS us", "cuBLAS TFLOP/s", "speedup",
-                   "weight-read floor us", "max rel diff"], rows,
+                   "weight-read floor us", "mslk / floor", "mslk CUTLASS us", "max rel diff"], rows,
                   notes="BF16 output; 1 x 128 activation groups, 128 x 128 weight blocks on both sides; "
-                  f"floor = N*K bytes at the measured copy rate, {bw / 1e12:.2f} TB/s.")
+                  f"floor = N*K bytes at the measured copy rate, {bw / 1e12:.2f} TB/s. At M <= 16 mslk runs "
+                  "its decode kernel; 'mslk CUTLASS' is its CUTLASS kernel on the same calls.")
     if args.grouped:
         g = grouped_rows()
         out = args.out.with_name(args.out.stem + "_grouped.md")

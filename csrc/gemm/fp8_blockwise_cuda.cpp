@@ -1,8 +1,10 @@
-// CUDA backend of the block/group-scaled FP8 GEMM ops: brings the call's scale grids into the
-// kernel's layouts (fp8_blockwise.h under kernels/: one scale per row and 128-K block for X,
-// one per 128 x 128 block for W, both MN-major) and runs the CUTLASS sm90 kernel. The groupwise
-// scales as the spec lays them out ([K/128, M] with M % 4 == 0, [K/128, N/128]) go in as they
-// are; any other layout or block size (block_n and block_k multiples of 128) is expanded first.
+// CUDA backend of the block/group-scaled FP8 GEMM ops. M <= 16 (MSLK_FP8_BLOCKWISE_DECODE=auto)
+// takes the TMA-streaming decode kernel (fp8_blockwise_decode.h), which reads scale views of any
+// strides in place. Otherwise the call's scale grids are brought into the CUTLASS sm90 kernel's
+// layouts (fp8_blockwise.h: one scale per row and 128-K block for X, one per 128 x 128 block for
+// W, both MN-major): the groupwise scales as the spec lays them out ([K/128, M] with M % 4 == 0,
+// [K/128, N/128]) go in as they are. Any other block size (block_n and block_k multiples of 128)
+// is expanded to those grids first, on either path.
 #include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
@@ -15,6 +17,8 @@
 #include "gemm/fp8_blockwise.h"
 #include "gemm/kernels/config_table.h"
 #include "gemm/kernels/fp8_blockwise.h"
+#include "gemm/kernels/fp8_blockwise_decode.h"
+#include "mslk/utils/env.h"
 
 namespace mslk::gemm {
 namespace {
@@ -29,13 +33,64 @@ Tensor sample(const Tensor& g, int64_t n, int64_t block, int64_t cols, int64_t b
   return g.index_select(0, r).index_select(1, c);
 }
 
+enum class DecodeMode : int { kAuto, kOn, kOff };
+
+// The decode kernel for M <= 16; false (nothing run) where the CUTLASS kernel is to take the call.
+bool run_decode(const BlockwiseCall& c, const mslk::cuda::DeviceAttrs& attrs) {
+  const int64_t M = c.A.size(0), K = c.A.size(1), N = c.B.size(0), kb = cdiv(K, 128), nb = cdiv(N, 128);
+  const auto mode = static_cast<DecodeMode>(
+      read_env([] { return env::choice(env::Var::kFp8BlockwiseDecode, {"auto", "on", "off"}, 0); }));
+  if (mode == DecodeMode::kOff || (mode == DecodeMode::kAuto && M > kBlockwiseDecodeMaxM)) return false;
+  BlockwiseDecodeParams p{};
+  p.a = static_cast<const uint8_t*>(c.A.const_data_ptr());
+  p.b = static_cast<const uint8_t*>(c.B.const_data_ptr());
+  p.out = c.out.data_ptr();
+  p.M = M, p.N = N, p.K = K;
+  p.lda = M > 1 ? c.A.stride(0) : K;
+  p.ldb = N > 1 ? c.B.stride(0) : K;
+  p.ldd = M > 1 ? c.out.stride(0) : N;
+  if (!fp8_blockwise_decode_applies(p)) {
+    TORCH_CHECK_VALUE(mode != DecodeMode::kOn, c.op, ": MSLK_FP8_BLOCKWISE_DECODE=on needs M <= ",
+                      kBlockwiseDecodeMaxM, ", K % 16 == 0 and 16-byte aligned operands and rows (M=", M, ", N=", N,
+                      ", K=", K, ", row strides ", p.lda, "/", p.ldb, ")");
+    return false;
+  }
+  Tensor sfa, sfb;  // expanded grids, when the blocks are not the kernel's
+  if (c.block_m == 1 && c.block_k == 128) {
+    p.sfa = c.xs.const_data_ptr<float>(), p.sfa_sm = c.xs.stride(0), p.sfa_sk = c.xs.stride(1);
+  } else {
+    sfa = sample(c.xs, M, c.block_m, kb, c.block_k);  // [M, kb]
+    p.sfa = sfa.const_data_ptr<float>(), p.sfa_sm = kb, p.sfa_sk = 1;
+  }
+  if (c.block_n == 128 && c.block_k == 128) {
+    p.sfb = c.ws.const_data_ptr<float>(), p.sfb_sn = c.ws.stride(0), p.sfb_sk = c.ws.stride(1);
+  } else {
+    sfb = sample(c.ws, nb, c.block_n / 128, kb, c.block_k);  // [nb, kb]
+    p.sfb = sfb.const_data_ptr<float>(), p.sfb_sn = kb, p.sfb_sk = 1;
+  }
+  const int forced =
+      static_cast<int>(read_env([] { return env::integer(env::Var::kFp8BlockwiseDecodeSplits, 0, 0, 65535); }));
+  const int splits = fp8_blockwise_decode_splits(M, N, K, attrs.sms, forced);
+  Tensor ws;
+  if (splits > 1) {
+    ws = at::empty({splits, M, N}, c.xs.options().dtype(at::kFloat));
+    p.workspace = ws.data_ptr<float>();
+  }
+  const cudaError_t e = fp8_blockwise_decode(p, splits, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK_VALUE(e != cudaErrorNotSupported, c.op, ": the CUDA decode kernel cannot take this problem (M=", M,
+                    ", N=", N, ", K=", K, ")");
+  C10_CUDA_CHECK(e);
+  return true;
+}
+
 void cuda_run(const BlockwiseCall& c) {
   const int64_t M = c.A.size(0), K = c.A.size(1), N = c.B.size(0), kb = cdiv(K, 128), nb = cdiv(N, 128);
-  mslk::cuda::require_sm90(c.op);
+  const mslk::cuda::DeviceAttrs attrs = mslk::cuda::require_sm90(c.op);
   TORCH_CHECK_VALUE(c.block_n % 128 == 0 && c.block_k % 128 == 0, c.op,
                     ": on CUDA the weight scale blocks must be multiples of 128 along N and K (the kernel applies "
                     "scales per 128 x 128 block), got block_n=",
                     c.block_n, ", block_k=", c.block_k);
+  if (run_decode(c, attrs)) return;
   BlockwiseKernelParams p;
   p.a = static_cast<const uint8_t*>(c.A.const_data_ptr());
   p.b = static_cast<const uint8_t*>(c.B.const_data_ptr());

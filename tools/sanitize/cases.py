@@ -120,6 +120,7 @@ EDGE = [
     ("edge:f8f8bf16_rowwise_grouped_stacked_empty_group", grouped_fp8),
     ("edge:bf16bf16bf16_grouped_stacked_empty_group", grouped_bf16),
     ("edge:f8f8bf16_groupwise_m1", blockwise(1)),
+    ("edge:f8f8bf16_groupwise_m16", blockwise(16)),
     ("edge:f8f8bf16_groupwise_m131", blockwise(131)),
     ("edge:bf16i4bf16_rowwise_m1", int4(1)),
     ("edge:bf16i4bf16_rowwise_m7", int4(7)),

@@ -5,17 +5,7 @@
 // 32 k by 8 tokens m, so C[n][m] = sum_k W[n][k] * X[m][k]. M <= 8 needs one n8 tile, M <= 64
 // eight. The mirror on the CPU is tools/gemm/emulate_fp8_skinny.py (run by test/gemm).
 //
-// Fragments of mma.m16n8k32 for 8-bit types (PTX ISA, "Matrix Fragments for mma.m16n8k32";
-// g = lane / 4, t = lane % 4; a .b32 register holds 4 consecutive k, lowest k in the low byte):
-//   A regs a0..a3: (row g, k 4t..4t+3), (row g+8, k 4t..), (row g, k 16+4t..), (row g+8, k 16+4t..)
-//   B regs b0, b1: (k 4t..4t+3, col g), (k 16+4t.., col g)
-//   C/D c0..c3:    (row g, col 2t), (row g, col 2t+1), (row g+8, col 2t), (row g+8, col 2t+1)
-// The sum over k does not care which physical k a logical k slot holds, as long as A and B
-// agree. A thread loads 16 contiguous bytes of each of its two weight rows, physical k
-// kb+16t .. kb+16t+15 of a 64-k step, and feeds them to two MMAs: MMA h (0, 1) gets bytes
-// 8h..8h+3 as its logical k 4t.. slot and 8h+4..8h+7 as its 16+4t.. slot. The B fragment takes
-// the same physical bytes of token row g (one 16-byte shared-memory load per n8 tile), so both
-// operands place physical k kb+16t+8h+4s+i at logical k 16s+4t+i: a bijection of the 64 k.
+// Fragments, and how a lane's 16 bytes of a row feed two MMAs: mma_e4m3.cuh.
 //
 // Block: 4 warps, 16 weight rows each (64 rows per CTA), all warps at the same k so the
 // activation chunk staged in shared memory serves all four. A chunk is 4 steps (256 k) for
@@ -44,6 +34,7 @@
 #include "gemm/kernels/fp8_rowwise.h"
 #include "gemm/kernels/fp8_rowwise_buckets.h"
 #include "gemm/kernels/fp8_rowwise_configs.h"
+#include "gemm/kernels/mma_e4m3.cuh"
 
 namespace mslk::gemm {
 namespace {
@@ -101,19 +92,6 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-// d += A * B with the fragments described at the top of the file.
-__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-  __trap();  // e4m3 MMA needs sm_89+; the dispatcher never launches this kernel there
-#endif
 }
 
 template <typename OutT>
@@ -208,8 +186,7 @@ __global__ void __launch_bounds__(kThreads, Tile<MT>::kMinCtas)
         for (int nt = 0; nt < MT; ++nt) {
           const uint4 b = *reinterpret_cast<const uint4*>(x + j * R * 64 + nt * 512 + 16 * lane);
           float d[4] = {0.f, 0.f, 0.f, 0.f};
-          mma_e4m3(d, lo.x, hi.x, lo.y, hi.y, b.x, b.y);  // h = 0: bytes 0..7 of the lane's 16
-          mma_e4m3(d, lo.z, hi.z, lo.w, hi.w, b.z, b.w);  // h = 1: bytes 8..15
+          mma_e4m3_x2(d, lo, hi, b);
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[nt][i] += d[i];
         }

@@ -64,7 +64,12 @@ namespace mslk::env {
     "INT4-weight GEMMs at M <= 16: the tensor-core decode kernel (K and the group multiples of 128) or the FP32 "  \
     "one; a forced kernel that cannot take the problem raises")                                                    \
   X(kInt4DecodeSplits, MSLK_INT4_DECODE_SPLITS, "0 to 4096", "0 (by shape)",                                       \
-    "tuning: force the K split of the INT4 decode kernels")
+    "tuning: force the K split of the INT4 decode kernels")                                                        \
+  X(kFp8BlockwiseDecode, MSLK_FP8_BLOCKWISE_DECODE, "auto, on, off", "auto",                                       \
+    "block/group-scaled FP8 GEMMs at M <= 16: the TMA-streaming decode kernel (auto, on) or the CUTLASS one "      \
+    "(off); on where the decode kernel cannot take the problem raises")                                            \
+  X(kFp8BlockwiseDecodeSplits, MSLK_FP8_BLOCKWISE_DECODE_SPLITS, "0 to 65535", "0 (by shape)",                     \
+    "tuning: force the K split of the block/group-scaled FP8 decode kernel")
 
 enum class Var : int {
 #define MSLK_ENV_ID(id, name, values, fallback, meaning) id,

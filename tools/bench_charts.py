@@ -119,6 +119,7 @@ CHARTS = {
         log=False),
 }
 CHARTS["fp8_blockwise_small_m"] = CHARTS["fp8_blockwise"]  # the same bench at M 1 and 16 (--ms 1,16)
+CHARTS["int4_gemm_small_m"] = CHARTS["int4_gemm"]  # the same bench at M 1 and 16 (--ms 1,16)
 
 
 def number(cell):

@@ -11,6 +11,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include <algorithm>
+
 #include "common/checks.h"
 #include "common/require_sm90.h"
 #include "gemm/int4_gemm.h"
@@ -37,7 +39,7 @@ void check(cudaError_t e, const Int4Call& c, const char* what) {
 Int4DecodeTuning env_tuning() {
   Int4DecodeTuning t;
   t.kernel = static_cast<Int4DecodeKernel>(
-      read_env([] { return env::choice(env::Var::kInt4Decode, {"auto", "mma", "fp32"}, 0); }));
+      read_env([] { return env::choice(env::Var::kInt4Decode, {"auto", "mma", "fp32", "tma"}, 0); }));
   t.splits = static_cast<int>(read_env([] { return env::integer(env::Var::kInt4DecodeSplits, 0, 0, 4096); }));
   return t;
 }
@@ -49,15 +51,21 @@ void cuda_run(const Int4Call& c) {
   const bool fp8 = c.X.scalar_type() == at::kFloat8_e4m3fn;
   const bool decode = int4_use_decode(M);
   const Int4DecodeTuning tuning = env_tuning();
-  TORCH_CHECK(!decode || tuning.kernel != Int4DecodeKernel::kMma || int4_mma_applies(M, K, K / G), c.op,
-              ": MSLK_INT4_DECODE=mma needs K and the group size multiples of 128 (K=", K, ", group=", K / G, ")");
+  const bool forced_mma = tuning.kernel == Int4DecodeKernel::kMma || tuning.kernel == Int4DecodeKernel::kTma;
+  TORCH_CHECK(!decode || !forced_mma || int4_mma_applies(M, K, K / G), c.op,
+              ": MSLK_INT4_DECODE=mma / tma needs K and the group size multiples of 128 (K=", K, ", group=", K / G, ")");
   const bool f8_scale = c.row_scale.defined();
   const Int4Scale scale_type = f8_scale                                 ? Int4Scale::kF8
                                : c.scale.scalar_type() == at::kFloat ? Int4Scale::kF32
                                                                      : Int4Scale::kBF16;
   const Int4DecodePlan plan = int4_decode_plan(M, N, K, K / G, attrs.sms, tuning);
   Tensor ws, wb, xb;
-  if (decode && plan.splits > 1) ws = at::empty({plan.splits, M, N}, c.X.options().dtype(at::kFloat));
+  // The TMA kernel where its alignment rules hold (asked per batch below), else the plan's kernel.
+  const bool want_tma = decode && (tuning.kernel == Int4DecodeKernel::kAuto || tuning.kernel == Int4DecodeKernel::kTma) &&
+                        int4_mma_applies(M, K, K / G);
+  const int tma_splits = want_tma ? int4_tma_splits(M, N, K, attrs.sms, tuning.splits) : 1;
+  const int ws_splits = decode ? std::max(plan.splits, tma_splits) : 1;
+  if (ws_splits > 1) ws = at::empty({ws_splits, M, N}, c.X.options().dtype(at::kFloat));
   if (!decode) wb = at::empty({N, K}, c.X.options().dtype(at::kBFloat16));
   if (!decode && fp8) xb = at::empty({M, K}, c.X.options().dtype(at::kBFloat16));
   for (int64_t b = 0; b < B; ++b) {
@@ -80,7 +88,15 @@ void cuda_run(const Int4Call& c) {
                      fp8,
                      scale_type};
     if (decode) {
-      check(int4_decode_run(p, plan, ws.defined() ? ws.data_ptr<float>() : nullptr, stream), c, "decode kernel");
+      float* wsp = ws.defined() ? ws.data_ptr<float>() : nullptr;
+      if (want_tma && int4_tma_applies(p)) {
+        check(int4_decode_tma(p, tma_splits, wsp, stream), c, "decode kernel");
+        continue;
+      }
+      TORCH_CHECK(tuning.kernel != Int4DecodeKernel::kTma, c.op,
+                  ": MSLK_INT4_DECODE=tma needs a group of 128 or a multiple of 256 and 16-byte aligned rows of the "
+                  "weight, the activations and the scales");
+      check(int4_decode_run(p, plan, wsp, stream), c, "decode kernel");
       continue;
     }
     check(int4_dequant_w(p, wb.data_ptr(), stream), c, "dequantization");

@@ -64,7 +64,9 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
                   const BlockwiseDecodeParams p, const int kbps) {
   using L = Layout<MT>;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // 1024-byte aligned (the swizzle atom) by an offset on the shared array itself: a pointer made
+  // through an integer loses the shared state space, and the reads below become generic loads.
+  uint8_t* smem = smem_raw + ((1024u - ptx::smem_u32(smem_raw) % 1024u) % 1024u);
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + L::kBarOffset);
   uint64_t* empty = full + kStages;
   float* table = reinterpret_cast<float*>(smem + L::kTableOffset);  // [kb][16 tokens]

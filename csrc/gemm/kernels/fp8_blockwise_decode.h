@@ -1,6 +1,6 @@
 // CUDA entry points of the decode-shape block/group-scaled FP8 GEMM (M <= 16 tokens), beside the
 // CUTLASS kernel of fp8_blockwise.h. No torch headers: the glue (fp8_blockwise_cuda.cpp) fills
-// the params, allocates the split workspace and picks the path. Design: docs/design/fp8_blockwise.md.
+// the params, allocates the split workspace and picks the path. Design: docs/design/fp8_blockwise_decode.md.
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -51,9 +51,9 @@ inline bool int4_use_decode(int64_t M) { return M <= kInt4DecodeMaxM; }
 inline bool int4_mma_applies(int64_t M, int64_t K, int64_t group) {
   return M <= kInt4DecodeMaxM && K % 128 == 0 && group % 128 == 0;
 }
-// Which decode kernel (the glue's MSLK_INT4_DECODE) and a forced K split (MSLK_INT4_DECODE_SPLITS,
-// 0: the plan's).
-enum class Int4DecodeKernel : int { kAuto, kMma, kFp32 };
+// Which decode kernel (the glue's MSLK_INT4_DECODE, in its order) and a forced K split
+// (MSLK_INT4_DECODE_SPLITS, 0: the plan's).
+enum class Int4DecodeKernel : int { kAuto, kMma, kFp32, kTma };
 struct Int4DecodeTuning {
   Int4DecodeKernel kernel = Int4DecodeKernel::kAuto;
   int splits = 0;
@@ -68,6 +68,15 @@ struct Int4DecodePlan {
 Int4DecodePlan int4_decode_plan(int64_t M, int64_t N, int64_t K, int64_t group, int num_sms,
                                 const Int4DecodeTuning& tuning);
 cudaError_t int4_decode_run(const Int4GemmParams& p, const Int4DecodePlan& plan, float* ws, cudaStream_t stream);
+// The TMA-streaming tensor-core kernel (int4_gemm_tma.cu), the default where it applies: what
+// int4_mma_applies asks, a group of 128 or a multiple of 256, and 16-byte aligned rows of the
+// weight, the activations and the scales (N % 16 == 0 for the E4M3 group scales). Its K split for
+// `num_sms` SMs (forced > 0: that many, capped by the 256-k stages), and the run (splits > 1:
+// float32 partials in ws, then int4_split_reduce).
+inline constexpr int64_t kInt4TmaRowsPerCta = 128;
+bool int4_tma_applies(const Int4GemmParams& p);
+int int4_tma_splits(int64_t M, int64_t N, int64_t K, int num_sms, int forced);
+cudaError_t int4_decode_tma(const Int4GemmParams& p, int splits, float* ws, cudaStream_t stream);
 // The two halves of int4_decode_run: the tensor-core kernel, and the in-order sum of the splits.
 cudaError_t int4_decode_mma(const Int4GemmParams& p, int splits, float* ws, cudaStream_t stream);
 cudaError_t int4_split_reduce(const Int4GemmParams& p, const float* ws, int splits, cudaStream_t stream);

@@ -60,9 +60,10 @@ namespace mslk::env {
     "tuning: force a row of the CUTLASS BF16 grouped wgrad")                                                       \
   X(kGemmSwizzle, MSLK_GEMM_SWIZZLE, "1, 2, 4, 8", "by config row",                                                \
     "tuning: tile-scheduler swizzle of the CUTLASS GEMMs")                                                        \
-  X(kInt4Decode, MSLK_INT4_DECODE, "auto, mma, fp32", "auto",                                                      \
-    "INT4-weight GEMMs at M <= 16: the tensor-core decode kernel (K and the group multiples of 128) or the FP32 "  \
-    "one; a forced kernel that cannot take the problem raises")                                                    \
+  X(kInt4Decode, MSLK_INT4_DECODE, "auto, tma, mma, fp32", "auto",                                                 \
+    "INT4-weight GEMMs at M <= 16: the TMA-streaming tensor-core kernel (K a multiple of 128, a group of 128 or "  \
+    "a multiple of 256, 16-byte aligned rows), the cp.async tensor-core one (K and the group multiples of 128), "  \
+    "or the FP32 one; a forced kernel that cannot take the problem raises")                                        \
   X(kInt4DecodeSplits, MSLK_INT4_DECODE_SPLITS, "0 to 4096", "0 (by shape)",                                       \
     "tuning: force the K split of the INT4 decode kernels")                                                        \
   X(kFp8BlockwiseDecode, MSLK_FP8_BLOCKWISE_DECODE, "auto, on, off", "auto",                                       \

@@ -39,14 +39,14 @@ T f8f8f16_rowwise(T XQ, T WQ, T x_scale, T w_scale, OT bias, bool use_fast_accum
       .call(XQ, WQ, x_scale, w_scale, bias, use_fast_accum);
 }
 
-T f8f8bf16_rowwise_preshuffle(T, T, T, T, OT, bool) {
-  TORCH_CHECK(false, "mslk::gemm::f8f8bf16_rowwise_preshuffle: not available on this platform: needs AMD ROCm "
-                     "(gfx942 / gfx950); this is an NVIDIA/CPU build");
+T f8f8bf16_rowwise_preshuffle(T XQ, T WQ, T x_scale, T w_scale, OT bias, bool use_fast_accum) {
+  return op<T(const T&, const T&, const T&, const T&, const OT&, bool)>("mslk::f8f8bf16_rowwise_preshuffle")
+      .call(XQ, WQ, x_scale, w_scale, bias, use_fast_accum);
 }
 
-T f8f8f16_rowwise_preshuffle(T, T, T, T, OT, bool) {
-  TORCH_CHECK(false, "mslk::gemm::f8f8f16_rowwise_preshuffle: not available on this platform: needs AMD ROCm "
-                     "(gfx942 / gfx950); this is an NVIDIA/CPU build");
+T f8f8f16_rowwise_preshuffle(T XQ, T WQ, T x_scale, T w_scale, OT bias, bool use_fast_accum) {
+  return op<T(const T&, const T&, const T&, const T&, const OT&, bool)>("mslk::f8f8f16_rowwise_preshuffle")
+      .call(XQ, WQ, x_scale, w_scale, bias, use_fast_accum);
 }
 
 T f8f8bf16_rowwise_batched(T XQ, T WQ, T x_scale, T w_scale, OT bias, bool use_fast_accum, OT output) {

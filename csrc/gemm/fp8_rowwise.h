@@ -58,6 +58,15 @@ struct RowwiseOps {
                     const std::optional<Tensor>& bias, bool fast) {
     return rowwise(*B, XQ, WQ, xs, ws, bias, fast, OutDtype::kFloat16, "f8f8f16_rowwise");
   }
+  // The preshuffled forms read the layout ck_preshuffle writes, the row-major one.
+  static Tensor preshuffle_bf16(const Tensor& XQ, const Tensor& WQ, const Tensor& xs, const Tensor& ws,
+                                const std::optional<Tensor>& bias, bool fast) {
+    return rowwise(*B, XQ, WQ, xs, ws, bias, fast, OutDtype::kBFloat16, "f8f8bf16_rowwise_preshuffle");
+  }
+  static Tensor preshuffle_f16(const Tensor& XQ, const Tensor& WQ, const Tensor& xs, const Tensor& ws,
+                               const std::optional<Tensor>& bias, bool fast) {
+    return rowwise(*B, XQ, WQ, xs, ws, bias, fast, OutDtype::kFloat16, "f8f8f16_rowwise_preshuffle");
+  }
   static void out(const Tensor& XQ, const Tensor& WQ, const Tensor& xs, const Tensor& ws, const Tensor& output,
                   const std::optional<Tensor>& bias, bool fast) {
     rowwise_out(*B, XQ, WQ, xs, ws, output, bias, fast);
@@ -101,6 +110,8 @@ struct RowwiseOps {
   static void register_mslk(torch::Library& m) {
     m.impl("f8f8bf16_rowwise", &bf16);
     m.impl("f8f8f16_rowwise", &f16);
+    m.impl("f8f8bf16_rowwise_preshuffle", &preshuffle_bf16);
+    m.impl("f8f8f16_rowwise_preshuffle", &preshuffle_f16);
     m.impl("f8f8bf16_rowwise_out", &out);
     m.impl("_f8f8bf16_rowwise_batched_new", &batched_new);
     m.impl("_f8f8bf16_rowwise_batched_into", &batched_into);

@@ -26,6 +26,12 @@ TORCH_LIBRARY_FRAGMENT(mslk, m) {
         "Tensor zero_start_index_M, bool zeroing_output_tensor=True) -> Tensor");
   m.def("f8f8f16_rowwise(Tensor XQ, Tensor WQ, Tensor x_scale, Tensor w_scale, Tensor? bias=None, "
         "bool use_fast_accum=True) -> Tensor");
+  // The spec's ROCm preshuffled forms: here the preshuffled layout is the row-major [N, K] one
+  // (mslk.quantize.shuffle.ck_preshuffle), which the Hopper kernels' TMA loads swizzle themselves.
+  m.def("f8f8bf16_rowwise_preshuffle(Tensor XQ, Tensor WQ, Tensor x_scale, Tensor w_scale, Tensor? bias=None, "
+        "bool use_fast_accum=True) -> Tensor");
+  m.def("f8f8f16_rowwise_preshuffle(Tensor XQ, Tensor WQ, Tensor x_scale, Tensor w_scale, Tensor? bias=None, "
+        "bool use_fast_accum=True) -> Tensor");
   m.def("f8f8bf16_rowwise_grouped_mm(Tensor XQ, Tensor WQ, Tensor x_scale, Tensor w_scale, Tensor? offsets=None, "
         "Tensor(a!)? output=None) -> Tensor");
   m.def("_f8f8bf16_rowwise_grouped_mm_new(Tensor XQ, Tensor WQ, Tensor x_scale, Tensor w_scale, "

@@ -20,6 +20,16 @@ def _f8f8f16_rowwise(XQ, WQ, x_scale, w_scale, bias=None, use_fast_accum=True):
     return _mm_out(XQ, WQ, torch.float16)
 
 
+@torch.library.register_fake("mslk::f8f8bf16_rowwise_preshuffle")
+def _f8f8bf16_rowwise_preshuffle(XQ, WQ, x_scale, w_scale, bias=None, use_fast_accum=True):
+    return _mm_out(XQ, WQ)
+
+
+@torch.library.register_fake("mslk::f8f8f16_rowwise_preshuffle")
+def _f8f8f16_rowwise_preshuffle(XQ, WQ, x_scale, w_scale, bias=None, use_fast_accum=True):
+    return _mm_out(XQ, WQ, torch.float16)
+
+
 @torch.library.register_fake("mslk::f8f8bf16_rowwise_out")
 def _f8f8bf16_rowwise_out(XQ, WQ, x_scale, w_scale, output, bias=None, use_fast_accum=True):
     return None

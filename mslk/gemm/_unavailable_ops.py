@@ -1,8 +1,6 @@
 """Torch ops of the spec without a kernel in this build: the FP4 / MX GEMMs (spec group "GEMM -
-FP4 & microscaling torch ops"; no FP4 / MX kernel yet) and ROCm's CK-preshuffled rowwise FP8
-GEMMs ("GEMM - ROCm FP8 torch ops"; their weight layout feeds only AMD kernels). Each op exists
-under the spec's schema with a fake implementation (X @ W.T shapes) and raises when called; see
-mslk.utils.unavailable.
+FP4 & microscaling torch ops"; no FP4 / MX kernel yet). Each op exists under the spec's schema
+with a fake implementation (X @ W.T shapes) and raises when called; see mslk.utils.unavailable.
 """
 
 from __future__ import annotations
@@ -57,14 +55,3 @@ for _schema, _fake in SCHEMAS.items():
         _fake = _grouped_fake_of(_schema.split("(")[0])
     _u.define_op("mslk", _schema, _u.FP4, _fake)
 
-
-def _dense_fake_of(dtype: torch.dtype):
-    def fake(XQ, WQ, *args, **kwargs):
-        return XQ.new_empty((*XQ.shape[:-1], _n(WQ)), dtype=dtype)
-
-    return fake
-
-
-_ROWWISE = "Tensor XQ, Tensor WQ, Tensor x_scale, Tensor w_scale, Tensor? bias=None, bool use_fast_accum=True"
-for _name, _dtype in (("f8f8bf16_rowwise_preshuffle", torch.bfloat16), ("f8f8f16_rowwise_preshuffle", torch.float16)):
-    _u.define_op("mslk", f"{_name}({_ROWWISE}) -> Tensor", _u.ROCM, _dense_fake_of(_dtype))

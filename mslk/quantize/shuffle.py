@@ -19,8 +19,6 @@ from typing import Tuple
 
 import torch
 
-from mslk.utils.unavailable import ROCM as _ROCM
-from mslk.utils.unavailable import unavailable as _unavailable
 
 Tensor = torch.Tensor
 
@@ -133,6 +131,25 @@ def quantize_int4_preshuffle(w: Tensor, group_size: int = 128, dtype: str = "fp8
     return wq, (group_scale, row_scale)
 
 
-@_unavailable(_ROCM, "mslk.quantize.shuffle.ck_preshuffle")
 def ck_preshuffle(src: Tensor, NXdl: int = 16) -> Tensor:
-    """The AMD Composable Kernel XDL weight layout (float8_e4m3fnuz), read only by ROCm kernels."""
+    """The weight layout that f8f8bf16_rowwise_preshuffle / f8f8f16_rowwise_preshuffle read.
+
+    On ROCm this is Composable Kernel's XDL tiling of a float8_e4m3fnuz weight. Here the
+    preshuffled layout is the row-major [N, K] one, so this returns a contiguous copy of `src`
+    (float8_e4m3fn, the FP8 format of NVIDIA GPUs and of this build's CPU reference): the Hopper
+    kernels load the weight with TMA, which applies the shared-memory swizzle in hardware, and no
+    reordering in memory made them faster. `NXdl` (CK's tile width) must be a positive integer and
+    does not change the layout.
+    """
+    name = "mslk.quantize.shuffle.ck_preshuffle"
+    if not isinstance(src, torch.Tensor) or src.dim() != 2:
+        raise ValueError(f"{name}: argument 'src' must be a 2-D [N, K] weight tensor, got "
+                         f"{tuple(src.shape) if isinstance(src, torch.Tensor) else type(src).__name__}")
+    if src.dtype == torch.float8_e4m3fnuz:
+        raise TypeError(f"{name}: argument 'src' is float8_e4m3fnuz, the ROCm FP8 format; on this platform "
+                        "quantize the weight to torch.float8_e4m3fn (e.g. quantize_fp8_row)")
+    if src.dtype != torch.float8_e4m3fn:
+        raise TypeError(f"{name}: argument 'src' must be torch.float8_e4m3fn, got {src.dtype}")
+    if isinstance(NXdl, bool) or not isinstance(NXdl, int) or NXdl < 1:
+        raise ValueError(f"{name}: argument 'NXdl' must be a positive integer, got {NXdl!r}")
+    return src.clone(memory_format=torch.contiguous_format)

@@ -21,6 +21,8 @@ def op_cases(device):
         (ops.f8f8bf16_rowwise.default, (xq, wq, xs, ws, bias, False), {}),
         (ops.f8f8bf16_rowwise.default, (x3, wq, xs3, ws), {}),
         (ops.f8f8f16_rowwise.default, (xq, wq, xs, ws), {}),
+        (ops.f8f8bf16_rowwise_preshuffle.default, (xq, wq, xs, ws, bias, False), {}),
+        (ops.f8f8f16_rowwise_preshuffle.default, (xq, wq, xs, ws), {}),
         (ops.f8f8bf16_rowwise_out.default, (xq, wq, xs, ws, out), {}),
         (ops.f8f8bf16_rowwise_batched.default, (x3, w3, xs3, ws3), {}),
         (ops.f8f8bf16_rowwise_grouped.default, ([xq, xq[:3]], [wq, wq], [xs, xs[:3]], [ws, ws]), {}),

@@ -20,8 +20,9 @@ void f8f8bf16_rowwise_out(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::
                           std::optional<at::Tensor> bias = std::nullopt, bool use_fast_accum = true);
 at::Tensor f8f8f16_rowwise(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
                            std::optional<at::Tensor> bias = std::nullopt, bool use_fast_accum = true);
-// ROCm's CK-preshuffled rowwise GEMMs: the weight layout of mslk.quantize.shuffle.ck_preshuffle
-// feeds only AMD kernels, so on this build both raise "not available on this platform".
+// The spec's ROCm preshuffled rowwise GEMMs, on every device here: the preshuffled weight is the
+// row-major [N, K] one that mslk.quantize.shuffle.ck_preshuffle returns (Hopper's TMA loads apply
+// the shared-memory swizzle themselves), and the math is f8f8bf16_rowwise's / f8f8f16_rowwise's.
 at::Tensor f8f8bf16_rowwise_preshuffle(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,
                                        std::optional<at::Tensor> bias = std::nullopt, bool use_fast_accum = true);
 at::Tensor f8f8f16_rowwise_preshuffle(at::Tensor XQ, at::Tensor WQ, at::Tensor x_scale, at::Tensor w_scale,

@@ -137,8 +137,8 @@ def ck_preshuffle(src: Tensor, NXdl: int = 16) -> Tensor:
     On ROCm this is Composable Kernel's XDL tiling of a float8_e4m3fnuz weight. Here the
     preshuffled layout is the row-major [N, K] one, so this returns a contiguous copy of `src`
     (float8_e4m3fn, the FP8 format of NVIDIA GPUs and of this build's CPU reference): the Hopper
-    kernels load the weight with TMA, which applies the shared-memory swizzle in hardware, and no
-    reordering in memory made them faster. `NXdl` (CK's tile width) must be a positive integer and
+    kernels load the weight with TMA, which applies the shared-memory swizzle in hardware, so they
+    read the row-major weight as it is. `NXdl` (CK's tile width) must be a positive integer and
     does not change the layout.
     """
     name = "mslk.quantize.shuffle.ck_preshuffle"

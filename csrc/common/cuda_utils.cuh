@@ -1,5 +1,6 @@
 // Device helpers shared by the kernels: conversions, 16-byte vectors, FP8 codecs, reductions; and
-// host ones (ceil_div, the dtype switch of a launch, the cooperative launch).
+// host ones (ceil_div, the dtype switch of a launch, the cooperative and the programmatic
+// dependent launch).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -102,6 +103,25 @@ cudaError_t launch_cooperative(void (*kernel)(Params...), dim3 grid, dim3 block,
   attr[0].val.cooperative = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// A programmatic dependent launch (sm_90+, `pdl`; else an ordinary one): the kernel is launched
+// while the previous one in the stream runs its tail, and must call griddepcontrol.wait before it
+// reads that kernel's results (the wait returns once the previous grid completed, its writes
+// visible).
+template <typename... Params, typename... Args>
+cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, bool pdl,
+                             Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 

@@ -36,9 +36,19 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
+// Byte offset of 16-byte chunk c of row r in a tile of 128-byte rows under TMA's SWIZZLE_128B (the
+// tile 1024-byte aligned): the chunk index XOR the row's low three bits.
+__device__ __forceinline__ int swizzle128(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
+
 // ---- mbarriers
 __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+// The barriers of a TMA ring of `stages` slots: `full` completes on the producer's arrive and its
+// bytes, `empty` on `consumers` arrivals. One thread calls it, then the CTA syncs.
+__device__ __forceinline__ void ring_init(uint64_t* full, uint64_t* empty, int stages, int consumers) {
+  for (int s = 0; s < stages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], consumers);
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the async proxy
 }
 // One arrival that also expects `bytes` of TMA transaction on the barrier.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {

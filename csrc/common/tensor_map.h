@@ -1,5 +1,5 @@
 // cuTensorMapEncodeTiled through the runtime's driver entry point (no -lcuda): the host half of
-// the TMA tensor loads. Plain CUDA runtime; include before any CUTLASS header (cutlass's
+// the TMA tensor loads; and the 2-D map of a row-major matrix. Plain CUDA runtime; include before any CUTLASS header (cutlass's
 // cuda_host_adapter.hpp includes cudaTypedefs.h inside its namespace).
 #pragma once
 #include <cuda.h>  // CUtensorMap and the driver enums (types only)
@@ -23,6 +23,21 @@ inline EncodeTiledFn encode_tiled_fn() {
     return reinterpret_cast<EncodeTiledFn>(f);
   }();
   return fn;
+}
+
+// A 2-D map over a row-major matrix of `rows` rows of `inner` elements (row stride ld_bytes, a
+// multiple of 16), boxes of box_inner x box_rows; out-of-bounds elements read as zeros. False
+// when the driver lacks the entry point or refuses the map.
+inline bool encode_2d(CUtensorMap* map, CUtensorMapDataType dt, const void* base, long long inner, long long rows,
+                      long long ld_bytes, int box_inner, int box_rows, CUtensorMapSwizzle swizzle) {
+  const EncodeTiledFn fn = encode_tiled_fn();
+  if (fn == nullptr) return false;
+  const cuuint64_t dim[2] = {cuuint64_t(inner), cuuint64_t(rows)};
+  const cuuint64_t stride[1] = {cuuint64_t(ld_bytes)};
+  const cuuint32_t box[2] = {cuuint32_t(box_inner), cuuint32_t(box_rows)};
+  const cuuint32_t elem_stride[2] = {1, 1};
+  return fn(map, dt, 2, const_cast<void*>(base), dim, stride, box, elem_stride, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 }  // namespace mslk::cuda

@@ -21,6 +21,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "common/cuda_utils.cuh"
 #include "common/device_attrs.h"
 #include "common/sm90_ptx.cuh"
 #include "common/tensor_map.h"
@@ -52,9 +53,6 @@ static_assert(Layout<2>::kBytes * kCtasPerSm + 2048 <= 228 * 1024, "kCtasPerSm C
 
 __host__ __device__ __forceinline__ int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Byte offset of 16-byte chunk c of row r in a 128-byte-row tile under SWIZZLE_128B.
-__device__ __forceinline__ int swz(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
-
 __device__ __forceinline__ uint4 lds128(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
 
 // grid (ceil(N / 128), splits); split y covers K blocks [y * kbps, min(+kbps, ceil(K / 128))).
@@ -76,10 +74,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   const int nkb = static_cast<int>(kb0 + kbps < kb_total ? kbps : kb_total - kb0);  // >= 1 by the plan
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRows;
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) ptx::mbar_init(&full[s], 1), ptx::mbar_init(&empty[s], 32 * kConsumerWarps);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the async proxy
-  }
+  if (threadIdx.x == 0) ptx::ring_init(full, empty, kStages, 32 * kConsumerWarps);
   __syncthreads();
 
   if (warp == kConsumerWarps) {  // producer
@@ -122,11 +117,11 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
       const int c = 4 * j + t;
       uint4 b[MT];
 #pragma unroll
-      for (int nt = 0; nt < MT; ++nt) b[nt] = lds128(X + swz(8 * nt + g, c));
+      for (int nt = 0; nt < MT; ++nt) b[nt] = lds128(X + ptx::swizzle128(8 * nt + g, c));
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
         const int r = warp * 32 + mt * 16 + g;
-        const uint4 lo = lds128(W + swz(r, c)), hi = lds128(W + swz(r + 8, c));
+        const uint4 lo = lds128(W + ptx::swizzle128(r, c)), hi = lds128(W + ptx::swizzle128(r + 8, c));
 #pragma unroll
         for (int nt = 0; nt < MT; ++nt) mma_e4m3_x2(d[mt][nt], lo, hi, b[nt]);
       }
@@ -187,17 +182,10 @@ __global__ void __launch_bounds__(kReduceThreads) decode_reduce(const BlockwiseD
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
-// A 2-D uint8 map over rows x K (row stride ld bytes), box 128 bytes x box_rows, 128-byte swizzle.
+// A uint8 map over rows x K (row stride ld bytes; K for one row), boxes of 128 bytes x box_rows.
 bool encode(CUtensorMap* map, const uint8_t* base, int64_t K, int64_t rows, int64_t ld, int box_rows) {
-  const mslk::cuda::EncodeTiledFn fn = mslk::cuda::encode_tiled_fn();
-  if (fn == nullptr) return false;
-  const cuuint64_t dim[2] = {cuuint64_t(K), cuuint64_t(rows)};
-  const cuuint64_t stride[1] = {cuuint64_t(rows > 1 ? ld : (K + 15) / 16 * 16)};
-  const cuuint32_t box[2] = {cuuint32_t(kTileK), cuuint32_t(box_rows)};
-  const cuuint32_t elem_stride[2] = {1, 1};
-  return fn(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(base), dim, stride, box, elem_stride,
-            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;  // out-of-bounds elements read as zero
+  return mslk::cuda::encode_2d(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, base, K, rows, rows > 1 ? ld : K, kTileK, box_rows,
+                               CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 template <int MT>
@@ -215,16 +203,8 @@ cudaError_t launch(const BlockwiseDecodeParams& p, int splits, int kbps, cudaStr
   decode_kernel<MT><<<grid, kThreads, Layout<MT>::kBytes, s>>>(wmap, xmap, p, kbps);
   if ((e = cudaGetLastError()) != cudaSuccess || splits == 1) return e;
   const int64_t blocks = cdiv(p.M * p.N, kReduceThreads);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(blocks < 8 * attrs.sms ? blocks : 8 * attrs.sms));
-  cfg.blockDim = dim3(kReduceThreads);
-  cfg.stream = s;
-  cudaLaunchAttribute pdl[1];
-  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = pdl;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, decode_reduce, p, splits);
+  const dim3 grid_r(static_cast<unsigned>(blocks < 8 * attrs.sms ? blocks : 8 * attrs.sms));
+  return mslk::cuda::launch_dependent(decode_reduce, grid_r, dim3(kReduceThreads), s, true, p, splits);
 }
 
 }  // namespace

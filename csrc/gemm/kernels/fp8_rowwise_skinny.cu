@@ -30,6 +30,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "common/cuda_utils.cuh"
 #include "common/device_attrs.h"
 #include "gemm/kernels/fp8_rowwise.h"
 #include "gemm/kernels/fp8_rowwise_buckets.h"
@@ -253,16 +254,8 @@ cudaError_t launch(const RowwiseGemmParams& p, int splits, int64_t kps, cudaStre
   if ((e = mslk::cuda::current_device_attrs(&dev, &attrs)) != cudaSuccess) return e;
   const int sms = attrs.sms, major = attrs.cc_major;
   const int64_t blocks = div_up(p.L * p.M * p.N, kReduceThreads);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(blocks < 8 * sms ? blocks : 8 * sms));
-  cfg.blockDim = dim3(kReduceThreads);
-  cfg.stream = s;
-  cudaLaunchAttribute pdl[1];
-  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = pdl;
-  cfg.numAttrs = major >= 9 ? 1 : 0;  // programmatic dependent launch: sm_90+
-  return cudaLaunchKernelEx(&cfg, skinny_reduce<OutT>, p, splits);
+  const dim3 grid_r(static_cast<unsigned>(blocks < 8 * sms ? blocks : 8 * sms));
+  return mslk::cuda::launch_dependent(skinny_reduce<OutT>, grid_r, dim3(kReduceThreads), s, major >= 9, p, splits);
 }
 
 template <typename OutT>

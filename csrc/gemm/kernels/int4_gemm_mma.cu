@@ -39,9 +39,7 @@ namespace {
 using int4::epilogue;
 using int4::kFold;
 using int4::load_s;
-using int4::mma;
 using int4::MmaType;
-using int4::q_pair;
 using int4::x_pairs;
 
 constexpr int kRp = 2;  // blocks of 16 weight rows a CTA
@@ -134,7 +132,6 @@ __global__ void __launch_bounds__(32 * warps<MG>(), int4_mma_shape(8 * MG).ctas_
   float acc[kRp][MG][4] = {};
   uint32_t magic;
   asm volatile("mov.b32 %0, %1;" : "=r"(magic) : "n"(MmaType<kF16>::kMagic));
-  const uint32_t ones = MmaType<kF16>::kOnes;
   const bool has_zero = p.zero != nullptr;
   const uint32_t group_tiles = static_cast<uint32_t>(p.group / 128);
 
@@ -177,34 +174,8 @@ __global__ void __launch_bounds__(32 * warps<MG>(), int4_mma_shape(8 * MG).ctas_
 #pragma unroll
         for (int h = 0; h < 2; ++h) wv[rp][h] = wsrc[(rp * 2 + h) * 32 + lane];
       float dq[kRp][MG][4] = {}, dx[MG][4] = {};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        // q pairs {e, e + 4} of word j: [rp][h][e]
-        uint32_t qv[kRp][2][4];
-#pragma unroll
-        for (int rp = 0; rp < kRp; ++rp)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const uint32_t w = reinterpret_cast<const uint32_t*>(&wv[rp][h])[j];
-#pragma unroll
-            for (int e = 0; e < 4; ++e) qv[rp][h][e] = q_pair<kF16>(w >> (4 * e), magic);
-          }
-#pragma unroll
-        for (int mg = 0; mg < MG; ++mg) {
-          uint32_t xb[4];
-          x_pairs(xsrc[(j * 4 + c) * (8 * MG) + mg * 8 + r], xb);
-          // two k16 steps a word: pairs {0, 1} then {2, 3}; A = {row r, row r + 8} x {k, k + 8}
-#pragma unroll
-          for (int rp = 0; rp < kRp; ++rp) {
-            mma<kF16>(dq[rp][mg], qv[rp][0][0], qv[rp][1][0], qv[rp][0][1], qv[rp][1][1], xb[0], xb[1]);
-            mma<kF16>(dq[rp][mg], qv[rp][0][2], qv[rp][1][2], qv[rp][0][3], qv[rp][1][3], xb[2], xb[3]);
-          }
-          if (kFold<kF16> || has_zero) {
-            mma<kF16>(dx[mg], ones, ones, ones, ones, xb[0], xb[1]);
-            mma<kF16>(dx[mg], ones, ones, ones, ones, xb[2], xb[3]);
-          }
-        }
-      }
+      auto xfrag = [&](int j, int mg, uint32_t(&xb)[4]) { x_pairs(xsrc[(j * 4 + c) * (8 * MG) + mg * 8 + r], xb); };
+      int4::tile_products<kF16>(wv, xfrag, magic, kFold<kF16> || has_zero, dq, dx);
       // this tile's scales of rows (rp, h) from lane (r, 2 rp + h); kFold: the zero term less 136 s
       float sc[kRp][2], zc[kRp][2];
 #pragma unroll

@@ -79,8 +79,6 @@ struct Layout {
 static_assert(Layout<2, false, float>::kBytes * Shape<2>::kCtasPerSm + 2048 <= 228 * 1024, "CTAs a SM");
 static_assert(Layout<1, false, float>::kBytes * Shape<1>::kCtasPerSm + 3072 <= 228 * 1024, "CTAs a SM");
 
-__device__ __forceinline__ int swz(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
-
 template <class S>
 __device__ __forceinline__ float scale_at(const unsigned char* base, int i) {
   if constexpr (sizeof(S) == 4) {
@@ -129,10 +127,7 @@ __global__ void __launch_bounds__(Shape<MG>::kThreads, Shape<MG>::kCtasPerSm)
     return st0 + (k >= nst ? k - nst : k);
   };
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) ptx::mbar_init(&full[s], 1), ptx::mbar_init(&empty[s], 32 * kConsumerWarps);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the async proxy
-  }
+  if (threadIdx.x == 0) ptx::ring_init(full, empty, kStages, 32 * kConsumerWarps);
   __syncthreads();
 
   if (warp == kConsumerWarps) {  // producer
@@ -169,7 +164,6 @@ __global__ void __launch_bounds__(Shape<MG>::kThreads, Shape<MG>::kCtasPerSm)
   float acc[kRp][MG][4] = {};
   uint32_t magic;
   asm volatile("mov.b32 %0, %1;" : "=r"(magic) : "n"(int4::MmaType<kF16>::kMagic));
-  const uint32_t ones = int4::MmaType<kF16>::kOnes;
   // Rows row0 + 16 rp + 8 h of the CTA. Lane row r takes weight row perm(r) = 4 (r % 2) + r / 2
   // of its 8: a quarter-warp's two rows then differ by 4 in the swizzle's row bits, so their 16-byte
   // pieces of a 64-byte tile land in disjoint bank groups (with rows r, r + 1 they met 2-way).
@@ -185,42 +179,20 @@ __global__ void __launch_bounds__(Shape<MG>::kThreads, Shape<MG>::kCtasPerSm)
 #pragma unroll
       for (int rp = 0; rp < kRp; ++rp)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) wv[rp][h] = *reinterpret_cast<const uint4*>(st + swz(row0 + 16 * rp + 8 * h, 4 * u + c));
+        for (int h = 0; h < 2; ++h) wv[rp][h] = *reinterpret_cast<const uint4*>(st + ptx::swizzle128(row0 + 16 * rp + 8 * h, 4 * u + c));
       float dq[kRp][MG][4] = {}, dx[MG][4] = {};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        uint32_t qv[kRp][2][4];  // q pairs {e, e + 4} of word j: [rp][h][e]
-#pragma unroll
-        for (int rp = 0; rp < kRp; ++rp)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const uint32_t w = reinterpret_cast<const uint32_t*>(&wv[rp][h])[j];
-#pragma unroll
-            for (int e = 0; e < 4; ++e) qv[rp][h][e] = int4::q_pair<kF16>(w >> (4 * e), magic);
-          }
-#pragma unroll
-        for (int mg = 0; mg < MG; ++mg) {
-          // activations of weights 128u + 32c + 8j .. +7 of row 8 mg + r
-          uint32_t xb[4];
-          const int xr = 8 * mg + r;
-          if constexpr (kFp8) {
-            const uint8_t* xs = st + L::kX + u * L::kXBox + swz(xr, 2 * c + j / 2) + 8 * (j % 2);
-            int4::x_pairs(*reinterpret_cast<const uint2*>(xs), xb);
-          } else {
-            const uint8_t* xs = st + L::kX + (2 * u + c / 2) * L::kXBox + swz(xr, 4 * (c % 2) + j);
-            int4::x_pairs(*reinterpret_cast<const uint4*>(xs), xb);
-          }
-#pragma unroll
-          for (int rp = 0; rp < kRp; ++rp) {
-            int4::mma<kF16>(dq[rp][mg], qv[rp][0][0], qv[rp][1][0], qv[rp][0][1], qv[rp][1][1], xb[0], xb[1]);
-            int4::mma<kF16>(dq[rp][mg], qv[rp][0][2], qv[rp][1][2], qv[rp][0][3], qv[rp][1][3], xb[2], xb[3]);
-          }
-          if (int4::kFold<kF16> || has_zero) {
-            int4::mma<kF16>(dx[mg], ones, ones, ones, ones, xb[0], xb[1]);
-            int4::mma<kF16>(dx[mg], ones, ones, ones, ones, xb[2], xb[3]);
-          }
+      // activations of weights 128u + 32c + 8j .. +7 of row 8 mg + r
+      auto xfrag = [&](int j, int mg, uint32_t(&xb)[4]) {
+        const int xr = 8 * mg + r;
+        if constexpr (kFp8) {
+          const uint8_t* xs = st + L::kX + u * L::kXBox + ptx::swizzle128(xr, 2 * c + j / 2) + 8 * (j % 2);
+          int4::x_pairs(*reinterpret_cast<const uint2*>(xs), xb);
+        } else {
+          const uint8_t* xs = st + L::kX + (2 * u + c / 2) * L::kXBox + ptx::swizzle128(xr, 4 * (c % 2) + j);
+          int4::x_pairs(*reinterpret_cast<const uint4*>(xs), xb);
         }
-      }
+      };
+      int4::tile_products<kF16>(wv, xfrag, magic, int4::kFold<kF16> || has_zero, dq, dx);
       // the tile's group row in the stage's two scale rows
       const int gi = u * gi1;
       const uint8_t* srow = st + L::kS + gi * L::kSRow;
@@ -264,18 +236,7 @@ __global__ void __launch_bounds__(Shape<MG>::kThreads, Shape<MG>::kCtasPerSm)
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
-// A 2-D map: rows x inner elements of `dt` (row stride ld bytes), box inner x box_rows.
-bool encode_2d(CUtensorMap* map, CUtensorMapDataType dt, const void* base, int64_t inner, int64_t rows, int64_t ld,
-               int box_inner, int box_rows, CUtensorMapSwizzle swizzle) {
-  const mslk::cuda::EncodeTiledFn fn = mslk::cuda::encode_tiled_fn();
-  if (fn == nullptr) return false;
-  const cuuint64_t dim[2] = {cuuint64_t(inner), cuuint64_t(rows)};
-  const cuuint64_t stride[1] = {cuuint64_t(ld)};
-  const cuuint32_t box[2] = {cuuint32_t(box_inner), cuuint32_t(box_rows)};
-  const cuuint32_t elem_stride[2] = {1, 1};
-  return fn(map, dt, 2, const_cast<void*>(base), dim, stride, box, elem_stride, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
+using mslk::cuda::encode_2d;
 
 // The E4M3 group scales [G, 8, N]: copy 0 of each group, box 128 x 1 x 2.
 bool encode_f8_scale(CUtensorMap* map, const void* base, int64_t N, int64_t G) {

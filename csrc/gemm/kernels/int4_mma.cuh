@@ -77,4 +77,41 @@ __device__ __forceinline__ void x_pairs(uint2 u, uint32_t (&b)[4]) {
   }
 }
 
+// One 128-k tile's products for kRp blocks of 16 weight rows and MG tiles of 8 activation rows:
+// wv[rp][h] the lane's 16 bytes (weights 32c .. 32c + 31) of rows r + 8h of block rp; xfrag(j, mg,
+// b) fills the B pairs of word j's activations for tile mg (x_pairs). dq += the q products;
+// dx += the activation sums (an all-ones A) when `sums` (the zero term, and bf16's 136 fold).
+template <bool kF16, int kRp, int MG, class XFrag>
+__device__ __forceinline__ void tile_products(const uint4 (&wv)[kRp][2], XFrag&& xfrag, uint32_t magic, bool sums,
+                                              float (&dq)[kRp][MG][4], float (&dx)[MG][4]) {
+  const uint32_t ones = MmaType<kF16>::kOnes;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint32_t qv[kRp][2][4];  // q pairs {e, e + 4} of word j: [rp][h][e]
+#pragma unroll
+    for (int rp = 0; rp < kRp; ++rp)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t w = reinterpret_cast<const uint32_t*>(&wv[rp][h])[j];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) qv[rp][h][e] = q_pair<kF16>(w >> (4 * e), magic);
+      }
+#pragma unroll
+    for (int mg = 0; mg < MG; ++mg) {
+      uint32_t xb[4];
+      xfrag(j, mg, xb);
+      // two k16 steps a word: pairs {0, 1} then {2, 3}; A = {row r, row r + 8} x {k, k + 8}
+#pragma unroll
+      for (int rp = 0; rp < kRp; ++rp) {
+        mma<kF16>(dq[rp][mg], qv[rp][0][0], qv[rp][1][0], qv[rp][0][1], qv[rp][1][1], xb[0], xb[1]);
+        mma<kF16>(dq[rp][mg], qv[rp][0][2], qv[rp][1][2], qv[rp][0][3], qv[rp][1][3], xb[2], xb[3]);
+      }
+      if (sums) {
+        mma<kF16>(dx[mg], ones, ones, ones, ones, xb[0], xb[1]);
+        mma<kF16>(dx[mg], ones, ones, ones, ones, xb[2], xb[3]);
+      }
+    }
+  }
+}
+
 }  // namespace mslk::gemm::int4

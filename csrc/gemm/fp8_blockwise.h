@@ -11,6 +11,8 @@
 
 #include <optional>
 
+#include "gemm/fp8_grouped_params.h"
+
 namespace mslk::gemm {
 
 using at::Tensor;
@@ -24,8 +26,12 @@ struct BlockwiseCall {
   const char* op;  // for error messages
 };
 
+// run: one GEMM. grouped (null on the CPU): the grouped form along M with its sizes on the
+// device (kernels/fp8_blockwise.h, fp8_blockwise_grouped_run); false when it cannot take the call
+// (nothing run), and the glue then reads the sizes to the host and runs one GEMM a group.
 struct BlockwiseBackend {
   void (*run)(const BlockwiseCall&);
+  bool (*grouped)(const Fp8GroupedParams&) = nullptr;
 };
 
 Tensor f8f8bf16_blockwise(const BlockwiseBackend& b, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,

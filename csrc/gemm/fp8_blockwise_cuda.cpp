@@ -15,8 +15,11 @@
 #include "common/checks.h"
 #include "common/require_sm90.h"
 #include "gemm/fp8_blockwise.h"
+#include "gemm/gemm_env.h"
 #include "gemm/kernels/config_table.h"
 #include "gemm/kernels/fp8_blockwise.h"
+#include "gemm/kernels/fp8_blockwise_configs.h"
+#include "gemm/kernels/fp8_blockwise_grouped_configs.h"
 #include "gemm/kernels/fp8_blockwise_decode.h"
 #include "mslk/utils/env.h"
 
@@ -33,6 +36,18 @@ Tensor sample(const Tensor& g, int64_t n, int64_t block, int64_t cols, int64_t b
   return g.index_select(0, r).index_select(1, c);
 }
 
+// The operands and their row strides (a single row's stride is its length) in either kernel's params.
+template <class P>
+void set_operands(P& p, const BlockwiseCall& c) {
+  p.a = static_cast<const uint8_t*>(c.A.const_data_ptr());
+  p.b = static_cast<const uint8_t*>(c.B.const_data_ptr());
+  p.out = c.out.data_ptr();
+  p.M = c.A.size(0), p.N = c.B.size(0), p.K = c.A.size(1);
+  p.lda = p.M > 1 ? c.A.stride(0) : p.K;
+  p.ldb = p.N > 1 ? c.B.stride(0) : p.K;
+  p.ldd = p.M > 1 ? c.out.stride(0) : p.N;
+}
+
 enum class DecodeMode : int { kAuto, kOn, kOff };
 
 // The decode kernel for M <= 16; false (nothing run) where the CUTLASS kernel is to take the call.
@@ -42,13 +57,7 @@ bool run_decode(const BlockwiseCall& c, const mslk::cuda::DeviceAttrs& attrs) {
       read_env([] { return env::choice(env::Var::kFp8BlockwiseDecode, {"auto", "on", "off"}, 0); }));
   if (mode == DecodeMode::kOff || (mode == DecodeMode::kAuto && M > kBlockwiseDecodeMaxM)) return false;
   BlockwiseDecodeParams p{};
-  p.a = static_cast<const uint8_t*>(c.A.const_data_ptr());
-  p.b = static_cast<const uint8_t*>(c.B.const_data_ptr());
-  p.out = c.out.data_ptr();
-  p.M = M, p.N = N, p.K = K;
-  p.lda = M > 1 ? c.A.stride(0) : K;
-  p.ldb = N > 1 ? c.B.stride(0) : K;
-  p.ldd = M > 1 ? c.out.stride(0) : N;
+  set_operands(p, c);
   if (!fp8_blockwise_decode_applies(p)) {
     TORCH_CHECK_VALUE(mode != DecodeMode::kOn, c.op, ": MSLK_FP8_BLOCKWISE_DECODE=on needs M <= ",
                       kBlockwiseDecodeMaxM, ", K % 16 == 0 and 16-byte aligned operands and rows (M=", M, ", N=", N,
@@ -92,13 +101,7 @@ void cuda_run(const BlockwiseCall& c) {
                     c.block_n, ", block_k=", c.block_k);
   if (run_decode(c, attrs)) return;
   BlockwiseKernelParams p;
-  p.a = static_cast<const uint8_t*>(c.A.const_data_ptr());
-  p.b = static_cast<const uint8_t*>(c.B.const_data_ptr());
-  p.out = c.out.data_ptr();
-  p.M = M, p.N = N, p.K = K;
-  p.lda = M > 1 ? c.A.stride(0) : K;
-  p.ldb = N > 1 ? c.B.stride(0) : K;
-  p.ldd = M > 1 ? c.out.stride(0) : N;
+  set_operands(p, c);
   // X scales: [kb, ld] with ld = M rounded up to 4 (TMA reads 16-byte rows).
   const int64_t m_pad = (M + 3) / 4 * 4;
   Tensor sfa;
@@ -132,6 +135,7 @@ void cuda_run(const BlockwiseCall& c) {
     p.sfb = sfb.const_data_ptr<float>();
     p.sfb_ld = nb;
   }
+  p.tuning = env_tuning(env::Var::kFp8BlockwiseConfig, kNumFp8BlockwiseConfigs);
   const cudaError_t e = fp8_blockwise_run(p, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK_VALUE(e != cudaErrorNotSupported, c.op, ": the CUDA kernel cannot take this problem (M=", M, ", N=", N,
                     ", K=", K, ", row strides ", p.lda, "/", p.ldb, "/", p.ldd,
@@ -139,7 +143,25 @@ void cuda_run(const BlockwiseCall& c) {
   C10_CUDA_CHECK(e);
 }
 
-constexpr BlockwiseBackend kCudaBackend{cuda_run};
+// The device-side grouped kernel (MSLK_FP8_GROUPED_KERNEL=host: one GEMM a group instead).
+// MSLK_FP8_BLOCKWISE_GROUPED_CONFIG forces its row: one that cannot take the problem is a ValueError.
+bool cuda_grouped(const Fp8GroupedParams& p0) {
+  if (read_env([] { return env::choice(env::Var::kFp8GroupedKernel, {"auto", "host"}, 0); }) == 1) return false;
+  mslk::cuda::require_sm90("f8f8bf16_groupwise_grouped");
+  Fp8GroupedParams p = p0;
+  p.tuning = env_tuning(env::Var::kFp8BlockwiseGroupedConfig, kNumFp8BlockwiseGroupedConfigs);
+  const cudaError_t e = fp8_blockwise_grouped_run(p, c10::cuda::getCurrentCUDAStream().stream());
+  if (e == cudaErrorNotSupported) {  // nothing launched
+    TORCH_CHECK_VALUE(p.tuning.forced_row < 0, "MSLK_FP8_BLOCKWISE_GROUPED_CONFIG=", p.tuning.forced_row,
+                      " forces a CUTLASS row that cannot take this problem (G=", p.G, ", total_M=", p.total_M,
+                      ", N=", p.N, ", K=", p.K, "; TMA needs 16-byte aligned operands and strides, N % 8 == 0); unset it");
+    return false;
+  }
+  C10_CUDA_CHECK(e);
+  return true;
+}
+
+constexpr BlockwiseBackend kCudaBackend{cuda_run, cuda_grouped};
 using CudaOps = BlockwiseOps<&kCudaBackend>;
 
 }  // namespace

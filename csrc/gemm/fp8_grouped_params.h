@@ -7,6 +7,8 @@
 //   counting as 0, and S_g the sum of the earlier m's;
 //   out[r, n] = bf16(x_scale[r] * (w_scale[g * N + n] * sum_k x[r, k] * w[g, n, k])) there,
 //   and out rows past the last group are 0.
+// The block/group-scaled grouped GEMM (fp8_blockwise.h) takes the same params with its own scale
+// strides: group g's x scales start at element S_g * xs_rs, its w scales at g * ws_gs.
 // Values are not validated on the device (the glue checks them wherever they are host-visible).
 //
 // fixed_rows > 0 (the _dynamic layout, x [G, fixed_rows, K] / out [G, fixed_rows, N]): group g
@@ -42,6 +44,8 @@ struct Fp8GroupedParams {
   bool sizes_are_ends = false;       // cumulative ends (offsets) instead of counts (M_sizes)
   int64_t G = 0, total_M = 0, N = 0, K = 0;
   int64_t ldx = 0, ldw = 0, w_gs = 0;
+  int64_t xs_rs = 1;  // x_scale elements a row (rowwise: 1; blockwise: K/128)
+  int64_t ws_gs = 0;  // w_scale elements a group; 0: N (rowwise)
   bool fast_accum = true;
   int64_t fixed_rows = 0;
   GemmTuning tuning;  // forced_row: MSLK_FP8_GROUPED_CONFIG

@@ -128,8 +128,21 @@ def _grouped_case(device, sizes, N=256, K=256, extra=5, quantizer=True):
     return xq, wq, xs, ws, ms
 
 
-@pytest.mark.parametrize("sizes", [[0, 3, 1, 200], [7], [1000, 0, 0, 24], [0, 0]])
-def test_groupwise_grouped(device, sizes):
+@pytest.fixture(params=["device", "host"])
+def grouped_kernel(request, monkeypatch):
+    # "device": the CUDA grouped kernel with the sizes on the GPU (the default); "host": the sizes
+    # read to the host, one GEMM a group. On CPU both run the reference.
+    if request.param == "host":
+        monkeypatch.setenv("MSLK_FP8_GROUPED_KERNEL", "host")
+    else:
+        monkeypatch.delenv("MSLK_FP8_GROUPED_KERNEL", raising=False)
+    return request.param
+
+
+# empty, tiny and skewed groups; average group sizes on both sides of the 64-row bucket; 300
+# groups: more than one step of the device-side scan
+@pytest.mark.parametrize("sizes", [[0, 3, 1, 200], [7], [1000, 0, 0, 24], [0, 0], [1] * 300, [513, 2, 0, 130]])
+def test_groupwise_grouped(device, grouped_kernel, sizes):
     xq, wq, xs, ws, ms = _grouped_case(device, sizes)
     out = ops.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms)
     s = 0
@@ -143,7 +156,7 @@ def test_groupwise_grouped(device, sizes):
     assert torch.equal(o2, out)
 
 
-def test_groupwise_grouped_n_not_multiple(device):
+def test_groupwise_grouped_n_not_multiple(device, grouped_kernel):
     sizes = [5, 17]
     xq, wq, xs, ws, ms = _grouped_case(device, sizes, N=136, K=384, extra=0, quantizer=False)
     out = ops.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms)
@@ -154,7 +167,8 @@ def test_groupwise_grouped_n_not_multiple(device):
 
 
 @requires_cuda
-@pytest.mark.parametrize("M,N,K", [(4096, 384, 1024), (64, 2112, 7168), (65, 256, 16384)])
+# (2048, 256, 16384): K long enough for the swizzle-8 rule of fp8_blockwise_configs.h
+@pytest.mark.parametrize("M,N,K", [(4096, 384, 1024), (64, 2112, 7168), (65, 256, 16384), (2048, 256, 16384)])
 def test_cuda_large_groupwise(M, N, K):
     # both table rows (M <= 64: the 64-row ping-pong one), and a long K
     xq, wq = rand_fp8((M, K), "cuda"), rand_fp8((N, K), "cuda")
@@ -180,3 +194,57 @@ def test_cuda_graph_capture_groupwise(M):
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, eager)
+
+
+@requires_cuda
+@pytest.mark.parametrize("row", [0, 1, 2])
+def test_cuda_grouped_rows(monkeypatch, row):
+    # every row of fp8_blockwise_grouped_configs.h, forced, on groups of unequal sizes
+    monkeypatch.setenv("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", str(row))
+    sizes = [130, 0, 7, 64]
+    xq, wq, xs, ws, ms = _grouped_case("cuda", sizes, N=384, K=512)
+    out = ops.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms)
+    s = 0
+    for g, m in enumerate(sizes):
+        if m:
+            check(out[s:s + m], *ref_groupwise(xq[s:s + m], wq[g], grouped_x_scale(xs, sizes, g), ws[g]), "cuda")
+        s += m
+    assert torch.all(out[s:] == 0)
+
+
+@requires_cuda
+@pytest.mark.parametrize("row", [0, 1])
+@pytest.mark.parametrize("swizzle", [None, "8"])
+def test_cuda_dense_rows(monkeypatch, row, swizzle):
+    # every row of fp8_blockwise_configs.h, forced, N and M not multiples of the tile
+    monkeypatch.setenv("MSLK_FP8_BLOCKWISE_CONFIG", str(row))
+    if swizzle:
+        monkeypatch.setenv("MSLK_GEMM_SWIZZLE", swizzle)
+    M, N, K = 300, 392, 640
+    xq, wq = rand_fp8((M, K), "cuda"), rand_fp8((N, K), "cuda")
+    xs, ws = rand_grid(K // 128, M, "cuda"), rand_grid(K // 128, cdiv(N, 128), "cuda")
+    check(ops.f8f8bf16_groupwise(xq, wq, xs, ws), *ref_groupwise(xq, wq, xs, ws), "cuda")
+
+
+@requires_cuda
+def test_cuda_graph_capture_grouped():
+    # M_sizes stays on the GPU: the captured graph reads it at replay, so new sizes written into
+    # the same tensor take effect without a re-capture
+    sizes = [40, 0, 300, 9]
+    xq, wq, xs, ws, ms = _grouped_case("cuda", sizes, N=256, K=384, quantizer=False)
+    eager = ops.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms)
+    g = torch.cuda.CUDAGraph()
+    st = torch.cuda.Stream()
+    st.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(st):
+        ops.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms)  # warm-up outside the capture
+        with torch.cuda.graph(g, stream=st):
+            out = ops.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms)
+    torch.cuda.current_stream().wait_stream(st)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)
+    ms.copy_(torch.tensor([0, 100, 2, 200]))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, ops.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms))

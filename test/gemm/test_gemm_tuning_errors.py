@@ -71,6 +71,29 @@ def test_fp8_grouped_row_that_cannot_take_the_problem(monkeypatch):
         ops.f8f8bf16_rowwise_grouped_stacked(*fp8_stacked(K=40))  # K % 16 != 0: no TMA
 
 
+def blockwise_grouped(N=256, K=256):
+    G, m = 2, 8
+    return (rand_fp8((G * m, K)), rand_fp8((G, N, K)), scales(G * m * (K // 128)).view(G * m, K // 128),
+            scales(G * (K // 128) * ((N + 127) // 128)).view(G, K // 128, (N + 127) // 128),
+            torch.tensor([m, m], dtype=torch.int64, device="cuda"))
+
+
+def test_fp8_blockwise_grouped_row_errors(monkeypatch):
+    monkeypatch.setenv("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", "3")
+    with pytest.raises(ValueError, match="MSLK_FP8_BLOCKWISE_GROUPED_CONFIG must be a whole number from 0 to 2"):
+        ops.f8f8bf16_groupwise_grouped(*blockwise_grouped())
+    monkeypatch.setenv("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", "0")
+    with pytest.raises(ValueError, match="MSLK_FP8_BLOCKWISE_GROUPED_CONFIG=0 forces a CUTLASS row that cannot take"):
+        ops.f8f8bf16_groupwise_grouped(*blockwise_grouped(N=132))  # N % 8 != 0: no TMA store
+
+
+def test_fp8_blockwise_row_that_does_not_exist(monkeypatch):
+    monkeypatch.setenv("MSLK_FP8_BLOCKWISE_CONFIG", "2")
+    xq, wq = rand_fp8((256, 256)), rand_fp8((256, 256))
+    with pytest.raises(ValueError, match="MSLK_FP8_BLOCKWISE_CONFIG must be a whole number from 0 to 1"):
+        ops.f8f8bf16_groupwise(xq, wq, scales(512).view(2, 256), scales(4).view(2, 2))
+
+
 def test_fp8_rowwise_tile_errors(monkeypatch):
     monkeypatch.setenv("MSLK_FP8_ROWWISE_TILE", "12")
     xq, wq = rand_fp8((256, 128)), rand_fp8((256, 128))

@@ -74,6 +74,14 @@ def blockwise(m):
                                                      rnd(k // 128, (n + 127) // 128, dtype=F32).abs())
 
 
+def blockwise_grouped():
+    sizes, k, n = [0, 5, 130, 1], 384, 264
+    m = sum(sizes) + 3  # rows past every group: zeroed
+    return torch.ops.mslk.f8f8bf16_groupwise_grouped(
+        rnd(m, k, dtype=F8), rnd(len(sizes), n, k, dtype=F8), rnd(m, k // 128, dtype=F32).abs(),
+        rnd(len(sizes), k // 128, (n + 127) // 128, dtype=F32).abs(), torch.tensor(sizes, device=DEV))
+
+
 def int4(m):
     n, k, g = 72, 512, 128
     return lambda: torch.ops.mslk.bf16i4bf16_rowwise(
@@ -122,6 +130,7 @@ EDGE = [
     ("edge:f8f8bf16_groupwise_m1", blockwise(1)),
     ("edge:f8f8bf16_groupwise_m16", blockwise(16)),
     ("edge:f8f8bf16_groupwise_m131", blockwise(131)),
+    ("edge:f8f8bf16_groupwise_grouped_empty_group", blockwise_grouped),
     ("edge:bf16i4bf16_rowwise_m1", int4(1)),
     ("edge:bf16i4bf16_rowwise_m7", int4(7)),
     ("edge:bf16i4bf16_rowwise_m33", int4(33)),

@@ -14,6 +14,9 @@
 //   combination); epilogue<Layer>(args, arr) (the epilogue's thread arguments and C operand);
 //   sm_count(p, sms); setup_blocks(p, sms); setup(p, arr) (device: the per-group puts and any
 //   zeroing); after_setup<Layer>(p, arr, stream) (an extra launch, or cudaSuccess).
+// Optionally Mainloop<kCooperative, kFast>: its own StrideA / StrideB (the builder's operand
+// layout types), Schedule, and set(args.mainloop, arr) for its extra mainloop arguments (the
+// block-scaled FP8 family's per-group scale pointers).
 #pragma once
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
@@ -25,6 +28,7 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/device_attrs.h"
 #include "gemm/kernels/config_table.h"
@@ -45,6 +49,21 @@ struct GroupedSchedule {
                           cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong>>;
   using Epilogue = cute::conditional_t<kCooperative, cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
                                        cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
+};
+
+// The mainloop's operand layout types and schedule: the policy's Mainloop when it has one.
+template <class Policy, bool kCooperative, bool kFast, class = void>
+struct GroupedMainloop {
+  using StrideA = typename Policy::LayoutA*;
+  using StrideB = typename Policy::LayoutB*;
+  using Schedule = typename GroupedSchedule<kCooperative, kFast>::Mainloop;
+  static constexpr bool kCustom = false;
+};
+template <class Policy, bool kCooperative, bool kFast>
+struct GroupedMainloop<Policy, kCooperative, kFast,
+                       std::void_t<typename Policy::template Mainloop<kCooperative, kFast>::Schedule>>
+    : Policy::template Mainloop<kCooperative, kFast> {
+  static constexpr bool kCustom = true;
 };
 
 // The collective epilogue, with the builder's default fusion when Fusion is void.
@@ -80,16 +99,17 @@ struct CutlassGrouped {
   using TileShape = cute::Shape<cute::Int<TM>, cute::Int<TN>, cute::Int<TK>>;
   using ClusterShape = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
   using Schedule = GroupedSchedule<kCooperative, kFast>;
+  using Main = GroupedMainloop<Policy, kCooperative, kFast>;
 
   using CollectiveEpilogue =
       typename GroupedEpilogue<TileShape, ClusterShape, typename Policy::ElementC, LayoutD, Policy::kAlignD, ElementD,
                                typename Schedule::Epilogue, typename Policy::template Fusion<TileShape>>::type;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, typename Policy::LayoutA*, Policy::kAlignAB,
-      ElementB, typename Policy::LayoutB*, Policy::kAlignAB, float, TileShape, ClusterShape,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, typename Main::StrideA, Policy::kAlignAB,
+      ElementB, typename Main::StrideB, Policy::kAlignAB, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      typename Schedule::Mainloop>::CollectiveOp;
+      typename Main::Schedule>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Kernel::InternalStrideA;
@@ -106,6 +126,7 @@ struct CutlassGrouped {
     args.mainloop.dA = arr.sa;
     args.mainloop.ptr_B = arr.b;
     args.mainloop.dB = arr.sb;
+    if constexpr (Main::kCustom) Main::set(args.mainloop, arr);
     Policy::template epilogue<CutlassGrouped>(args, arr);
     args.epilogue.ptr_D = arr.d;
     args.epilogue.dD = arr.sd;

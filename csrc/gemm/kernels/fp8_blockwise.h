@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "gemm/fp8_grouped_params.h"
+
 namespace mslk::gemm {
 
 // out[m, n] (bf16) = sum over 128-K blocks kb of sfa[kb * sfa_ld + m] * sfb[kb * sfb_ld + n / 128]
@@ -21,7 +23,8 @@ struct BlockwiseKernelParams {
   int64_t sfa_ld;
   const float* sfb;
   int64_t sfb_ld;
-  int row = -1;  // row of fp8_blockwise_configs.h; -1: by M
+  GemmTuning tuning;  // forced_row: MSLK_FP8_BLOCKWISE_CONFIG; swizzle: MSLK_GEMM_SWIZZLE
+  int swizzle = 0;    // the shape's default (the dispatcher sets it from fp8_blockwise_configs.h)
 };
 
 // Returns cudaErrorNotSupported, having launched nothing, when the kernel cannot take the
@@ -31,5 +34,16 @@ cudaError_t fp8_blockwise_run(const BlockwiseKernelParams& p, cudaStream_t strea
 // The CUTLASS instantiation of row `ID` of fp8_blockwise_configs.h (one generated TU per row).
 template <int ID>
 cudaError_t fp8_blockwise_cutlass(const BlockwiseKernelParams& p, cudaStream_t stream);
+
+// The grouped form along M with sizes on the device (f8f8bf16_groupwise_grouped): the rowwise
+// grouped params (fp8_grouped_params.h) with xs_rs = K/128 (group g's x scales are [K/128, m_g]
+// MN-major from element S_g * K/128) and ws_gs = (K/128) * ceil(N/128) (w scales [G, K/128,
+// N/128] contiguous); out [total_M, N] contiguous bf16. cudaErrorNotSupported, having launched
+// nothing, when the kernel cannot take the problem (TMA's 16-byte rules, N % 8, a bad row).
+cudaError_t fp8_blockwise_grouped_run(const Fp8GroupedParams& p, cudaStream_t stream);
+
+// The CUTLASS instantiation of row `ID` of fp8_blockwise_grouped_configs.h.
+template <int ID>
+cudaError_t fp8_blockwise_grouped_cutlass(const Fp8GroupedParams& p, cudaStream_t stream);
 
 }  // namespace mslk::gemm

@@ -16,6 +16,7 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
 #include "gemm/kernels/cutlass_launch.cuh"
+#include "gemm/kernels/cutlass_swizzle.h"
 #include "gemm/kernels/fp8_blockwise.h"
 #include "gemm/kernels/fp8_blockwise_configs.h"
 
@@ -86,6 +87,7 @@ struct CutlassBlockwise {
                                   {M, N, K, 1},
                                   {x, sa, w, sb, p.sfa, lsfa, p.sfb, lsfb},
                                   {{}, nullptr, sd, static_cast<ElementD*>(p.out), sd}};
+    args.scheduler.max_swizzle_size = cutlass_swizzle(p.tuning, p.swizzle);
     return run_cutlass_universal<Gemm>(args, stream);
   }
 };

@@ -38,7 +38,9 @@ int heuristic_row(const BlockwiseKernelParams& p) { return p.M <= 64 ? 1 : 0; }
 cudaError_t fp8_blockwise_run(const BlockwiseKernelParams& p, cudaStream_t stream) {
 #if MSLK_HAS_CUTLASS
   if (!cutlass_applies(p)) return cudaErrorNotSupported;
-  return run_row(kRun, p.row >= 0 ? p.row : heuristic_row(p), p, stream);
+  BlockwiseKernelParams q = p;
+  q.swizzle = fp8_blockwise_swizzle(p.M, p.N, p.K);
+  return run_row(kRun, p.tuning.forced_row >= 0 ? p.tuning.forced_row : heuristic_row(p), q, stream);
 #else
   (void)p;
   (void)stream;

@@ -24,6 +24,14 @@ __device__ __forceinline__ long long fp8_group_rows(const Fp8GroupedParams& p, i
   return m < 0 ? 0 : m;
 }
 
+// Group g's scale vectors, from the row where its rows start.
+__device__ __forceinline__ const float* fp8_group_xs(const Fp8GroupedParams& p, long long start) {
+  return p.x_scale + start * p.xs_rs;
+}
+__device__ __forceinline__ const float* fp8_group_ws(const Fp8GroupedParams& p, int64_t g) {
+  return p.w_scale + g * (p.ws_gs > 0 ? p.ws_gs : p.N);
+}
+
 struct Fp8GroupedPolicy {
   using Params = Fp8GroupedParams;
   using ElementA = cutlass::float_e4m3_t;
@@ -96,8 +104,8 @@ struct Fp8GroupedPolicy {
       for_each_group(p.G, [&](int64_t g) {
         const long long m = min(fp8_group_rows(p, g), static_cast<long long>(F));
         const int64_t start = g * F;
-        put(arr, g, p.x + start * p.ldx, p.w + g * p.w_gs, out + start * p.N, p.x_scale + start, p.w_scale + g * p.N,
-            m, p.N, p.K, p.ldx, p.ldw, p.N);
+        put(arr, g, p.x + start * p.ldx, p.w + g * p.w_gs, out + start * p.N, fp8_group_xs(p, start),
+            fp8_group_ws(p, g), m, p.N, p.K, p.ldx, p.ldw, p.N);
       });
       const int64_t v_row = p.N / 8;  // 16-byte vectors a row (N % 8 == 0)
       for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.total_M * v_row;
@@ -112,8 +120,8 @@ struct Fp8GroupedPolicy {
         p.G, p.total_M, [&](int64_t g) { return fp8_group_rows(p, g); },
         [&](int64_t g, long long start, long long end) {
           if (blockIdx.x == 0)
-            put(arr, g, p.x + start * p.ldx, p.w + g * p.w_gs, out + start * p.N, p.x_scale + start,
-                p.w_scale + g * p.N, end - start, p.N, p.K, p.ldx, p.ldw, p.N);
+            put(arr, g, p.x + start * p.ldx, p.w + g * p.w_gs, out + start * p.N, fp8_group_xs(p, start),
+                fp8_group_ws(p, g), end - start, p.N, p.K, p.ldx, p.ldw, p.N);
         });
     zero_tail_rows(out, min(sum, static_cast<long long>(p.total_M)), p.total_M, p.N);
   }

@@ -17,7 +17,7 @@
 namespace mslk::env {
 
 // X(id, NAME, accepted values, default, meaning)
-#define MSLK_ENV_VARS(X)                                                                                          \
+#define MSLK_ENV_VARS(X)                                                                                           \
   X(kCacheDir, MSLK_CACHE_DIR, "a folder", "$HOME/.mslk", "cache folder of the tuning cache")                      \
   X(kHome, HOME, "a folder", "", "where MSLK_CACHE_DIR defaults to")                                               \
   X(kAutotuneUseCudaGraph, MSLK_AUTOTUNE_USE_CUDA_GRAPH, "presence", "off",                                        \
@@ -33,13 +33,13 @@ namespace mslk::env {
   X(kFmhaSm90L2Mib, MSLK_FMHA_SM90_L2_MIB, "0 to 4096", "16",                                                      \
     "tuning: K/V MiB per L2 section of the Hopper attention kernel's work order (0: one section)")                 \
   X(kFmhaSm90StreamK, MSLK_FMHA_SM90_STREAMK, "0, 1", "by a waste threshold",                                      \
-    "tuning: stream-K split of the Hopper attention kernel's idle SMs: never (0), whenever SMs would idle (1)")     \
+    "tuning: stream-K split of the Hopper attention kernel's idle SMs: never (0), whenever SMs would idle (1)")    \
   X(kFmhaSm90Otma, MSLK_FMHA_SM90_OTMA, "0, 1", "1",                                                               \
     "tuning: 0 writes the Hopper attention kernel's O from registers instead of TMA stores")                       \
   X(kFmhaSm90Ovec, MSLK_FMHA_SM90_OVEC, "0, 1", "1",                                                               \
     "tuning: 0 writes the Hopper attention kernel's O in 4-byte stores instead of 16-byte ones")                   \
   X(kDecodeTileCfg, MSLK_DECODE_TILE_CFG, "0 to 3", "by head dim",                                                 \
-    "tuning: force the split-K decode attention kernel's tile row (fmha_decode_kernel.cuh, DecodeCfg)")              \
+    "tuning: force the split-K decode attention kernel's tile row (fmha_decode_kernel.cuh, DecodeCfg)")            \
   X(kFp8Schedule, MSLK_FP8_SCHEDULE,                                                                               \
     "auto, oneshot, staged, cluster, bulk, warp, hybrid-persistent, ring", "auto",                                 \
     "FP8 quantizer kernel schedule (benchmarking switch)")                                                         \
@@ -49,9 +49,14 @@ namespace mslk::env {
   X(kFp8RowwiseTile, MSLK_FP8_ROWWISE_TILE, "a row of fp8_rowwise_configs.h", "by shape bucket",                   \
     "tuning: force a CUTLASS rowwise row (with MSLK_FP8_GEMM_KERNEL=cutlass)")                                     \
   X(kFp8GroupedKernel, MSLK_FP8_GROUPED_KERNEL, "auto, host", "auto",                                              \
-    "FP8 grouped GEMMs along M: host runs one GEMM a group with the sizes read to the host (for comparison)")      \
+    "FP8 grouped GEMMs along M (rowwise and groupwise): host runs one GEMM a group with the sizes read to the "    \
+    "host (for comparison)")                                                                                       \
   X(kFp8GroupedConfig, MSLK_FP8_GROUPED_CONFIG, "a row of fp8_grouped_configs.h", "by average group size",         \
     "tuning: force a row of the CUTLASS FP8 grouped GEMM")                                                         \
+  X(kFp8BlockwiseConfig, MSLK_FP8_BLOCKWISE_CONFIG, "a row of fp8_blockwise_configs.h", "by shape",                \
+    "tuning: force a row of the CUTLASS block/group-scaled FP8 GEMM")                                              \
+  X(kFp8BlockwiseGroupedConfig, MSLK_FP8_BLOCKWISE_GROUPED_CONFIG, "a row of fp8_blockwise_grouped_configs.h",     \
+    "by average group size", "tuning: force a row of the CUTLASS grouped block/group-scaled FP8 GEMM")             \
   X(kBf16GroupedKernel, MSLK_BF16_GROUPED_KERNEL, "auto, cutlass, simt", "auto",                                   \
     "BF16 grouped GEMMs: CUTLASS where TMA's rules hold, else SIMT (auto, cutlass); always SIMT (simt)")           \
   X(kBf16GroupedConfig, MSLK_BF16_GROUPED_CONFIG, "a row of bf16_grouped_configs.h", "by average group size",      \
@@ -59,7 +64,7 @@ namespace mslk::env {
   X(kBf16WgradConfig, MSLK_BF16_WGRAD_CONFIG, "a row of bf16_wgrad_configs.h", "by output size",                   \
     "tuning: force a row of the CUTLASS BF16 grouped wgrad")                                                       \
   X(kGemmSwizzle, MSLK_GEMM_SWIZZLE, "1, 2, 4, 8", "by config row",                                                \
-    "tuning: tile-scheduler swizzle of the CUTLASS GEMMs")                                                        \
+    "tuning: tile-scheduler swizzle of the CUTLASS GEMMs")                                                         \
   X(kInt4Decode, MSLK_INT4_DECODE, "auto, tma, mma, fp32", "auto",                                                 \
     "INT4-weight GEMMs at M <= 16: the TMA-streaming tensor-core kernel (K a multiple of 128, a group of 128 or "  \
     "a multiple of 256, 16-byte aligned rows), the cp.async tensor-core one (K and the group multiples of 128), "  \

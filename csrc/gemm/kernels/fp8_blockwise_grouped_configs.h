@@ -1,0 +1,43 @@
+// THE table of CUTLASS sm90 ptr-array grouped instantiations of the device-side grouped
+// block/group-scaled FP8 GEMM (f8f8bf16_groupwise_grouped), and the heuristic over it. Data, not
+// code: CMakeLists.txt generates one translation unit per X(...) row (ids 0..n-1 in order);
+// fp8_blockwise_grouped_dispatch.cu picks a row per call (MSLK_FP8_BLOCKWISE_GROUPED_CONFIG=<row
+// id> forces one). The scales are applied per 128-K block in the mainloop (tile K 128, no fast
+// accumulation).
+#pragma once
+#include "gemm/kernels/config_table.h"
+
+// X(id, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative (else ping-pong))
+#define MSLK_FP8_BLOCKWISE_GROUPED_CONFIGS(X) \
+  X(0, 128, 128, 128, 2, 1, 1)                \
+  X(1, 64, 128, 128, 1, 1, 0)                 \
+  X(2, 128, 128, 128, 1, 1, 1)
+
+// B(max_avg_m, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative): the first bucket with
+// ceil(total_M / G) <= max_avg_m wins (max_avg_m < 0: no limit).
+// Measured on the H200 (docs/design/gemm_tables.md, E 8 / 16 / 128 at 2048 / 512 / 64 rows a
+// group): 64-row ping-pong 522-545 us against 617 (1x1 cluster) and 1015 us (2x1) at E 128;
+// 128-row without a cluster 196 / 234 us against 205 / 283 (2x1) at E 16 uniform / skewed; the 2x1
+// cluster 961 / 1087 us against 1030 / 1105 at E 8.
+#define MSLK_FP8_BLOCKWISE_GROUPED_BUCKETS(B) \
+  B(64, 64, 128, 128, 1, 1, 0)                \
+  B(1024, 128, 128, 128, 1, 1, 1)             \
+  B(-1, 128, 128, 128, 2, 1, 1)
+
+namespace mslk::gemm {
+
+#define MSLK_FP8_BLOCKWISE_GROUPED_CONFIG_ENTRY(id, tm, tn, tk, cm, cn, coop) \
+  TileConfig{tm, tn, tk, cm, cn, (coop) != 0, false, false},
+inline constexpr TileConfig kFp8BlockwiseGroupedConfigs[] = {
+    MSLK_FP8_BLOCKWISE_GROUPED_CONFIGS(MSLK_FP8_BLOCKWISE_GROUPED_CONFIG_ENTRY)};
+#undef MSLK_FP8_BLOCKWISE_GROUPED_CONFIG_ENTRY
+inline constexpr int kNumFp8BlockwiseGroupedConfigs =
+    sizeof(kFp8BlockwiseGroupedConfigs) / sizeof(kFp8BlockwiseGroupedConfigs[0]);
+
+#define MSLK_FP8_BLOCKWISE_GROUPED_BUCKET_ENTRY(mm, tm, tn, tk, cm, cn, coop) \
+  AvgMBucket{mm, TileConfig{tm, tn, tk, cm, cn, (coop) != 0, false, false}},
+inline constexpr AvgMBucket kFp8BlockwiseGroupedBuckets[] = {
+    MSLK_FP8_BLOCKWISE_GROUPED_BUCKETS(MSLK_FP8_BLOCKWISE_GROUPED_BUCKET_ENTRY)};
+#undef MSLK_FP8_BLOCKWISE_GROUPED_BUCKET_ENTRY
+
+}  // namespace mslk::gemm

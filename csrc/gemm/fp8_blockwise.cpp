@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/checks.h"
+#include "gemm/grouped_glue.h"
 
 namespace mslk::gemm {
 namespace {
@@ -158,18 +159,7 @@ Tensor f8f8bf16_groupwise_grouped(const BlockwiseBackend& b, const Tensor& XQ, c
   if (b.grouped && total_M > 0 && N > 0 && K > 0) {  // sizes stay on the device: no sync, CUDA-graph safe
     const Tensor sz = M_sizes.contiguous();
     const Tensor ws = w_scale.contiguous();
-    Fp8GroupedParams p;
-    p.x = static_cast<const uint8_t*>(XQ.const_data_ptr());
-    p.w = static_cast<const uint8_t*>(WQ.const_data_ptr());
-    p.x_scale = x_scale.const_data_ptr<float>();
-    p.w_scale = ws.const_data_ptr<float>();
-    p.out = out.data_ptr();
-    p.sizes = sz.const_data_ptr();
-    p.sizes_int64 = sz.scalar_type() == at::kLong;
-    p.G = G, p.total_M = total_M, p.N = N, p.K = K;
-    p.ldx = total_M > 1 ? XQ.stride(0) : K;
-    p.ldw = N > 1 ? WQ.stride(1) : K;
-    p.w_gs = G > 1 ? WQ.stride(0) : N * p.ldw;
+    Fp8GroupedParams p = fp8_grouped_params(XQ, total_M > 1 ? XQ.stride(0) : K, total_M, WQ, x_scale, ws, sz, out);
     p.xs_rs = kb;
     p.ws_gs = kb * cdiv(N, 128);
     p.fast_accum = false;

@@ -15,6 +15,7 @@
 #include "common/checks.h"
 #include "common/require_sm90.h"
 #include "gemm/fp8_blockwise.h"
+#include "gemm/fp8_grouped_cuda.h"
 #include "gemm/gemm_env.h"
 #include "gemm/kernels/config_table.h"
 #include "gemm/kernels/fp8_blockwise.h"
@@ -143,22 +144,11 @@ void cuda_run(const BlockwiseCall& c) {
   C10_CUDA_CHECK(e);
 }
 
-// The device-side grouped kernel (MSLK_FP8_GROUPED_KERNEL=host: one GEMM a group instead).
-// MSLK_FP8_BLOCKWISE_GROUPED_CONFIG forces its row: one that cannot take the problem is a ValueError.
-bool cuda_grouped(const Fp8GroupedParams& p0) {
-  if (read_env([] { return env::choice(env::Var::kFp8GroupedKernel, {"auto", "host"}, 0); }) == 1) return false;
+// The device-side grouped kernel (fp8_grouped_cuda.h); MSLK_FP8_BLOCKWISE_GROUPED_CONFIG forces its row.
+bool cuda_grouped(const Fp8GroupedParams& p) {
   mslk::cuda::require_sm90("f8f8bf16_groupwise_grouped");
-  Fp8GroupedParams p = p0;
-  p.tuning = env_tuning(env::Var::kFp8BlockwiseGroupedConfig, kNumFp8BlockwiseGroupedConfigs);
-  const cudaError_t e = fp8_blockwise_grouped_run(p, c10::cuda::getCurrentCUDAStream().stream());
-  if (e == cudaErrorNotSupported) {  // nothing launched
-    TORCH_CHECK_VALUE(p.tuning.forced_row < 0, "MSLK_FP8_BLOCKWISE_GROUPED_CONFIG=", p.tuning.forced_row,
-                      " forces a CUTLASS row that cannot take this problem (G=", p.G, ", total_M=", p.total_M,
-                      ", N=", p.N, ", K=", p.K, "; TMA needs 16-byte aligned operands and strides, N % 8 == 0); unset it");
-    return false;
-  }
-  C10_CUDA_CHECK(e);
-  return true;
+  return run_fp8_grouped(p, env::Var::kFp8BlockwiseGroupedConfig, "MSLK_FP8_BLOCKWISE_GROUPED_CONFIG",
+                         kNumFp8BlockwiseGroupedConfigs, fp8_blockwise_grouped_run);
 }
 
 constexpr BlockwiseBackend kCudaBackend{cuda_run, cuda_grouped};

@@ -7,6 +7,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include "gemm/fp8_grouped_cuda.h"
 #include "gemm/fp8_rowwise.h"
 #include "gemm/gemm_env.h"
 #include "gemm/kernels/fp8_grouped.h"
@@ -57,22 +58,10 @@ void cuda_run(const RowwiseGemmParams& p0) {
   C10_CUDA_CHECK(e);
 }
 
-// MSLK_FP8_GROUPED_KERNEL=host: one GEMM per group with the sizes read to the host (the old
-// path, kept to compare against); default: the device-side grouped kernel when it applies.
-// MSLK_FP8_GROUPED_CONFIG forces its row: one that cannot take the problem is a ValueError.
-bool cuda_grouped(const Fp8GroupedParams& p0) {
-  if (read_env([] { return env::choice(env::Var::kFp8GroupedKernel, {"auto", "host"}, 0); }) == 1) return false;
-  Fp8GroupedParams p = p0;
-  p.tuning = env_tuning(env::Var::kFp8GroupedConfig, kNumFp8GroupedConfigs);
-  const cudaError_t e = fp8_grouped_cutlass_run(p, c10::cuda::getCurrentCUDAStream().stream());
-  if (e == cudaErrorNotSupported) {  // nothing launched
-    TORCH_CHECK_VALUE(p.tuning.forced_row < 0, "MSLK_FP8_GROUPED_CONFIG=", p.tuning.forced_row,
-                      " forces a CUTLASS row that cannot take this problem (G=", p.G, ", total_M=", p.total_M,
-                      ", N=", p.N, ", K=", p.K, "; TMA needs 16-byte aligned operands and strides); unset it");
-    return false;
-  }
-  C10_CUDA_CHECK(e);
-  return true;
+// The device-side grouped kernel (fp8_grouped_cuda.h); MSLK_FP8_GROUPED_CONFIG forces its row.
+bool cuda_grouped(const Fp8GroupedParams& p) {
+  return run_fp8_grouped(p, env::Var::kFp8GroupedConfig, "MSLK_FP8_GROUPED_CONFIG", kNumFp8GroupedConfigs,
+                         fp8_grouped_cutlass_run);
 }
 
 constexpr RowwiseBackend kCudaBackend{cuda_run, cuda_grouped};

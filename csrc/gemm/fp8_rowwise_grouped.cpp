@@ -49,19 +49,10 @@ bool try_device_grouped(const RowwiseBackend& be, const Tensor& XQ, const Tensor
   TORCH_CHECK_VALUE(sizes.size(0) == G, op, ": argument '", arg, "' must hold one size per group (", G,
                     "), got shape ", sizes.sizes());
   const Tensor sz = sizes.contiguous();
-  Fp8GroupedParams p;
-  p.x = static_cast<const uint8_t*>(XQ.const_data_ptr());
-  p.w = static_cast<const uint8_t*>(WQ.const_data_ptr());
-  p.x_scale = xs.const_data_ptr<float>();
-  p.w_scale = ws.const_data_ptr<float>();
-  p.out = out.data_ptr();
-  p.sizes = sz.const_data_ptr();
-  p.sizes_int64 = sz.scalar_type() == at::kLong;
+  const int64_t total_M = XQ.size(0);
+  Fp8GroupedParams p =
+      fp8_grouped_params(XQ, total_M > 1 ? XQ.stride(0) : XQ.size(1), total_M, WQ, xs, ws, sz, out);
   p.sizes_are_ends = ends;
-  p.G = G, p.total_M = XQ.size(0), p.N = WQ.size(1), p.K = XQ.size(1);
-  p.ldx = XQ.size(0) > 1 ? XQ.stride(0) : p.K;
-  p.ldw = p.N > 1 ? WQ.stride(1) : p.K;
-  p.w_gs = G > 1 ? WQ.stride(0) : p.N * p.ldw;
   p.fast_accum = true;
   return be.grouped(p);
 }
@@ -221,19 +212,10 @@ Tensor rowwise_grouped_dynamic(const RowwiseBackend& b, const Tensor& XQ, const 
   (void)zeroing_output_tensor;
   if (b.grouped && G > 0 && M > 0 && N > 0 && K > 0 && (M == 1 || XQ.stride(0) == M * XQ.stride(1))) {
     // Only the first zero_start_index_M[g] rows of each group are computed (device-side grouped GEMM).
-    Fp8GroupedParams p;
     const Tensor zc = zs.contiguous();
-    p.x = static_cast<const uint8_t*>(XQ.const_data_ptr());
-    p.w = static_cast<const uint8_t*>(WQ.const_data_ptr());
-    p.x_scale = xs.const_data_ptr<float>();
-    p.w_scale = ws.const_data_ptr<float>();
-    p.out = out.data_ptr();
-    p.sizes = zc.const_data_ptr();
-    p.sizes_int64 = zc.scalar_type() == at::kLong;
-    p.G = G, p.total_M = G * M, p.N = N, p.K = K, p.fixed_rows = M;
-    p.ldx = M > 1 ? XQ.stride(1) : (G > 1 ? XQ.stride(0) : K);
-    p.ldw = N > 1 ? WQ.stride(1) : K;
-    p.w_gs = G > 1 ? WQ.stride(0) : N * p.ldw;
+    Fp8GroupedParams p =
+        fp8_grouped_params(XQ, M > 1 ? XQ.stride(1) : (G > 1 ? XQ.stride(0) : K), G * M, WQ, xs, ws, zc, out);
+    p.fixed_rows = M;
     p.fast_accum = true;
     if (b.grouped(p)) return out;
   }

@@ -128,17 +128,6 @@ def _grouped_case(device, sizes, N=256, K=256, extra=5, quantizer=True):
     return xq, wq, xs, ws, ms
 
 
-@pytest.fixture(params=["device", "host"])
-def grouped_kernel(request, monkeypatch):
-    # "device": the CUDA grouped kernel with the sizes on the GPU (the default); "host": the sizes
-    # read to the host, one GEMM a group. On CPU both run the reference.
-    if request.param == "host":
-        monkeypatch.setenv("MSLK_FP8_GROUPED_KERNEL", "host")
-    else:
-        monkeypatch.delenv("MSLK_FP8_GROUPED_KERNEL", raising=False)
-    return request.param
-
-
 # empty, tiny and skewed groups; average group sizes on both sides of the 64-row bucket; 300
 # groups: more than one step of the device-side scan
 @pytest.mark.parametrize("sizes", [[0, 3, 1, 200], [7], [1000, 0, 0, 24], [0, 0], [1] * 300, [513, 2, 0, 130]])

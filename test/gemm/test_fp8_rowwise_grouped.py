@@ -108,17 +108,6 @@ def test_grouped_mm_2d_2d_k_groups(device):
 
 # ---- the device-side grouped kernel (CUDA) against the per-group host path and float64 --------
 
-@pytest.fixture(params=["device", "host"])
-def grouped_kernel(request, monkeypatch):
-    # "host": sizes read to the host, one GEMM per group; "device": the CUTLASS grouped kernel
-    # (the default on CUDA). On CPU both run the reference.
-    if request.param == "host":
-        monkeypatch.setenv("MSLK_FP8_GROUPED_KERNEL", "host")
-    else:
-        monkeypatch.delenv("MSLK_FP8_GROUPED_KERNEL", raising=False)
-    return request.param
-
-
 @pytest.mark.parametrize("sizes", [[0, 300, 1, 0, 77, 128, 2, 0], [1] * 300, [0, 0, 0], [513]])
 def test_grouped_stacked_many_shapes(device, grouped_kernel, sizes):
     G, N, K = len(sizes), 136, 144  # N, K not multiples of the 128 tile

@@ -235,11 +235,8 @@ cudaError_t launch(const Int4GemmParams& p, const Int4DecodePlan& plan, float* w
 
 template <int MT, int R, bool kFp8>
 cudaError_t launch_scales(const Int4GemmParams& p, const Int4DecodePlan& plan, float* ws, cudaStream_t stream) {
-  switch (p.scale_type) {
-    case Int4Scale::kF32: return launch<MT, R, kFp8, float>(p, plan, ws, stream);
-    case Int4Scale::kBF16: return launch<MT, R, kFp8, __nv_bfloat16>(p, plan, ws, stream);
-    default: return launch<MT, R, kFp8, __nv_fp8_e4m3>(p, plan, ws, stream);
-  }
+  return int4::with_scale_type(p.scale_type,
+                               [&](auto s) { return launch<MT, R, kFp8, decltype(s)>(p, plan, ws, stream); });
 }
 
 template <int MT, int R>

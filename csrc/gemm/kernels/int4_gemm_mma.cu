@@ -246,11 +246,8 @@ cudaError_t launch(const Int4GemmParams& p, int splits, float* ws, cudaStream_t 
 
 template <int MG, bool kFp8>
 cudaError_t launch_scales(const Int4GemmParams& p, int splits, float* ws, cudaStream_t stream) {
-  switch (p.scale_type) {
-    case Int4Scale::kF32: return launch<MG, kFp8, float>(p, splits, ws, stream);
-    case Int4Scale::kBF16: return launch<MG, kFp8, __nv_bfloat16>(p, splits, ws, stream);
-    default: return launch<MG, kFp8, __nv_fp8_e4m3>(p, splits, ws, stream);
-  }
+  return int4::with_scale_type(p.scale_type,
+                               [&](auto s) { return launch<MG, kFp8, decltype(s)>(p, splits, ws, stream); });
 }
 
 template <bool kFp8>

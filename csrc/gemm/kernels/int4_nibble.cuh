@@ -1,5 +1,6 @@
-// Device helpers of the INT4 kernels (int4_gemm_decode.cu, int4_gemm_mma.cu, int4_gemm_dequant.cu):
-// nibble to float, the group-scale load, the output scaling.
+// Helpers of the INT4 kernels (int4_gemm_decode.cu, int4_gemm_mma.cu, int4_gemm_tma.cu,
+// int4_gemm_dequant.cu): nibble to float, the group-scale load, the output scaling, and the host
+// dispatch over the group-scale element type.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -60,6 +61,16 @@ __device__ __forceinline__ float epilogue(const Int4GemmParams& p, float v, int6
   if (p.w_row_scale != nullptr) v *= p.w_row_scale[n];
   if (p.x_scale != nullptr) v *= p.x_scale[m];
   return v;
+}
+
+// f(S{}) with S the group-scale element type of `t` (host: picks the kernel instantiation).
+template <class F>
+auto with_scale_type(Int4Scale t, F&& f) {
+  switch (t) {
+    case Int4Scale::kF32: return f(float{});
+    case Int4Scale::kBF16: return f(__nv_bfloat16{});
+    default: return f(__nv_fp8_e4m3{});
+  }
 }
 
 }  // namespace mslk::gemm::int4

@@ -18,6 +18,7 @@ inline bool run_fp8_grouped(const Fp8GroupedParams& p0, env::Var row_var, const 
   if (read_env([] { return env::choice(env::Var::kFp8GroupedKernel, {"auto", "host"}, 0); }) == 1) return false;
   Fp8GroupedParams p = p0;
   p.tuning = env_tuning(row_var, rows);
+  p.raster = env_raster();
   const cudaError_t e = run(p, c10::cuda::getCurrentCUDAStream().stream());
   if (e == cudaErrorNotSupported) {  // nothing launched
     TORCH_CHECK_VALUE(p.tuning.forced_row < 0, row_name, "=", p.tuning.forced_row,

@@ -49,6 +49,7 @@ struct Fp8GroupedParams {
   bool fast_accum = true;
   int64_t fixed_rows = 0;
   GemmTuning tuning;  // forced_row: MSLK_FP8_GROUPED_CONFIG
+  int raster = 0;     // tile walk: 1 along M first, 2 along N first (MSLK_GEMM_RASTER); 0: the family's default
   // Descriptor mode (non-null: x, w, scales, out and sizes are unused; total_M is the sum of the
   // groups' m, for the tile heuristic). The glue has checked every descriptor for TMA's rules.
   const Fp8GroupDesc* descs = nullptr;

@@ -14,6 +14,11 @@ inline int env_swizzle() {
   return i < 0 ? 0 : kValues[i];
 }
 
+// MSLK_GEMM_RASTER: 1 (m) or 2 (n); 0 when unset (the family's default).
+inline int env_raster() {
+  return 1 + static_cast<int>(read_env([] { return env::choice(env::Var::kGemmRaster, {"m", "n"}, -1); }));
+}
+
 // A forced row of a config table of `rows` rows: a row id, or -1 when unset.
 inline int env_forced_row(env::Var v, int rows) {
   return static_cast<int>(read_env([&] { return env::integer(v, -1, 0, rows - 1); }));

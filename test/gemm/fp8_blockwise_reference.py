@@ -50,3 +50,14 @@ def check(out, expected, mag, device):
     err = (out.cpu().double() - expected).abs()
     assert out.dtype == torch.bfloat16 and out.shape == expected.shape, (out.dtype, out.shape, expected.shape)
     assert torch.all(err <= bound), f"max err {err.max().item()} (bound there {bound.flatten()[err.argmax()].item()})"
+
+
+def check_grouped(out, xq, wq, xs, ws, sizes, device):
+    """Each group's rows of a grouped groupwise GEMM against ref_groupwise; rows past every group
+    are zero."""
+    s = 0
+    for g, m in enumerate(sizes):
+        if m:
+            check(out[s:s + m], *ref_groupwise(xq[s:s + m], wq[g], grouped_x_scale(xs, sizes, g), ws[g]), device)
+        s += m
+    assert torch.all(out[s:] == 0)

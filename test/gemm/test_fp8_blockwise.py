@@ -10,7 +10,7 @@ from mslk.gemm.triton.fp8_groupwise_gemm import matmul_f8f8bf16_groupwise
 from mslk.gemm.triton.fp8_groupwise_grouped_gemm import matmul_f8f8bf16_groupwise_grouped
 from mslk.quantize.triton.fp8_quantize import quantize_fp8_block, quantize_fp8_group
 from test.conftest import requires_cuda
-from test.gemm.fp8_blockwise_reference import (cdiv, check, grouped_x_scale, rand_fp8, rand_grid, ref_blockwise,
+from test.gemm.fp8_blockwise_reference import (cdiv, check, check_grouped, rand_fp8, rand_grid, ref_blockwise,
                                                ref_groupwise)
 
 ops = torch.ops.mslk
@@ -134,12 +134,7 @@ def _grouped_case(device, sizes, N=256, K=256, extra=5, quantizer=True):
 def test_groupwise_grouped(device, grouped_kernel, sizes):
     xq, wq, xs, ws, ms = _grouped_case(device, sizes)
     out = ops.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms)
-    s = 0
-    for g, m in enumerate(sizes):
-        if m:
-            check(out[s:s + m], *ref_groupwise(xq[s:s + m], wq[g], grouped_x_scale(xs, sizes, g), ws[g]), device)
-        s += m
-    assert torch.all(out[s:] == 0)  # rows past every group
+    check_grouped(out, xq, wq, xs, ws, sizes, device)
     o2 = torch.empty_like(out)
     assert matmul_f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms.to(torch.int32), output=o2) is o2
     assert torch.equal(o2, out)
@@ -148,11 +143,7 @@ def test_groupwise_grouped(device, grouped_kernel, sizes):
 def test_groupwise_grouped_n_not_multiple(device, grouped_kernel):
     sizes = [5, 17]
     xq, wq, xs, ws, ms = _grouped_case(device, sizes, N=136, K=384, extra=0, quantizer=False)
-    out = ops.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms)
-    s = 0
-    for g, m in enumerate(sizes):
-        check(out[s:s + m], *ref_groupwise(xq[s:s + m], wq[g], grouped_x_scale(xs, sizes, g), ws[g]), device)
-        s += m
+    check_grouped(ops.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms), xq, wq, xs, ws, sizes, device)
 
 
 @requires_cuda
@@ -192,13 +183,7 @@ def test_cuda_grouped_rows(monkeypatch, row):
     monkeypatch.setenv("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", str(row))
     sizes = [130, 0, 7, 64]
     xq, wq, xs, ws, ms = _grouped_case("cuda", sizes, N=384, K=512)
-    out = ops.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms)
-    s = 0
-    for g, m in enumerate(sizes):
-        if m:
-            check(out[s:s + m], *ref_groupwise(xq[s:s + m], wq[g], grouped_x_scale(xs, sizes, g), ws[g]), "cuda")
-        s += m
-    assert torch.all(out[s:] == 0)
+    check_grouped(ops.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms), xq, wq, xs, ws, sizes, "cuda")
 
 
 @requires_cuda

@@ -113,3 +113,9 @@ def test_swizzle_errors(monkeypatch):
     monkeypatch.setenv("MSLK_GEMM_SWIZZLE", "3")
     with pytest.raises(ValueError, match=r"MSLK_GEMM_SWIZZLE must be 1, 2, 4 or 8 \(or unset\), got '3'"):
         ops.bf16bf16bf16_grouped_stacked(*bf16_stacked())
+
+
+def test_raster_errors(monkeypatch):
+    monkeypatch.setenv("MSLK_GEMM_RASTER", "x")
+    with pytest.raises(ValueError, match=r"MSLK_GEMM_RASTER must be m or n \(or unset\), got 'x'"):
+        ops.f8f8bf16_rowwise_grouped_stacked(*fp8_stacked())

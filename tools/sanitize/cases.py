@@ -82,6 +82,21 @@ def blockwise_grouped():
         rnd(len(sizes), k // 128, (n + 127) // 128, dtype=F32).abs(), torch.tensor(sizes, device=DEV))
 
 
+def with_env(env, call):
+    def run():
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            return call()
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    del os.environ[k]
+                else:
+                    os.environ[k] = v
+    return run
+
+
 def int4(m):
     n, k, g = 72, 512, 128
     return lambda: torch.ops.mslk.bf16i4bf16_rowwise(
@@ -131,6 +146,9 @@ EDGE = [
     ("edge:f8f8bf16_groupwise_m16", blockwise(16)),
     ("edge:f8f8bf16_groupwise_m131", blockwise(131)),
     ("edge:f8f8bf16_groupwise_grouped_empty_group", blockwise_grouped),
+    # a swizzle that pads each group's tile grid: the padding tiles must read and store nothing
+    ("edge:f8f8bf16_groupwise_grouped_swizzled",
+     with_env({"MSLK_GEMM_SWIZZLE": "8", "MSLK_GEMM_RASTER": "n"}, blockwise_grouped)),
     ("edge:bf16i4bf16_rowwise_m1", int4(1)),
     ("edge:bf16i4bf16_rowwise_m7", int4(7)),
     ("edge:bf16i4bf16_rowwise_m33", int4(33)),

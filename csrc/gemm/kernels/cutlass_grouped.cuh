@@ -16,7 +16,13 @@
 //   zeroing); after_setup<Layer>(p, arr, stream) (an extra launch, or cudaSuccess).
 // Optionally Mainloop<kCooperative, kFast>: its own StrideA / StrideB (the builder's operand
 // layout types), Schedule, and set(args.mainloop, arr) for its extra mainloop arguments (the
-// block-scaled FP8 family's per-group scale pointers).
+// block-scaled FP8 family's per-group scale pointers). Params with a `raster` member pick the tile
+// walk (2: along N first, else along M first); `tuning.swizzle` sets the walk's swizzle.
+//
+// The swizzle is set in the kernel params after initialize: CUTLASS derives it from the host
+// problem shapes, which this layer never gives it, so it would always be 1. A swizzle s pads each
+// group's tile grid to multiples of s (the padding tiles run on zero-filled operands and store
+// nothing), so it pays only where groups span many tiles each way.
 #pragma once
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
@@ -82,6 +88,11 @@ struct GroupedEpilogue<TileShape, ClusterShape, EC, LD, kAlign, ED, Schedule, vo
       Schedule>::CollectiveOp;
 };
 
+template <class P, class = void>
+struct HasRaster : std::false_type {};
+template <class P>
+struct HasRaster<P, std::void_t<decltype(std::declval<const P&>().raster)>> : std::true_type {};
+
 template <class Policy, class Arrays>
 __global__ void __launch_bounds__(kGroupSetupThreads) grouped_setup_kernel(const typename Policy::Params p, Arrays arr) {
   Policy::setup(p, arr);
@@ -132,7 +143,10 @@ struct CutlassGrouped {
     args.epilogue.dD = arr.sd;
     args.hw_info.device_id = device;
     args.hw_info.sm_count = sm_count;
-    args.scheduler.max_swizzle_size = cutlass_swizzle(p.tuning);
+    using RasterOption = decltype(args.scheduler.raster_order);
+    int raster = 0;
+    if constexpr (HasRaster<Params>::value) raster = p.raster;
+    args.scheduler.raster_order = raster == 2 ? RasterOption::AlongN : RasterOption::AlongM;
     return args;
   }
 
@@ -152,7 +166,8 @@ struct CutlassGrouped {
     grouped_setup_kernel<Policy, Arrays><<<Policy::setup_blocks(p, sms), kGroupSetupThreads, 0, stream>>>(p, arr);
     e = cudaGetLastError();
     if (e == cudaSuccess) e = Policy::template after_setup<CutlassGrouped>(p, arr, stream);
-    return run_after_setup<Gemm>(e, make_args(p, G, arr, device, sm_count), arr.workspace, arr.buf, stream);
+    return run_after_setup<Gemm>(e, make_args(p, G, arr, device, sm_count), cutlass_swizzle(p.tuning), arr.workspace,
+                                 arr.buf, stream);
   }
 };
 

@@ -158,15 +158,18 @@ struct GroupArrays {
   }
 };
 
-// After the setup launch (its launch error `e`): initialize and run the grouped GEMM, then free
-// the stream-ordered scratch allocation `buf` either way.
+// After the setup launch (its launch error `e`): initialize and run the grouped GEMM with the
+// group scheduler's swizzle set to `swizzle` (1, 2, 4 or 8), then free the stream-ordered scratch
+// allocation `buf` either way.
 template <class Gemm>
-cudaError_t run_after_setup(cudaError_t e, const typename Gemm::Arguments& args, void* workspace, void* buf,
-                            cudaStream_t stream) {
+cudaError_t run_after_setup(cudaError_t e, const typename Gemm::Arguments& args, int swizzle, void* workspace,
+                            void* buf, cudaStream_t stream) {
   if (e == cudaSuccess) {
     Gemm gemm;
     cutlass::Status st = gemm.initialize(args, workspace, stream);
-    if (st == cutlass::Status::kSuccess) st = gemm.run(stream);
+    typename Gemm::Params params = gemm.params();
+    params.scheduler.log_swizzle_size_ = swizzle >= 8 ? 3 : swizzle >= 4 ? 2 : swizzle >= 2 ? 1 : 0;
+    if (st == cutlass::Status::kSuccess) st = Gemm::run(params, stream);
     e = cudaGetLastError();
     if (st != cutlass::Status::kSuccess && e == cudaSuccess) e = cudaErrorLaunchFailure;
   }

@@ -65,6 +65,8 @@ namespace mslk::env {
     "tuning: force a row of the CUTLASS BF16 grouped wgrad")                                                       \
   X(kGemmSwizzle, MSLK_GEMM_SWIZZLE, "1, 2, 4, 8", "by config row",                                                \
     "tuning: tile-scheduler swizzle of the CUTLASS GEMMs")                                                         \
+  X(kGemmRaster, MSLK_GEMM_RASTER, "m, n", "by family",                                                            \
+    "tuning: tile-scheduler walk of the CUTLASS FP8 grouped GEMMs (m: along M first, n: along N first)")          \
   X(kInt4Decode, MSLK_INT4_DECODE, "auto, tma, mma, fp32", "auto",                                                 \
     "INT4-weight GEMMs at M <= 16: the TMA-streaming tensor-core kernel (K a multiple of 128, a group of 128 or "  \
     "a multiple of 256, 16-byte aligned rows), the cp.async tensor-core one (K and the group multiples of 128), "  \

@@ -6,7 +6,10 @@ with the max relative difference of the two results per shape; at M <= 16 also t
 floor (N*K bytes at the measured copy rate) and mslk's CUTLASS kernel on the same calls
 (MSLK_FP8_BLOCKWISE_DECODE=off), against which the decode kernel is chosen there. --grouped adds the grouped form
 (f8f8bf16_groupwise_grouped) at E experts against a loop of cuBLAS blockwise calls and against
-mslk's rowwise grouped kernel on the same shapes.
+mslk's rowwise grouped kernel on the same shapes. --walks times every row of
+fp8_blockwise_grouped_configs.h under each tile walk (MSLK_GEMM_RASTER x MSLK_GEMM_SWIZZLE) on
+those shapes and on one group holding all of E 8's tokens (a hot expert), checking that every walk
+gives the same bits; it prints the table gemm_tables.md cites and writes nothing.
 """
 
 from __future__ import annotations
@@ -152,13 +155,55 @@ def grouped_rows():
     return rows
 
 
+GROUPED_CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/gemm/kernels/fp8_blockwise_grouped_configs.h"
+
+
+def walk_sweep():
+    import re
+
+    rows = [int(r) for r in re.findall(r"^\s*X\((\d+),", GROUPED_CONFIGS_H.read_text(), re.M)]
+    E8, tpe8, N8, K8 = SHAPES[0]
+    cases = [(E, tpe, N, K, skewed, sizes_for(E, tpe, skewed)) for E, tpe, N, K in SHAPES for skewed in (False, True)]
+    cases.append((1, E8 * tpe8, N8, K8, False, [E8 * tpe8]))
+    for E, tpe, N, K, skewed, sizes in cases:
+        M, kb = sum(sizes), K // 128
+        xq = (torch.randn(M, K, device="cuda") * 4).to(FP8)
+        wq = (torch.randn(E, N, K, device="cuda") * 4).to(FP8)
+        ms = torch.tensor(sizes, dtype=torch.int64, device="cuda")
+        xs = torch.rand(M, kb, device="cuda") * 0.01 + 1e-3
+        ws = torch.rand(E, kb, N // 128, device="cuda") * 0.01 + 1e-3
+        sets = [(xq, wq, xs, ws, ms)]
+
+        def op(*a):
+            return torch.ops.mslk.f8f8bf16_groupwise_grouped(*a)
+
+        ref = op(*sets[0])
+        times = {"default": time_ms(op, sets)}
+        for row in rows:
+            for raster in ("m", "n"):
+                for sw in ("1", "2", "8"):
+                    with env_var("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", str(row)), env_var("MSLK_GEMM_RASTER", raster), \
+                            env_var("MSLK_GEMM_SWIZZLE", sw):
+                        assert torch.equal(op(*sets[0]), ref), (row, raster, sw)
+                        times[f"row{row} {raster}{sw}"] = time_ms(op, sets)
+        best = min(times, key=times.get)
+        print(f"E {E} x {tpe} N {N} K {K} {'skewed' if skewed else 'uniform'}: best {best} {times[best] * 1e3:.1f} us; "
+              + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in times.items()), flush=True)
+        del sets, xq, wq
+        torch.cuda.empty_cache()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results_fp8_blockwise.md"))
     ap.add_argument("--ms", type=str, default=",".join(map(str, MS)))
     ap.add_argument("--grouped", action="store_true", help="also the grouped form")
     ap.add_argument("--grouped-only", action="store_true", help="only the grouped form")
+    ap.add_argument("--walks", action="store_true", help="only the grouped form's rows x tile walks (prints)")
     args = ap.parse_args()
+    if args.walks:
+        walk_sweep()
+        return
     if not args.grouped_only:
         bw = copy_bandwidth_tbs() * 1e12
         rows = dense_rows([int(m) for m in args.ms.split(",")], bw)

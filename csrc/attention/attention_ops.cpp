@@ -53,11 +53,14 @@ TORCH_LIBRARY_FRAGMENT(mslk, m) {
   // num_splits: key splits per (sequence, K/V head) (0: a heuristic; the result does not depend on
   // it beyond rounding). Returns out [B, Mq, Hkv, R, Kv] (output_dtype, default q's dtype) and lse
   // [B, Hkv, R, Mq] (float32, natural log; float64 for float64 on CPU).
+  // Quantized caches: int32 k, v in the layouts of kernels/kv_dequant.h, FP8 rows [.., D // 4] with
+  // k_scale_shift / v_scale_shift ([B, Mkv, Hkv], int32 fp16 pairs or float32 scales) or INT4 rows
+  // [.., D // 8 + G]; the result is that of the caches dequantized to q's dtype (Kv = D).
   m.def(
       "fmha_decode_splitk(Tensor q, Tensor k, Tensor v, Tensor? seqstart_q=None, Tensor? seqstart_k=None, "
       "Tensor? seqlen_k=None, int max_seqlen_q=-1, int mask_kind=0, int window_left=-1, int window_right=-1, "
       "float scale=1.0, Tensor? block_tables=None, int page_size=0, int num_splits=0, "
-      "ScalarType? output_dtype=None) -> (Tensor, Tensor)");
+      "ScalarType? output_dtype=None, Tensor? k_scale_shift=None, Tensor? v_scale_shift=None) -> (Tensor, Tensor)");
 
   // The split count fmha_decode_splitk picks for num_splits=0 (triton_splitk.FwOp.get_split_k):
   // pairs = sequences x K/V heads x 16-row chunks of (query heads per K/V head x queries), keys per

@@ -1,8 +1,10 @@
 // mslk::fmha_decode_splitk: argument checks shared by every backend, and the CPU implementation,
 // which expands the K/V heads to the query heads and runs the exact fused-forward reference
-// (fmha_fwd_cpu) in float32. The split count does not change the result, so the CPU ignores it.
+// (fmha_fwd_cpu) in float32 (quantized caches: dequantized to q's dtype first). The split count
+// does not change the result, so the CPU ignores it.
 #include "attention/fmha_decode.h"
 #include "attention/fmha_decode_plan.h"
+#include "attention/fmha_decode_quant.h"
 
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -41,7 +43,17 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cpu(
     const std::optional<at::Tensor>& seqstart_k, const std::optional<at::Tensor>& seqlen_k, int64_t max_seqlen_q,
     int64_t mask_kind, int64_t window_left, int64_t window_right, double scale,
     const std::optional<at::Tensor>& block_tables, int64_t page_size, int64_t num_splits,
-    std::optional<at::ScalarType> output_dtype) {
+    std::optional<at::ScalarType> output_dtype, const std::optional<at::Tensor>& k_scale_shift,
+    const std::optional<at::Tensor>& v_scale_shift) {
+  if (k.scalar_type() == at::kInt || v.scalar_type() == at::kInt || k_scale_shift || v_scale_shift) {
+    // Quantized caches: the exact reference of their dequantization, then the unquantized path.
+    check_dim(q, kDecodeOp, "q", 5, 5);
+    const DecodeKvQuant f = decode_kv_quant_check(q, k, v, k_scale_shift, v_scale_shift, kDecodeOp);
+    auto [kd, vd] = decode_kv_dequantize(q, k, v, k_scale_shift, v_scale_shift, f);
+    return fmha_decode_cpu(q, kd, vd, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q, mask_kind, window_left,
+                           window_right, scale, block_tables, page_size, num_splits, output_dtype, std::nullopt,
+                           std::nullopt);
+  }
   const at::ScalarType out_dtype = fmha_decode_check({q, k, v, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q,
                                                       mask_kind, window_left, window_right, scale, block_tables,
                                                       page_size, num_splits, output_dtype});

@@ -13,6 +13,7 @@
 
 #include "attention/fmha_decode.h"
 #include "attention/fmha_decode_plan.h"
+#include "attention/fmha_decode_quant.h"
 #include "attention/fmha_operands.h"
 #include "attention/kernels/fmha_decode.h"
 #include "attention/kernels/merge_attentions.h"
@@ -35,6 +36,30 @@ at::Tensor prepare_q(const at::Tensor& x) {
   return ok ? y : y.contiguous();
 }
 
+// The quantized-cache fields of p (k, v int32 caches; strides in words). kss / vss keep the
+// scale/shift views alive until the launch is queued.
+void set_quant(FmhaDecodeParams& p, const at::Tensor& k, const at::Tensor& v,
+               const std::optional<at::Tensor>& k_scale_shift, const std::optional<at::Tensor>& v_scale_shift,
+               const DecodeKvQuant& f, at::Tensor& kss, at::Tensor& vss) {
+  p.kv_quant = f.fp8 ? kKvFp8 : kKvInt4;
+  p.kv_groups = f.groups;
+  p.kv_row_words = int(k.size(3));
+  bool vec16 = p.kv_row_words % 4 == 0;
+  for (const at::Tensor* t : {&k, &v}) {
+    vec16 = vec16 && reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 == 0;
+    for (int i = 0; i < 3; ++i) vec16 = vec16 && (t->size(i) == 1 || t->stride(i) % 4 == 0);
+  }
+  p.kv_vec16 = vec16;
+  if (f.fp8) {
+    kss = k_scale_shift->dim() == 4 ? k_scale_shift->select(3, 0) : *k_scale_shift;
+    vss = v_scale_shift->dim() == 4 ? v_scale_shift->select(3, 0) : *v_scale_shift;
+    p.k_ss = kss.data_ptr(), p.v_ss = vss.data_ptr();
+    p.ks_sb = kss.stride(0), p.ks_sm = kss.stride(1), p.ks_sg = kss.stride(2);
+    p.vs_sb = vss.stride(0), p.vs_sm = vss.stride(1), p.vs_sg = vss.stride(2);
+    p.ss_fp32 = f.fp32_scales;
+  }
+}
+
 Dtype merge_dtype(at::ScalarType t) {
   return t == at::kHalf ? Dtype::kFloat16 : t == at::kBFloat16 ? Dtype::kBFloat16 : Dtype::kFloat32;
 }
@@ -44,16 +69,37 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
     const std::optional<at::Tensor>& seqstart_q, const std::optional<at::Tensor>& seqstart_k,
     const std::optional<at::Tensor>& seqlen_k, int64_t max_seqlen_q, int64_t mask_kind, int64_t window_left,
     int64_t window_right, double scale, const std::optional<at::Tensor>& block_tables, int64_t page_size,
-    int64_t num_splits, std::optional<at::ScalarType> output_dtype) {
+    int64_t num_splits, std::optional<at::ScalarType> output_dtype, const std::optional<at::Tensor>& k_scale_shift,
+    const std::optional<at::Tensor>& v_scale_shift) {
   const char* op = kDecodeOp;
-  const at::ScalarType out_dtype = fmha_decode_check({q_in, k_in, v_in, seqstart_q, seqstart_k, seqlen_k,
+  const bool quant = k_in.scalar_type() == at::kInt || v_in.scalar_type() == at::kInt || given(k_scale_shift) ||
+                     given(v_scale_shift);
+  DecodeKvQuant qf{};
+  if (quant) {
+    check_dim(q_in, op, "q", 5, 5);
+    qf = decode_kv_quant_check(q_in, k_in, v_in, k_scale_shift, v_scale_shift, op);
+    const bool fused =
+        read_env([] { return env::choice(env::Var::kDecodeKvDequant, {"separate", "fused"}, 0); }) == 1;
+    if (!fused) {  // dequantize into q-dtype temporaries, then the unquantized kernel
+      auto [kd, vd] = decode_kv_dequantize(q_in, k_in, v_in, k_scale_shift, v_scale_shift, qf);
+      return fmha_decode_cuda(q_in, kd, vd, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q, mask_kind, window_left,
+                              window_right, scale, block_tables, page_size, num_splits, output_dtype, std::nullopt,
+                              std::nullopt);
+    }
+    TORCH_CHECK_VALUE(qf.head_dim % 8 == 0 && qf.head_dim <= 256, op, ": MSLK_DECODE_KV_DEQUANT=fused needs a head ",
+                      "dim that is a multiple of 8 and at most 256, got ", qf.head_dim);
+  }
+  // Quantized caches are checked as their dequantized [B, Mkv, Hkv, D] stand-ins.
+  const at::Tensor k_chk = quant ? decode_kv_logical(q_in, k_in, qf.head_dim) : k_in;
+  const at::Tensor v_chk = quant ? decode_kv_logical(q_in, v_in, qf.head_dim) : v_in;
+  const at::ScalarType out_dtype = fmha_decode_check({q_in, k_chk, v_chk, seqstart_q, seqstart_k, seqlen_k,
                                                       max_seqlen_q, mask_kind, window_left, window_right, scale,
                                                       block_tables, page_size, num_splits, output_dtype});
   check_dtype(q_in, op, "q", {at::kHalf, at::kBFloat16});
   TORCH_CHECK_TYPE(out_dtype != at::kDouble, op, ": the CUDA kernel writes float16, bfloat16 or float32 "
                    "(output_dtype), got float64");
   const int64_t B = q_in.size(0), Mq = q_in.size(1), Hkv = q_in.size(2), R = q_in.size(3);
-  const int64_t K = q_in.size(4), Kv = v_in.size(3), Mkv = k_in.size(1);
+  const int64_t K = q_in.size(4), Kv = v_chk.size(3), Mkv = k_in.size(1);
   TORCH_CHECK_VALUE(K >= 1 && K <= 256 && Kv >= 1 && Kv <= 256, op,
                     ": the CUDA kernel supports head dims 1..256; got K=", K, ", Kv=", Kv);
   TORCH_CHECK_VALUE(Hkv <= 65535, op, ": at most 65535 K/V heads; got ", Hkv);
@@ -66,8 +112,9 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
   const int64_t chunks = (R * lq_max + 15) / 16;
   TORCH_CHECK_VALUE(num_seqs * chunks <= 65535, op, ": at most 65535 (sequence, 16-row chunk) pairs; got ",
                     num_seqs, " sequences of ", R * lq_max, " rows (query heads per K/V head x queries)");
-  const at::Tensor q = prepare_q(q_in), k = fmha_prepare_operand(k_in), v = fmha_prepare_operand(v_in);
-  const int64_t Kvp = v.size(3);
+  const at::Tensor q = prepare_q(q_in);
+  const at::Tensor k = quant ? k_in : fmha_prepare_operand(k_in), v = quant ? v_in : fmha_prepare_operand(v_in);
+  const int64_t Kvp = quant ? Kv : v.size(3);
 
   auto out = at::empty({B, Mq, Hkv, R, Kvp}, q.options().dtype(out_dtype));
   auto lse = at::empty({B, Hkv, R, Mq}, q.options().dtype(at::kFloat));
@@ -80,7 +127,8 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
                                      : Mkv;
   const int head_dim = int(std::max(q.size(4), Kvp));
   const int forced = int(read_env([] { return env::integer(env::Var::kDecodeTileCfg, -1, 0, 3); }));
-  const int tile_cfg = forced >= 0 ? forced : fmha_decode_tile_cfg(head_dim);
+  // The quantized-cache kernel has one tile row per head dim: the table's.
+  const int tile_cfg = forced >= 0 && !quant ? forced : fmha_decode_tile_cfg(head_dim);
   int S = int(num_splits);
   if (S == 0) {
     int dev = 0, sms = 0;
@@ -139,6 +187,8 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
   p.is_bf16 = q.scalar_type() == at::kBFloat16;
   p.num_splits = S;
   p.tile_cfg = tile_cfg;
+  at::Tensor kss, vss;
+  if (quant) set_quant(p, k, v, k_scale_shift, v_scale_shift, qf, kss, vss);
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   C10_CUDA_CHECK(fmha_decode_splits(p, stream));
   if (direct) {

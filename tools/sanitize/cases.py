@@ -126,6 +126,24 @@ def decode():
     fmha.memory_efficient_attention_forward(q, k, v, op=triton_splitk.FwOp)
 
 
+def decode_quantized(fmt):
+    """The fused quantized-cache decode kernel on ragged, unaligned rows: INT4 with one group (68-byte
+    rows, 4-byte copies) or FP8 (16-byte copies and the scale/shift rows)."""
+    def call():
+        from mslk.attention.fmha import quantized_kv as qkv
+        q = rnd(1, 3, 2, 4, 128)
+        x = [torch.randn(1, 1500, 2, 128, generator=gen, device=DEV) for _ in range(2)]
+        if fmt == "int4":
+            (kq, vq), (ks, vs) = [qkv.quantize_kv_int4(t, 1) for t in x], (None, None)
+        else:
+            (kq, ks), (vq, vs) = [qkv.quantize_kv_fp8(t) for t in x]
+        i32 = lambda v: torch.tensor(v, dtype=torch.int32, device=DEV)  # noqa: E731
+        torch.ops.mslk.fmha_decode_splitk(q, kq, vq, seqstart_q=i32([0, 1, 3]), seqstart_k=i32([0, 700, 1500]),
+                                          seqlen_k=i32([5, 777]), max_seqlen_q=2, mask_kind=2, scale=0.1,
+                                          num_splits=3, k_scale_shift=ks, v_scale_shift=vs)
+    return with_env({"MSLK_DECODE_KV_DEQUANT": "fused"}, call)
+
+
 def moe():
     scores = rnd(37, 16, dtype=F32)
     counts, experts, tokens = torch.ops.mslk.index_shuffling(scores, top_k=1)
@@ -159,6 +177,8 @@ EDGE = [
     ("edge:attention_d40_fp32_causal", attention(40, F32, ab.LowerTriangularMask())),
     ("edge:attention_d256_bf16", attention(256, BF, None)),
     ("edge:decode_splitk", decode),
+    ("edge:decode_splitk_int4_fused", decode_quantized("int4")),
+    ("edge:decode_splitk_fp8_fused", decode_quantized("fp8")),
     ("edge:moe_tokens", moe),
 ]
 

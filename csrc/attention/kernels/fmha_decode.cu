@@ -9,6 +9,12 @@ namespace mslk::attention {
 cudaError_t fmha_decode_splits(const FmhaDecodeParams& p, cudaStream_t stream) {
   const int d = std::max(p.K, p.Kv);
   if (d <= 0 || d > 256 || p.K % 8 != 0 || p.Kv % 8 != 0) return cudaErrorInvalidValue;
+  if (p.kv_quant != kKvPlain) {
+    if (p.K != p.Kv) return cudaErrorInvalidValue;
+    if (d <= 64) return fmha_decode_quant_d64(p, stream);
+    if (d <= 128) return fmha_decode_quant_d128(p, stream);
+    return fmha_decode_quant_d256(p, stream);
+  }
   if (d <= 64) return fmha_decode_d64(p, stream);
   if (d <= 128) return fmha_decode_d128(p, stream);
   return fmha_decode_d256(p, stream);

@@ -49,15 +49,37 @@ struct FmhaDecodeParams {
   int is_bf16;
   int num_splits;  // S >= 1 (fmha_decode_plan.h's heuristic when the caller asks for it)
   int tile_cfg;    // row of the kernel's DecodeCfg table (fmha_decode_plan.h unless forced)
+  // Quantized K/V caches, dequantized in the kernel (kv_quant != kKvPlain): k and v are int32 rows of
+  // kv_row_words words (the layouts of kv_dequant.h; k_s* / v_s* then count words), and K == Kv is the
+  // logical head dim. FP8: the row's scale/shift word sits in k_ss / v_ss ([B, Mkv, Hkv] at the ks_* /
+  // vs_* element strides; float32 scales when ss_fp32, else fp16 scale/shift pairs). INT4: kv_groups
+  // scale/shift words lead each row. kv_vec16: rows, strides and base pointers allow 16-byte copies.
+  int kv_quant;
+  int kv_groups;
+  int kv_row_words;
+  int kv_vec16;
+  const void* k_ss;
+  const void* v_ss;
+  int64_t ks_sb, ks_sm, ks_sg;
+  int64_t vs_sb, vs_sm, vs_sg;
+  int ss_fp32;
 };
 
+// FmhaDecodeParams::kv_quant.
+enum FmhaDecodeKv : int { kKvPlain = 0, kKvFp8 = 1, kKvInt4 = 2 };
+
 // Launches the split kernel on `stream` (the caller merges the splits); cudaErrorInvalidValue for
-// a shape it does not take (K or Kv > 256 or not a multiple of 8).
+// a shape it does not take (K or Kv > 256 or not a multiple of 8; a quantized cache with K != Kv or
+// a tile row other than fmha_decode_tile_cfg's).
 cudaError_t fmha_decode_splits(const FmhaDecodeParams& p, cudaStream_t stream);
 
 // One instantiation per padded head dim, each in its own TU.
 cudaError_t fmha_decode_d64(const FmhaDecodeParams& p, cudaStream_t stream);
 cudaError_t fmha_decode_d128(const FmhaDecodeParams& p, cudaStream_t stream);
 cudaError_t fmha_decode_d256(const FmhaDecodeParams& p, cudaStream_t stream);
+// The quantized-cache kernels (FP8 and INT4), one TU per padded head dim.
+cudaError_t fmha_decode_quant_d64(const FmhaDecodeParams& p, cudaStream_t stream);
+cudaError_t fmha_decode_quant_d128(const FmhaDecodeParams& p, cudaStream_t stream);
+cudaError_t fmha_decode_quant_d256(const FmhaDecodeParams& p, cudaStream_t stream);
 
 }  // namespace mslk::attention

@@ -9,9 +9,17 @@
 // forward does (fmha_fwd_kernel.cuh, same helpers). The warps' partial (m, l, O) are combined
 // through shared memory and written as the split's float32 O and LSE; a second kernel (the
 // attention merge, kernels/merge_attentions.cu) combines the splits.
+//
+// Quantized caches (QK = kKvFp8 / kKvInt4): the ring holds the tiles' raw int32 rows (and the FP8
+// rows' scale/shift words), a half or a quarter of the bytes, so it is deeper; each warp dequantizes
+// its current stage into one [K, V][BN][D] tile of T with the element rule of kv_dequant.h (float32,
+// one rounding to T), and the rest of the step is the unquantized kernel's on that tile. The result
+// has the bits of dequantizing the cache into a T tensor, then running the unquantized kernel with
+// the same tile row and split count.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -49,10 +57,25 @@ template <> struct DecodeCfg<256, 3> : DecodeCfg<256, 0> {};
 
 constexpr int kRows = 16;  // query rows per CTA (one mma row tile)
 
-template <int D, int V>
+// Quantized caches: the one tile row per padded head dim (fmha_decode_plan.cpp's kTileTable says
+// the same, so the split count matches the unquantized kernel's), the raw row pitch in shared memory
+// (FP8: D bytes; INT4: up to 8 scale/shift words and D / 2 bytes, 16-byte padded) and the ring depth
+// (tuning data: about the unquantized ring's bytes in flight, within the row's shared memory).
+template <int D> constexpr int kQuantRow = D <= 128 ? 2 : 0;
+template <int D, int QK> constexpr int quant_pitch() { return QK == kKvFp8 ? D : (32 + D / 2 + 15) / 16 * 16; }
+template <int D, int QK> constexpr int quant_stages() { return QK == kKvFp8 ? 4 : D <= 64 ? 4 : D <= 128 ? 5 : 6; }
+// One ring stage of a warp: raw K rows, raw V rows, K scale/shift words, V scale/shift words.
+template <int D, int QK, int BN> constexpr int quant_stage_bytes() { return 2 * BN * quant_pitch<D, QK>() + 2 * BN * 4; }
+
+template <int D, int V, int QK = kKvPlain>
 constexpr size_t smem_bytes(size_t elem) {
   using C = DecodeCfg<D, V>;
-  return (size_t(kRows) * D + size_t(C::kWarps) * C::kStages * 2 * C::kBN * D) * elem;
+  if constexpr (QK == kKvPlain) {
+    return (size_t(kRows) * D + size_t(C::kWarps) * C::kStages * 2 * C::kBN * D) * elem;
+  } else {
+    const size_t per_warp = size_t(quant_stages<D, QK>()) * quant_stage_bytes<D, QK, C::kBN>() + 2 * C::kBN * D * elem;
+    return size_t(kRows) * D * elem + C::kWarps * per_warp;
+  }
 }
 
 // Element offset of chunk row r of the Q tile: row x = r0 + r is query x / R, head x % R; -1 for
@@ -71,18 +94,53 @@ struct QRows {
 __device__ __forceinline__ void cp_async_16_full(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
+// 4-byte async copy (rows of quantized caches that are not 16-byte aligned); src_bytes == 0 zero-fills.
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
 
-template <typename T, int D, int V>
+// fp16 bits to float (exact).
+__device__ __forceinline__ float half_bits(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
+
+// Eight elements of a quantized row (kv_dequant.h's rule: value = q * scale + shift in float32, the
+// product exact, so one fma rounds as the reference's multiply-add does) packed as four T pairs.
+template <typename T>
+__device__ __forceinline__ uint4 dequant_fp8x8(uint32_t w0, uint32_t w1, float scale, float shift) {
+  uint32_t o[4];
+  const uint32_t w[2] = {w0, w1};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(w[i / 2] >> (16 * (i % 2))), __NV_E4M3);
+    const float2 f = __half22float2(__half2(hr));
+    o[i] = Traits<T>::pack(fmaf(f.x, scale, shift), fmaf(f.y, scale, shift));
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+template <typename T>
+__device__ __forceinline__ uint4 dequant_int4x8(uint32_t w, float scale, float shift) {
+  constexpr uint32_t kMagic = 0x4B000000u;  // 2^23: its mantissa holds the nibble exactly
+  uint32_t o[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float a = __uint_as_float(kMagic | ((w >> (8 * i)) & 0xFu)) - 8388608.0f;
+    const float b = __uint_as_float(kMagic | ((w >> (8 * i + 4)) & 0xFu)) - 8388608.0f;
+    o[i] = Traits<T>::pack(fmaf(a, scale, shift), fmaf(b, scale, shift));
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+template <typename T, int D, int V, int QK = kKvPlain>
 __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>::kCtasPerSm)
     fmha_decode_kernel(const FmhaDecodeParams p) {
   using C = DecodeCfg<D, V>;
-  constexpr int NW = C::kWarps, BN = C::kBN, STAGES = C::kStages;
+  constexpr bool kQuant = QK != kKvPlain;
+  constexpr int NW = C::kWarps, BN = C::kBN, STAGES = kQuant ? quant_stages<D, QK>() : C::kStages;
   constexpr int THREADS = NW * 32;
   constexpr int NB = BN / 8;  // score n-blocks per warp tile
   constexpr int OB = D / 8;   // output n-blocks
   constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
   static_assert(BN % 16 == 0 && STAGES >= 2, "tile shape");
-  static_assert(NW * kRows * D * sizeof(float) <= size_t(NW) * STAGES * 2 * BN * D * sizeof(T),
+  static_assert(NW * kRows * D * sizeof(float) <= smem_bytes<D, V, QK>(sizeof(T)) - kRows * D * sizeof(T),
                 "the combine buffer reuses the ring");
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -120,6 +178,10 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
   const int64_t v_off = int64_t(sb.bq) * p.v_sb + int64_t(sb.k0) * p.v_sm + int64_t(kvh) * p.v_sg;
   const int* bt_row = paged ? p.block_table + int64_t(s) * p.bt_stride : nullptr;
   T* wring = ring + warp * STAGES * 2 * BN * D;
+  // Quantized caches: this warp's raw ring, then its dequantized [K, V][BN][D] tile.
+  constexpr int QP = kQuant ? quant_pitch<D, QK>() : 16, QSB = kQuant ? quant_stage_bytes<D, QK, BN>() : 16;
+  unsigned char* qring = reinterpret_cast<unsigned char*>(ring) + warp * (STAGES * QSB + 2 * BN * D * sizeof(T));
+  T* deq = reinterpret_cast<T*>(qring + STAGES * QSB);
   // Warp tile `it` (keys [n, n + BN) of the lane) into ring stage st, by this warp's lanes.
   auto tile_key = [&](int it) { return base + (t_begin + warp + it * NW) * BN; };
   // A dense tile with every row below the sequence's end and K == Kv == D (the common case) skips
@@ -159,6 +221,98 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
     }
   };
 
+  // Quantized caches: the raw int32 rows of tile `it` (and the FP8 rows' scale/shift words) into ring
+  // stage st. Lane r < BN finds row r (a pool row through the page table when paged; -1 reads as
+  // zeros, which dequantize to zeros) and the lanes share it by shuffles.
+  const int32_t* kq = static_cast<const int32_t*>(p.k);
+  const int32_t* vq = static_cast<const int32_t*>(p.v);
+  const int64_t kq_head = (paged ? 0 : int64_t(sb.bq) * p.k_sb) + int64_t(kvh) * p.k_sg;
+  const int64_t vq_head = (paged ? 0 : int64_t(sb.bq) * p.v_sb) + int64_t(kvh) * p.v_sg;
+  const int64_t ks_head = (paged ? 0 : int64_t(sb.bq) * p.ks_sb) + int64_t(kvh) * p.ks_sg;
+  const int64_t vs_head = (paged ? 0 : int64_t(sb.bq) * p.vs_sb) + int64_t(kvh) * p.vs_sg;
+  auto qload = [&](int it, int st) {
+    const int n = tile_key(it);
+    int64_t my_row = -1;
+    if (lane < BN && lane < sb.lk - n) {
+      const int64_t x = int64_t(sb.k0) + n + lane;
+      if (!paged) {
+        my_row = x;
+      } else {
+        const int64_t page = bt_row[x / p.page_size];
+        const int64_t row = page * p.page_size + x % p.page_size;
+        my_row = page < 0 || row >= p.kv_rows ? -1 : row;
+      }
+    }
+    unsigned char* dst = qring + st * QSB;
+    const uint32_t d_k = smem_u32(dst), d_v = d_k + BN * QP;
+    const int chunk = p.kv_vec16 ? 16 : 4, per_row = p.kv_row_words * 4 / chunk;
+    for (int b0 = 0; b0 < BN * per_row; b0 += 32) {
+      const int i = b0 + lane, r = min(i / per_row, BN - 1), c = i - r * per_row;
+      const int64_t row = __shfl_sync(0xffffffffu, my_row, r);
+      if (i >= BN * per_row) continue;
+      const int64_t wk = row >= 0 ? kq_head + row * p.k_sm + c * (chunk / 4) : 0;
+      const int64_t wv = row >= 0 ? vq_head + row * p.v_sm + c * (chunk / 4) : 0;
+      const uint32_t o = uint32_t(r * QP + c * chunk);
+      if (chunk == 16) {
+        cp_async_16(d_k + o, kq + wk, row >= 0 ? 16 : 0);
+        cp_async_16(d_v + o, vq + wv, row >= 0 ? 16 : 0);
+      } else {
+        cp_async_4(d_k + o, kq + wk, row >= 0 ? 4 : 0);
+        cp_async_4(d_v + o, vq + wv, row >= 0 ? 4 : 0);
+      }
+    }
+    if (QK == kKvFp8 && lane < BN) {
+      const uint32_t d_ss = d_k + 2 * BN * QP + lane * 4;
+      const int32_t* ks = static_cast<const int32_t*>(p.k_ss);
+      const int32_t* vs = static_cast<const int32_t*>(p.v_ss);
+      cp_async_4(d_ss, my_row >= 0 ? ks + ks_head + my_row * p.ks_sm : ks, my_row >= 0 ? 4 : 0);
+      cp_async_4(d_ss + BN * 4, my_row >= 0 ? vs + vs_head + my_row * p.vs_sm : vs, my_row >= 0 ? 4 : 0);
+    }
+  };
+  // Quantized caches: ring stage st to the warp's T tile, eight elements (one 16-byte chunk of the
+  // swizzled tile) at a time. 32 is a multiple of D / 8, so each lane keeps one column chunk; columns
+  // past the head dim are zeros, as the unquantized loads' zero-fill leaves them.
+  constexpr int QCPR = D / 8, QRSTEP = 32 / QCPR, QN = BN * QCPR / 32;
+  static_assert(32 % QCPR == 0 && (BN * QCPR) % 32 == 0, "dequant chunk shape");
+  const int qc = lane % QCPR, qr0 = lane / QCPR;
+  const bool qcol = qc * 8 < p.K;
+  const int qgroup = p.kv_groups > 0 ? qc * 8 / (p.K / p.kv_groups) : 0;  // INT4 scale/shift word of the chunk
+  auto dequant = [&](int st) {
+    const unsigned char* src = qring + st * QSB;
+#pragma unroll
+    for (int kv = 0; kv < 2; ++kv) {
+      const unsigned char* raw = src + kv * BN * QP;
+      const uint32_t* ss = reinterpret_cast<const uint32_t*>(src + 2 * BN * QP) + kv * BN;
+      T* out = deq + kv * BN * D;
+#pragma unroll
+      for (int j = 0; j < QN; ++j) {
+        const int r = qr0 + j * QRSTEP;
+        uint4 val = make_uint4(0u, 0u, 0u, 0u);
+        if (qcol) {
+          const unsigned char* row = raw + r * QP;
+          if constexpr (QK == kKvFp8) {
+            const uint2 w = *reinterpret_cast<const uint2*>(row + qc * 8);
+            const uint32_t s = ss[r];
+            const float scale = p.ss_fp32 ? __uint_as_float(s) : half_bits(s & 0xFFFFu);
+            const float shift = p.ss_fp32 ? 0.0f : half_bits(s >> 16);
+            val = dequant_fp8x8<T>(w.x, w.y, scale, shift);
+          } else {
+            const uint32_t* words = reinterpret_cast<const uint32_t*>(row);
+            const uint32_t s = words[qgroup];
+            val = dequant_int4x8<T>(words[p.kv_groups + qc], half_bits(s & 0xFFFFu), half_bits(s >> 16));
+          }
+        }
+        *reinterpret_cast<uint4*>(out + swz<D>(r, qc * 8)) = val;
+      }
+    }
+  };
+  auto load_any = [&](int it, int st) {
+    if constexpr (kQuant)
+      qload(it, st);
+    else
+      load(it, st);
+  };
+
   // ---- prologue: Q (every thread), then the first STAGES - 1 tiles of each warp
   const QRows qrows{int64_t(sb.bq) * p.q_sb + int64_t(sb.q0) * p.q_sm + int64_t(kvh) * p.q_sg, p.q_sm, p.q_sh, r0,
                     p.R, rows_used};
@@ -167,7 +321,7 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
   cp_async_commit();
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < my_tiles) load(st, st);
+    if (st < my_tiles) load_any(st, st);
     cp_async_commit();  // possibly empty: keeps the group count uniform
   }
   cp_async_wait<STAGES - 2>();  // Q and this thread's part of tile 0 landed
@@ -205,9 +359,14 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
   for (int it = 0; it < my_tiles; ++it) {
     cp_async_wait<STAGES - 2>();  // this lane's part of tile it landed
     __syncwarp();                 // ... every lane's; and every lane is done with stage (it - 1) % STAGES
-    if (it + STAGES - 1 < my_tiles) load(it + STAGES - 1, (it + STAGES - 1) % STAGES);
+    if (it + STAGES - 1 < my_tiles) load_any(it + STAGES - 1, (it + STAGES - 1) % STAGES);
     cp_async_commit();
     const T* sKc = wring + (it % STAGES) * 2 * BN * D;
+    if constexpr (kQuant) {
+      dequant(it % STAGES);
+      __syncwarp();  // the tile is whole before any lane's ldmatrix
+      sKc = deq;
+    }
     const T* sVc = sKc + BN * D;
     const int n0 = tile_key(it);
 
@@ -339,14 +498,14 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
   }
 }
 
-template <typename T, int D, int V>
+template <typename T, int D, int V, int QK = kKvPlain>
 cudaError_t launch(const FmhaDecodeParams& p, cudaStream_t stream) {
   if (p.num_seqs <= 0 || p.Hkv <= 0 || p.R <= 0 || p.max_seqlen_q <= 0 || p.num_splits <= 0) return cudaSuccess;
   const int64_t n_chunks = (int64_t(p.R) * p.max_seqlen_q + kRows - 1) / kRows;
   const int64_t z = n_chunks * p.num_seqs;
   if (z > 65535 || p.Hkv > 65535 || int64_t(p.R) * p.max_seqlen_q > (int64_t(1) << 30)) return cudaErrorInvalidValue;
-  const size_t smem = smem_bytes<D, V>(sizeof(T));
-  auto kern = fmha_decode_kernel<T, D, V>;
+  const size_t smem = smem_bytes<D, V, QK>(sizeof(T));
+  auto kern = fmha_decode_kernel<T, D, V, QK>;
   static mslk::cuda::SmemLimitOnce smem_limit;  // the cap raised once per device
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
@@ -362,6 +521,22 @@ cudaError_t launch_dtype(const FmhaDecodeParams& p, cudaStream_t stream) {
   if (p.tile_cfg == 2) return p.is_bf16 ? launch<__nv_bfloat16, D, 2>(p, stream) : launch<__half, D, 2>(p, stream);
   if (p.tile_cfg == 1) return p.is_bf16 ? launch<__nv_bfloat16, D, 1>(p, stream) : launch<__half, D, 1>(p, stream);
   return p.is_bf16 ? launch<__nv_bfloat16, D, 0>(p, stream) : launch<__half, D, 0>(p, stream);
+}
+
+}  // namespace mslk::attention::decode_detail
+
+namespace mslk::attention::decode_detail {
+
+// Quantized caches: the one tile row of head dim D (the caller's tile_cfg must name it).
+template <int D>
+cudaError_t launch_quant(const FmhaDecodeParams& p, cudaStream_t stream) {
+  constexpr int V = kQuantRow<D>;
+  if (p.tile_cfg != V) return cudaErrorInvalidValue;
+  if (p.kv_quant == kKvFp8)
+    return p.is_bf16 ? launch<__nv_bfloat16, D, V, kKvFp8>(p, stream) : launch<__half, D, V, kKvFp8>(p, stream);
+  if (p.kv_quant == kKvInt4)
+    return p.is_bf16 ? launch<__nv_bfloat16, D, V, kKvInt4>(p, stream) : launch<__half, D, V, kKvInt4>(p, stream);
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace mslk::attention::decode_detail

@@ -1,10 +1,10 @@
 """Python glue of the split-K decode op (torch.ops.mslk.fmha_decode_splitk): the query / K/V head
-grouping its kernel reads, the dequantization of quantized K/V caches before it, and the op's fake
-(Meta) implementation for torch.compile."""
+grouping its kernel reads (quantized caches' scale/shift rows included), and the op's fake (Meta)
+implementation for torch.compile."""
 
 from __future__ import annotations
 
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 import torch
 
@@ -20,9 +20,10 @@ if op_loaded():
     @torch.library.register_fake(_OP)
     def _fmha_decode_splitk(q, k, v, seqstart_q=None, seqstart_k=None, seqlen_k=None, max_seqlen_q=-1, mask_kind=0,
                             window_left=-1, window_right=-1, scale=1.0, block_tables=None, page_size=0, num_splits=0,
-                            output_dtype=None):
-        B, Mq, Hkv, R, _ = q.shape
-        out = q.new_empty((B, Mq, Hkv, R, v.shape[-1]), dtype=output_dtype if output_dtype is not None else q.dtype)
+                            output_dtype=None, k_scale_shift=None, v_scale_shift=None):
+        B, Mq, Hkv, R, D = q.shape
+        Kv = D if v.dtype == torch.int32 else v.shape[-1]  # quantized caches: the logical head dim
+        out = q.new_empty((B, Mq, Hkv, R, Kv), dtype=output_dtype if output_dtype is not None else q.dtype)
         lse = q.new_empty((B, Hkv, R, Mq), dtype=torch.float64 if q.dtype == torch.float64 else torch.float32)
         return out, lse
 
@@ -68,18 +69,12 @@ def group_like_k(x: torch.Tensor, q: torch.Tensor, grouped: bool) -> torch.Tenso
     return x.reshape(x.shape[0], x.shape[1], -1, x.shape[-1])
 
 
-def dequantize_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k4: torch.Tensor, v4: torch.Tensor,
-                  k_scale_shift, v_scale_shift) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The int32 caches k4 / v4 (group_heads of the BMHK / BMGHK int32 k, v) dequantized to q's
-    dtype: FP8 when the scale/shift tensors (of k's rows' shape, int32 fp16 pairs or float32) are
-    given, INT4 with the group count the row length implies otherwise. Correct-first: the whole
-    cache (a paged pool included) goes to a temporary, then the unquantized decode op reads it."""
+def grouped_scale_shift(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_scale_shift, v_scale_shift
+                        ) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+    """The FP8 caches' per-row scale/shift tensors (k's rows' shape, int32 fp16 pairs or float32)
+    grouped as group_heads groups k / v, [B, Mkv, Hkv, 1]; (None, None) for INT4 caches."""
+    if k_scale_shift is None:
+        return None, None
     grouped = group_size(q, k, v) > 1
-    D = q.shape[-1]
-    if k_scale_shift is not None:
-        ks = group_like_k(k_scale_shift.reshape(*k.shape[:-1], 1), q, grouped)
-        vs = group_like_k(v_scale_shift.reshape(*v.shape[:-1], 1), q, grouped)
-        return (torch.ops.mslk.dequantize_kv_fp8(k4, ks, q.dtype), torch.ops.mslk.dequantize_kv_fp8(v4, vs, q.dtype))
-    groups = k.shape[-1] - D // 8
-    return (torch.ops.mslk.dequantize_kv_int4(k4, groups, q.dtype),
-            torch.ops.mslk.dequantize_kv_int4(v4, groups, q.dtype))
+    return (group_like_k(k_scale_shift.reshape(*k.shape[:-1], 1), q, grouped),
+            group_like_k(v_scale_shift.reshape(*v.shape[:-1], 1), q, grouped))

@@ -12,9 +12,10 @@ split count beyond rounding.
 Quantized K/V caches (layouts: mslk.attention.fmha.quantized_kv): int32 K/V of rows D // 8 +
 NUM_GROUPS (INT4, the group count implied by the row length; a subclass may pin NUM_GROUPS) or,
 with InputsFp8's k_fp8_scale_shift / v_fp8_scale_shift, rows of D // 4 (FP8 E4M3 rowwise; fp16
-scale/shift pairs, or float32 scales with use_fp32_scales). Semantics: dequantize, then attend.
-Correct-first: torch.ops.mslk.dequantize_kv_* writes the cache into a q-dtype temporary that the
-unquantized op reads (docs/design/attention_decode.md).
+scale/shift pairs, or float32 scales with use_fp32_scales). Semantics: dequantize to q's dtype,
+then attend. The op takes the caches as they are: by default it dequantizes them into a temporary
+for the unquantized kernel; MSLK_DECODE_KV_DEQUANT=fused dequantizes each tile inside the kernel
+(the same bits; docs/design/attention_decode.md).
 """
 
 import dataclasses
@@ -91,15 +92,15 @@ class FwOp(_b.HeadDims, AttentionFwOpBase):
         if q.ndim == 3:
             q, k, v = q.unsqueeze(2), k.unsqueeze(2), v.unsqueeze(2)
         q5, k4, v4, out_back, lse_back = _decode.group_heads(q, k, v)
-        if k.dtype == torch.int32:
-            fp8 = isinstance(inp, InputsFp8) and inp.k_fp8_scale_shift is not None
-            k4, v4 = _decode.dequantize_kv(q, k, v, k4, v4, inp.k_fp8_scale_shift if fp8 else None,
-                                           inp.v_fp8_scale_shift if fp8 else None)
+        fp8 = k.dtype == torch.int32 and isinstance(inp, InputsFp8) and inp.k_fp8_scale_shift is not None
+        ks, vs = _decode.grouped_scale_shift(q, k, v, inp.k_fp8_scale_shift if fp8 else None,
+                                             inp.v_fp8_scale_shift if fp8 else None)
         desc = mask_descriptor(inp.attn_bias, q.device)
         desc.pop("bias")
         splits = cls.NUM_SPLITS or int(getattr(inp, "num_splits", 0) or 0)
         out, lse = torch.ops.mslk.fmha_decode_splitk(q5, k4, v4, scale=inp.scale_float, num_splits=splits,
-                                                     output_dtype=inp.get_output_dtype(), **desc)
+                                                     output_dtype=inp.get_output_dtype(), k_scale_shift=ks,
+                                                     v_scale_shift=vs, **desc)
         out, lse = out_back(out), lse_back(lse)
         if inp.query.ndim == 3:
             out = out[:, :, 0]

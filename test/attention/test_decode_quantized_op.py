@@ -1,0 +1,205 @@
+"""torch.ops.mslk.fmha_decode_splitk over quantized K/V caches given as they are (int32 rows, with
+k_scale_shift / v_scale_shift for FP8): equal to the op on the caches dequantized to q's dtype, on
+the CPU and, on the GPU, for both routes of MSLK_DECODE_KV_DEQUANT: `separate` (dequantize into a
+temporary, then the unquantized kernel) and `fused` (each tile dequantized inside the kernel), which
+must give the same bits: dense, ragged, paged, every format, head dims 64 / 128 / 256, fp16 / bf16,
+GQA and one head per group, fixed and heuristic split counts, rows that allow 16-byte copies and rows
+that do not. Also argument errors that name the argument, and opcheck."""
+
+import pytest
+import torch
+
+from mslk.attention.fmha import quantized_kv as qkv
+from mslk.attention.fmha.common import _kernel_registered
+from test.attention.test_splitk_decode import rand
+
+HAS_OP = hasattr(torch.ops.mslk, "fmha_decode_splitk") and hasattr(torch.ops.mslk, "dequantize_kv_int4")
+HAS_CUDA_KERNEL = HAS_OP and torch.cuda.is_available() and _kernel_registered("mslk::fmha_decode_splitk", "CUDA")
+needs_cuda = pytest.mark.skipif(not HAS_CUDA_KERNEL, reason="needs a GPU and a CUDA build of mslk")
+pytestmark = pytest.mark.skipif(not HAS_OP, reason="native library not loaded")
+DEVICES = ["cpu", pytest.param("cuda", marks=needs_cuda)]
+# (device, MSLK_DECODE_KV_DEQUANT): the CPU backend has one route (dequantize, then the reference).
+PLACES = [("cpu", None), pytest.param("cuda", "separate", marks=needs_cuda),
+          pytest.param("cuda", "fused", marks=needs_cuda)]
+FORMATS = ["int4_g1", "int4_g2", "int4_g4", "int4_g8", "fp8", "fp8_fp32"]
+
+
+def quantize(x, fmt, dtype):
+    """(int32 cache, scale_shift or None, the cache dequantized to dtype by the torch helpers) of x [..., D]."""
+    if fmt.startswith("int4"):
+        g = int(fmt[-1])
+        xq = qkv.quantize_kv_int4(x, g)
+        return xq, None, qkv.dequantize_kv_int4(xq, g, dtype)
+    xq, ss = qkv.quantize_kv_fp8(x, use_fp32_scales=fmt == "fp8_fp32")
+    return xq, ss, qkv.dequantize_kv_fp8(xq, ss, dtype)
+
+
+def caches(B, Mkv, Hkv, D, fmt, dtype, device, gen, scale=2.0):
+    """K and V: each (int32 cache [B, Mkv, Hkv, W], scale_shift [B, Mkv, Hkv] or None, dequantized)."""
+    out = []
+    for _ in range(2):
+        x = torch.randn((B, Mkv, Hkv, D), generator=gen) * scale + 0.3
+        out.append(tuple(None if t is None else t.to(device) for t in quantize(x, fmt, dtype)))
+    return out
+
+
+def decode(q, k, v, kss=None, vss=None, **kw):
+    return torch.ops.mslk.fmha_decode_splitk(q, k, v, k_scale_shift=kss, v_scale_shift=vss, **kw)
+
+
+def assert_same(a, b):
+    assert torch.equal(a[0], b[0]), (a[0].float() - b[0].float()).abs().max()
+    assert torch.equal(a[1], b[1])
+
+
+def route(monkeypatch, name):
+    if name is not None:
+        monkeypatch.setenv("MSLK_DECODE_KV_DEQUANT", name)
+
+
+# ---- the op on quantized caches equals the op on the dequantized caches --------------------------
+
+@pytest.mark.parametrize("device,rt", PLACES)
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("splits", [0, 1, 3])
+def test_dense_gqa(device, fmt, D, dtype, splits, rt, monkeypatch):
+    route(monkeypatch, rt)
+    g = torch.Generator().manual_seed(D + FORMATS.index(fmt))
+    B, Mq, Hkv, R, Mkv = 2, 1, 2, 4, 333  # keys not a multiple of any tile
+    q = rand((B, Mq, Hkv, R, D), dtype, device, g)
+    (kq, kss, kd), (vq, vss, vd) = caches(B, Mkv, Hkv, D, fmt, dtype, device, g)
+    got = decode(q, kq, vq, kss, vss, num_splits=splits, scale=D ** -0.5)
+    want = decode(q, kd, vd, num_splits=splits, scale=D ** -0.5)
+    assert got[0].shape == (B, Mq, Hkv, R, D)
+    assert_same(got, want)
+
+
+@pytest.mark.parametrize("device,rt", PLACES)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_ragged_causal_multi_query(device, fmt, rt, monkeypatch):
+    route(monkeypatch, rt)
+    g = torch.Generator().manual_seed(11 + FORMATS.index(fmt))
+    D, Hkv, R, mq, pad = 128, 2, 8, 3, 200
+    lens = [3, 1, 150, 200, 37]
+    n = len(lens)
+    q = rand((1, n * mq, Hkv, R, D), torch.bfloat16, device, g)
+    (kq, kss, kd), (vq, vss, vd) = caches(1, n * pad, Hkv, D, fmt, torch.bfloat16, device, g)
+    i32 = lambda x: torch.tensor(x, dtype=torch.int32, device=device)  # noqa: E731
+    desc = dict(seqstart_q=i32([i * mq for i in range(n + 1)]), seqstart_k=i32([i * pad for i in range(n + 1)]),
+                seqlen_k=i32(lens), max_seqlen_q=mq, mask_kind=2, scale=0.1, num_splits=2)
+    assert_same(decode(q, kq, vq, kss, vss, **desc), decode(q, kd, vd, **desc))
+
+
+@pytest.mark.parametrize("device,rt", PLACES)
+@pytest.mark.parametrize("fmt", ["int4_g1", "int4_g4", "fp8", "fp8_fp32"])
+@pytest.mark.parametrize("page_size", [16, 64])
+def test_paged(device, fmt, page_size, rt, monkeypatch):
+    route(monkeypatch, rt)
+    g = torch.Generator().manual_seed(21 + page_size)
+    D, Hkv, R = 64, 2, 4
+    lens = [1, 70, 129]
+    n, pages = len(lens), -(-max(lens) // page_size)
+    pool_pages = n * pages + 3
+    q = rand((1, n, Hkv, R, D), torch.float16, device, g)
+    (kq, kss, kd), (vq, vss, vd) = caches(1, pool_pages * page_size, Hkv, D, fmt, torch.float16, device, g)
+    bt = torch.randperm(pool_pages, generator=g)[: n * pages].reshape(n, pages).to(torch.int32).to(device)
+    i32 = lambda x: torch.tensor(x, dtype=torch.int32, device=device)  # noqa: E731
+    # Paged lanes: seqstart_k is each lane's first key within its own pages.
+    desc = dict(seqstart_q=i32(list(range(n + 1))), seqstart_k=i32([0] * (n + 1)), seqlen_k=i32(lens), max_seqlen_q=1, mask_kind=2, block_tables=bt, page_size=page_size, num_splits=3)
+    assert_same(decode(q, kq, vq, kss, vss, **desc), decode(q, kd, vd, **desc))
+
+
+@pytest.mark.parametrize("device,rt", PLACES)
+@pytest.mark.parametrize("fmt", ["int4_g2", "fp8"])
+def test_strided_caches_and_trailing_scale_dim(device, fmt, rt, monkeypatch):
+    # K/V heads interleaved in one buffer (strided rows), scale/shift with a trailing 1, one head a group.
+    route(monkeypatch, rt)
+    g = torch.Generator().manual_seed(31)
+    D, Hkv, Mkv = 128, 3, 90
+    q = rand((2, 2, Hkv, 1, D), torch.bfloat16, device, g)
+    x = torch.randn((2, Mkv, Hkv, 2, D), generator=g)
+    xq, ss, xd = (None if t is None else t.to(device) for t in quantize(x, fmt, torch.bfloat16))
+    kq, vq = xq[:, :, :, 0], xq[:, :, :, 1]
+    kss = None if ss is None else ss[:, :, :, 0:1]
+    vss = None if ss is None else ss[:, :, :, 1:2]
+    got = decode(q, kq, vq, kss, vss, mask_kind=1, scale=0.2)
+    assert_same(got, decode(q, xd[:, :, :, 0], xd[:, :, :, 1], mask_kind=1, scale=0.2))
+
+
+@needs_cuda
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_long_cache_fused_equals_separate(fmt, D, monkeypatch):
+    # Many key tiles per warp (the ring wraps many times) at the heuristic split count.
+    g = torch.Generator().manual_seed(41 + D)
+    q = rand((2, 1, 2, 8, D), torch.bfloat16, "cuda", g)
+    (kq, kss, _), (vq, vss, _) = caches(2, 5000, 2, D, fmt, torch.bfloat16, "cuda", g)
+    route(monkeypatch, "separate")
+    want = decode(q, kq, vq, kss, vss, scale=D ** -0.5)
+    route(monkeypatch, "fused")
+    assert_same(decode(q, kq, vq, kss, vss, scale=D ** -0.5), want)
+
+
+@needs_cuda
+def test_fused_cuda_graph_replay(monkeypatch):
+    route(monkeypatch, "fused")
+    g = torch.Generator().manual_seed(51)
+    q = rand((1, 1, 2, 4, 128), torch.bfloat16, "cuda", g)
+    (kq, _, kd), (vq, _, vd) = caches(1, 3000, 2, 128, "int4_g4", torch.bfloat16, "cuda", g)
+    decode(q, kq, vq)  # warm up outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = decode(q, kq, vq)
+    q.copy_(rand(q.shape, torch.bfloat16, "cuda", g))
+    graph.replay()
+    assert_same((out, lse), decode(q, kd, vd))
+
+
+# ---- errors and opcheck -------------------------------------------------------------------------
+
+def _small(device="cpu", fmt="fp8"):
+    g = torch.Generator().manual_seed(1)
+    q = rand((1, 1, 2, 2, 64), torch.float16, device, g)
+    (kq, kss, _), (vq, vss, _) = caches(1, 9, 2, 64, fmt, torch.float16, device, g)
+    return q, kq, vq, kss, vss
+
+
+def test_errors_name_the_argument():
+    q, kq, vq, kss, vss = _small()
+    with pytest.raises(ValueError, match="'k_scale_shift' and 'v_scale_shift'"):
+        decode(q, kq, vq, kss, None)
+    with pytest.raises(ValueError, match="'v_scale_shift'"):
+        decode(q, kq, vq, kss, vss[:, :3])
+    with pytest.raises(TypeError, match="'k_scale_shift'"):
+        decode(q, kq, vq, kss.to(torch.int16), vss)
+    with pytest.raises(TypeError, match="share a dtype"):
+        decode(q, kq, vq, kss, vss.view(torch.float32))
+    with pytest.raises(ValueError, match="FP8 cache 'k'"):
+        decode(q, kq[..., :8], vq[..., :8], kss, vss)
+    with pytest.raises(TypeError, match="'v'"):
+        decode(q, kq, vq.float(), kss, vss)
+    with pytest.raises(ValueError, match="one shape"):
+        decode(q, kq, vq[:, :5], kss, vss)
+    q4, k4, v4, _, _ = _small(fmt="int4_g2")
+    with pytest.raises(ValueError, match="INT4 cache 'k'"):
+        decode(q4, k4[..., :-1].contiguous()[..., :7], v4[..., :7])  # 64 // 8 - 1: no group count fits
+    with pytest.raises(ValueError, match="head counts"):
+        decode(q4[:, :, :1], k4, v4)
+
+
+@needs_cuda
+def test_bad_route_value(monkeypatch):
+    q, kq, vq, kss, vss = _small("cuda")
+    route(monkeypatch, "inline")
+    with pytest.raises(ValueError, match="MSLK_DECODE_KV_DEQUANT"):
+        decode(q, kq, vq, kss, vss)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fmt", ["int4_g4", "fp8", "fp8_fp32"])
+def test_opcheck(device, fmt):
+    q, kq, vq, kss, vss = _small(device, fmt)
+    torch.library.opcheck(torch.ops.mslk.fmha_decode_splitk.default, (q, kq, vq),
+                          {"num_splits": 2, "scale": 0.3, "k_scale_shift": kss, "v_scale_shift": vss})

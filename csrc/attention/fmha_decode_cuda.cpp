@@ -86,8 +86,11 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
                               window_right, scale, block_tables, page_size, num_splits, output_dtype, std::nullopt,
                               std::nullopt);
     }
-    TORCH_CHECK_VALUE(qf.head_dim % 8 == 0 && qf.head_dim <= 256, op, ": MSLK_DECODE_KV_DEQUANT=fused needs a head ",
-                      "dim that is a multiple of 8 and at most 256, got ", qf.head_dim);
+    // The kernel dequantizes eight elements at a time, each eight within one INT4 group.
+    TORCH_CHECK_VALUE(qf.head_dim % 8 == 0 && qf.head_dim <= 256 && (qf.fp8 || (qf.head_dim / qf.groups) % 8 == 0),
+                      op, ": MSLK_DECODE_KV_DEQUANT=fused needs a head dim that is a multiple of 8 and at most 256 "
+                      "(INT4: groups of a multiple of 8 elements), got head dim ", qf.head_dim, " with ", qf.groups,
+                      " INT4 groups a row");
   }
   // Quantized caches are checked as their dequantized [B, Mkv, Hkv, D] stand-ins.
   const at::Tensor k_chk = quant ? decode_kv_logical(q_in, k_in, qf.head_dim) : k_in;

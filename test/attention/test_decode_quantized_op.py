@@ -197,6 +197,19 @@ def test_bad_route_value(monkeypatch):
         decode(q, kq, vq, kss, vss)
 
 
+@needs_cuda
+def test_fused_refuses_int4_groups_under_eight(monkeypatch):
+    # D 32 in 8 groups: 4 elements a group; the fused kernel takes 8 at a time. The separate route serves it.
+    g = torch.Generator().manual_seed(2)
+    q = rand((1, 1, 2, 2, 32), torch.float16, "cuda", g)
+    (kq, _, kd), (vq, _, vd) = caches(1, 40, 2, 32, "int4_g8", torch.float16, "cuda", g)
+    route(monkeypatch, "fused")
+    with pytest.raises(ValueError, match="INT4 groups"):
+        decode(q, kq, vq)
+    route(monkeypatch, "separate")
+    assert_same(decode(q, kq, vq), decode(q, kd, vd))
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("fmt", ["int4_g4", "fp8", "fp8_fp32"])
 def test_opcheck(device, fmt):

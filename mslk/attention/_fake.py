@@ -64,3 +64,8 @@ def _dequantize_kv_int4(cache, num_groups, dtype):
 @torch.library.register_fake("mslk::dequantize_kv_fp8")
 def _dequantize_kv_fp8(cache, scale_shift, dtype):
     return cache.new_empty((*cache.shape[:-1], 4 * cache.shape[-1]), dtype=dtype)
+
+
+@torch.library.register_fake("mslk::fmha_fp8_dequant")
+def _fmha_fp8_dequant(x, descale, dtype, seqstart=None):
+    return x.new_empty(x.shape, dtype=dtype)

@@ -11,8 +11,11 @@ schemas so that code referencing them finds them; each has a fake (Meta) impleme
   * anything else (CPU, fp32/fp64, head dims > 256): the exact reference op
     (mslk::fmha_reference_fwd) for what it can honour -- dense or varlen, causal and windows,
     scale, GQA/MQA; paged KV raises NotImplementedError there.
-  return_softmax, leftpad_k and FP8 descales raise NotImplementedError everywhere; dropout
-  (mslk_flash only, not with paged KV) runs the fused op with a fresh rng_state (_raw_bwd_ops.py).
+  return_softmax and leftpad_k raise NotImplementedError everywhere; dropout (mslk_flash only, not
+  with paged KV) runs the fused op with a fresh rng_state (_raw_bwd_ops.py). mslk_flash3 takes
+  float8_e4m3fn query / key / value with descale_q / descale_k / descale_v ([B or num_seqs, H or Hkv]
+  float32, None meaning 1; one row with paged KV): they are dequantized to bfloat16
+  (torch.ops.mslk.fmha_fp8_dequant, fmha/_fp8.py) and the output is bfloat16.
   Layouts (both paths): out like query with V's head dim; LSE float32, natural log, [B, H, M] dense
   and [H, total_q] varlen; rows with no visible key (and varlen rows outside every sequence) give
   out 0 and LSE -inf.
@@ -133,8 +136,8 @@ def _reference_flash_fwd(api, query, key, value, cu_seqlens_q, cu_seqlens_k, seq
     return out, lse
 
 
-def _fwd_fake_shapes(query, value, cu_seqlens_q):
-    out = query.new_empty((*query.shape[:-1], value.shape[-1]))
+def _fwd_fake_shapes(query, value, cu_seqlens_q, out_dtype=None):
+    out = query.new_empty((*query.shape[:-1], value.shape[-1]), dtype=out_dtype or query.dtype)
     if cu_seqlens_q is None:
         B, M, H, _ = query.shape
         lse = query.new_empty((B, H, M), dtype=torch.float32)
@@ -404,10 +407,19 @@ def _flash3_fwd(query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k, leftpa
     api = "mslk_flash3::flash_fwd"
     if p != 0.0:
         raise NotImplementedError(f"{api}: dropout (p={p}) is not supported (FlashAttention 3 has none)")
-    if any(x is not None for x in (descale_q, descale_k, descale_v)):
-        raise NotImplementedError(f"{api}: FP8 descale factors are not supported (no FP8 attention kernel)")
     if leftpad_k is not None:
         raise NotImplementedError(f"{api}: leftpad_k is not supported")
+    fp8 = [x.dtype == torch.float8_e4m3fn for x in (query, key, value)]
+    if any(x is not None for x in (descale_q, descale_k, descale_v)) and not all(fp8):
+        raise TypeError(f"{api}: descale_q/k/v need float8_e4m3fn query, key and value; got {query.dtype}, "
+                        f"{key.dtype}, {value.dtype}")
+    if any(fp8):  # FP8: the operands dequantized to bfloat16 (fmha/_fp8.py), then the bf16 paths
+        from mslk.attention.fmha import _fp8
+
+        paged = block_table is not None
+        query = _fp8.raw_operand(api, "query", query, descale_q, cu_seqlens_q)
+        key = _fp8.raw_operand(api, "key", key, descale_k, cu_seqlens_k, paged)
+        value = _fp8.raw_operand(api, "value", value, descale_v, cu_seqlens_k, paged)
     # use_kvsplit is a scheduling hint (split-KV); neither path splits, the results are the same.
     if _fused_takes(query, key, value):
         return _fused_flash_fwd(api, query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
@@ -422,7 +434,8 @@ def _flash3_fwd(query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k, leftpa
 def _flash3_fwd_fake(query, key, value, cu_seqlens_q, cu_seqlens_k, seqused_k, leftpad_k, max_seqlen_q, max_seqlen_k,
                      p, softmax_scale, is_causal, descale_q=None, descale_k=None, descale_v=None, block_table=None,
                      use_kvsplit=False, window_left=-1, window_right=-1):
-    return _fwd_fake_shapes(query, value, cu_seqlens_q)
+    fp8 = query.dtype == torch.float8_e4m3fn  # FP8 attention writes bfloat16
+    return _fwd_fake_shapes(query, value, cu_seqlens_q, torch.bfloat16 if fp8 else None)
 
 
 # --- platform-only ops (MTIA, ROCm/CK) ---------------------------------------------------------

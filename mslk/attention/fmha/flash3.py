@@ -4,8 +4,10 @@
 FlashAttention-3-style Hopper kernel (TMA + wgmma) for every problem it takes, and the
 FlashAttention-2 style kernel for paged K/V (which the Hopper kernel does not read). Available where
 the fused op has a CUDA kernel and a compute capability 9.0 GPU is present; inputs on other devices
-are rejected. What our kernel honours, within FlashAttention 3's contract: fp16/bf16 (no FP8 E4M3:
-no FP8 attention kernel), head dims 64/128/192/256 with K != Kv allowed, no dropout, dense /
+are rejected. What our kernel honours, within FlashAttention 3's contract: fp16/bf16, and FP8 E4M3
+q / k / v given as ScaledTensors (common.pack_fp8_tensorwise_per_head: per-head descales; the output
+in their original_dtype), computed as attention on the operands dequantized to that dtype
+(_fp8.py; no FP8 tensor-core kernel yet), head dims 64/128/192/256 with K != Kv allowed, no dropout, dense /
 varlen / padded / gappy / paged masks, BMGHK (K/V expanded along H are read in place), packed
 variable-length LSE. No partial attention or custom output dtype (the kernel writes the query
 dtype). FwOp_KVSplit runs the same kernel (no split-KV scheduling: same results). BwOp runs
@@ -20,6 +22,7 @@ from typing import List
 import torch
 
 from mslk.attention.fmha import _backends as _b
+from mslk.attention.fmha import _fp8
 from mslk.attention.fmha import _raw_ops
 from mslk.attention.fmha._backward import FusedBw, bwd_registered
 from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase, Inputs, capability_mismatch
@@ -57,7 +60,7 @@ class FwOp(_b.HeadDims, AttentionFwOpBase):
     NAME = "fa3F"
     SUPPORTED_DEVICES = {"cuda"}
     CUDA_MINIMUM_COMPUTE_CAPABILITY = _CAPABILITY
-    SUPPORTED_DTYPES = set(_b.HALF)  # no FP8 attention kernel in this build
+    SUPPORTED_DTYPES = {*_b.HALF, _fp8.E4M3}  # FP8: ScaledTensor operands (_fp8.py)
     SUPPORTED_MAX_K = 256
     SUPPORTED_ATTN_BIAS_TYPES = (*_b.STANDARD_MASKS, *_b.GAPPY_MASKS, *_b.PAGED_MASKS)
     SUPPORTS_DROPOUT = False
@@ -78,11 +81,11 @@ class FwOp(_b.HeadDims, AttentionFwOpBase):
 
     @classmethod
     def not_supported_reasons(cls, d: Inputs):
-        return super().not_supported_reasons(d) + _newer_than_sm90(d)
+        return super().not_supported_reasons(d) + _newer_than_sm90(d) + _fp8.reasons(d)
 
     @classmethod
     def apply(cls, inp, needs_gradient):
-        return fused_apply(cls, inp)
+        return fused_apply(cls, _fp8.dequantized(inp) if _fp8.is_fp8(inp.query) else inp)
 
 
 class FwOp_KVSplit(FwOp):

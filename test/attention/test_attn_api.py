@@ -281,14 +281,6 @@ def test_flash_attn_func_facade():
     torch.testing.assert_close(lse.double(), ref_lse, atol=1e-5, rtol=1e-5)
 
 
-def test_cutlass_blackwell_decode_raises():
-    from mslk.attention.cutlass_blackwell_fmha import cutlass_blackwell_fmha_decode_forward
-
-    q = torch.randn(1, 4, 2, 8)
-    with pytest.raises(RuntimeError, match="needs SM100"):
-        cutlass_blackwell_fmha_decode_forward(q, q, q)
-
-
 def test_unbind_stack_views():
     from mslk.attention.fmha.unbind import get_stack_strides, stack_or_none, unbind
 

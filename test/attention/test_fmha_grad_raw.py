@@ -233,7 +233,7 @@ def test_blackwell_ops_varlen_and_seqlen_kv(device):
             _close(od[b:b + 1], ref_b, dtype)
 
 
-def test_blackwell_fakes_and_decode_still_raises():
+def test_blackwell_fakes():
     q = torch.randn(2, 5, 4, 16)
     with FakeTensorMode() as mode:
         fq = mode.from_tensor(q)
@@ -242,5 +242,8 @@ def test_blackwell_fakes_and_decode_still_raises():
         assert out.shape == q.shape and lse.shape == (2, 4, 5)
         dq, dk, dv = torch.ops.mslk.fmha_bwd(fq, fq, fq, fq, fq, lse)
         assert dq.shape == dk.shape == dv.shape == q.shape
-    with pytest.raises(RuntimeError, match="not available on this platform"):
-        torch.ops.mslk.fmha_gen_fwd(q[:, :1], q, q, torch.full((2,), 5, dtype=torch.int32))
+    qd, kv, n = q[:, :1], q[:, :, :1].contiguous(), torch.full((2,), 5, dtype=torch.int32)
+    with FakeTensorMode() as mode:  # the decode op (test_blackwell_decode.py checks its values)
+        out, lse = torch.ops.mslk.fmha_gen_fwd(mode.from_tensor(qd), mode.from_tensor(kv), mode.from_tensor(kv),
+                                               mode.from_tensor(n), split_k_size=2)
+        assert out.shape == (2, 1, 4, 3, 16) and lse.shape == (2, 3, 4, 1)

@@ -270,14 +270,14 @@ def test_operator_classes_and_dispatch():
                                      cutlass_blackwell, dispatch, flash, flash3, flash_mtia, reference,
                                      triton_splitk)
     hw = [ck.FwOp, ck.BwOp, ck_decoder.FwOp, ck_splitk.FwOp, cute_hopper.FwOp,
-          cute_blackwell.FwOp, cute_blackwell.FwOpDecode, cute_blackwell.BwOp,
-          cutlass_blackwell.FwOp, cutlass_blackwell.FwOpDecode, cutlass_blackwell.BwOp, flash_mtia.FwOp,
+          cute_blackwell.FwOp, cute_blackwell.BwOp, cutlass_blackwell.FwOp, cutlass_blackwell.BwOp, flash_mtia.FwOp,
           flash_mtia.BwOp, ck_splitk.FwOp_S1, ck_splitk.FwOp_S128]
     for op in hw:
         assert not op.is_available(), op
     # the split-K decode op (mslk::fmha_decode_splitk) backs triton_splitk
     decode = hasattr(torch.ops.mslk, "fmha_decode_splitk") and _kernel_registered("mslk::fmha_decode_splitk", "CUDA")
-    assert all(op.is_available() == decode for op in (triton_splitk.FwOp, *triton_splitk.FwOp_Map.values()))
+    assert all(op.is_available() == decode for op in (triton_splitk.FwOp, *triton_splitk.FwOp_Map.values(),
+                                                       cute_blackwell.FwOpDecode, cutlass_blackwell.FwOpDecode))
     # the fused CUDA forward (mslk::fmha_fused_fwd) backs cutlass / flash (and flash3 on sm_90 GPUs)
     fused = hasattr(torch.ops.mslk, "fmha_fused_fwd") and _kernel_registered("mslk::fmha_fused_fwd", "CUDA")
     sm90 = torch.cuda.is_available() and any(torch.cuda.get_device_capability(i) == (9, 0)

@@ -1,6 +1,8 @@
-"""CuTe DSL Blackwell attention (sm100): not part of this build."""
+"""CuTe DSL Blackwell attention (sm100): not part of this build; FwOpDecode runs on mslk's split-K decode
+kernel (_decode_classes.py)."""
 
 from mslk.attention.fmha import _backends as _b
+from mslk.attention.fmha import _decode_classes
 from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase
 
 
@@ -8,9 +10,7 @@ class FwOp(_b.Blackwell, AttentionFwOpBase):
     NAME = "cute_blackwellF"
 
 
-class FwOpDecode(FwOp):
-    NAME = "cute_blackwellF_decode"
-    HEAD_DIMS = {64, 128}
+FwOpDecode = _decode_classes.decode_class("cute_blackwellF_decode", __name__, _decode_classes.CUTE, True)
 
 
 class BwOp(_b.Blackwell, AttentionBwOpBase):

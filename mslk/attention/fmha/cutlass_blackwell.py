@@ -1,6 +1,8 @@
-"""CUTLASS Blackwell attention (sm100): not part of this build."""
+"""CUTLASS Blackwell attention (sm100): not part of this build; FwOpDecode runs on mslk's split-K decode
+kernel (_decode_classes.py)."""
 
 from mslk.attention.fmha import _backends as _b
+from mslk.attention.fmha import _decode_classes
 from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase
 
 
@@ -9,8 +11,7 @@ class FwOp(_b.Blackwell, AttentionFwOpBase):
     HEAD_DIMS = {64, 128}
 
 
-class FwOpDecode(FwOp):
-    NAME = "cutlass_blackwellF_decode"
+FwOpDecode = _decode_classes.decode_class("cutlass_blackwellF_decode", __name__, _decode_classes.CUTLASS, False)
 
 
 class BwOp(_b.Blackwell, AttentionBwOpBase):

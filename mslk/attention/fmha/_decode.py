@@ -48,9 +48,9 @@ def group_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     heads = q.shape[2:-1]  # (H,) or (G, H)
     if group_size(q, k, v) > 1:  # K/V heads shared by the last head dim
         if q.ndim == 4:
-            q5, k4, v4 = q.unsqueeze(2), k[:, :, :1], v[:, :, :1]
-        else:
-            q5, k4, v4 = q, k[:, :, :, 0], v[:, :, :, 0]
+            q5, k4, v4 = q.unsqueeze(2), k.narrow(2, 0, 1), v.narrow(2, 0, 1)
+        else:  # (select / narrow: a fraction of the cost of Python indexing, on every decode call)
+            q5, k4, v4 = q, k.select(3, 0), v.select(3, 0)
     else:
         n = 1
         for h in heads:

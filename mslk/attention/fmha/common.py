@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, List, Mapping, Optional, Set, Tuple, Type, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple, Type, Union
 
 import torch
 
@@ -205,10 +205,21 @@ class Gradients:
     db: Optional[torch.Tensor] = None
 
 
+_CAPABILITIES: Dict[int, Tuple[int, int]] = {}  # per device index, looked up once
+
+
+def _device_capability(index: int) -> Tuple[int, int]:
+    # Every eager call of an operator class asks; the property lookup costs a few microseconds.
+    cap = _CAPABILITIES.get(index)
+    if cap is None:
+        cap = _CAPABILITIES[index] = tuple(torch.cuda.get_device_capability(index))
+    return cap
+
+
 @torch.compiler.assume_constant_result  # torch.compile folds it (a string, not a tuple to compare in the graph)
 def capability_mismatch(index: Optional[int], lowest: Tuple[int, int], highest: Optional[Tuple[int, int]]) -> str:
     """Why CUDA device `index` is outside [lowest, highest] (highest None: no upper bound), or ""."""
-    cap = torch.cuda.get_device_capability(index)
+    cap = _device_capability(torch.cuda.current_device() if index is None else index)
     if cap < tuple(lowest):
         return f"requires device with capability >= {tuple(lowest)} but your GPU has capability {cap}"
     if highest is not None and cap > tuple(highest):

@@ -11,6 +11,7 @@ import torch
 
 from mslk.attention.fmha import quantized_kv as qkv
 from mslk.attention.fmha.common import _kernel_registered
+from test.attention.test_decode_quantized import _quantize as quantize
 from test.attention.test_splitk_decode import rand
 
 HAS_OP = hasattr(torch.ops.mslk, "fmha_decode_splitk") and hasattr(torch.ops.mslk, "dequantize_kv_int4")
@@ -22,16 +23,6 @@ DEVICES = ["cpu", pytest.param("cuda", marks=needs_cuda)]
 PLACES = [("cpu", None), pytest.param("cuda", "separate", marks=needs_cuda),
           pytest.param("cuda", "fused", marks=needs_cuda)]
 FORMATS = ["int4_g1", "int4_g2", "int4_g4", "int4_g8", "fp8", "fp8_fp32"]
-
-
-def quantize(x, fmt, dtype):
-    """(int32 cache, scale_shift or None, the cache dequantized to dtype by the torch helpers) of x [..., D]."""
-    if fmt.startswith("int4"):
-        g = int(fmt[-1])
-        xq = qkv.quantize_kv_int4(x, g)
-        return xq, None, qkv.dequantize_kv_int4(xq, g, dtype)
-    xq, ss = qkv.quantize_kv_fp8(x, use_fp32_scales=fmt == "fp8_fp32")
-    return xq, ss, qkv.dequantize_kv_fp8(xq, ss, dtype)
 
 
 def caches(B, Mkv, Hkv, D, fmt, dtype, device, gen, scale=2.0):

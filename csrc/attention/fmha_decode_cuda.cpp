@@ -86,6 +86,11 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
                               window_right, scale, block_tables, page_size, num_splits, output_dtype, std::nullopt,
                               std::nullopt);
     }
+    // One tile row per head dim (the table's), so that both routes give the same bits.
+    const int forced = int(read_env([] { return env::integer(env::Var::kDecodeTileCfg, -1, 0, 3); }));
+    const int row = fmha_decode_tile_cfg(int(std::max<int64_t>(qf.head_dim, 1)));
+    TORCH_CHECK_VALUE(forced < 0 || forced == row, op, ": MSLK_DECODE_KV_DEQUANT=fused runs tile row ", row,
+                      " for head dim ", qf.head_dim, "; MSLK_DECODE_TILE_CFG=", forced, " cannot be honoured");
     // The kernel dequantizes eight elements at a time, each eight within one INT4 group.
     TORCH_CHECK_VALUE(qf.head_dim % 8 == 0 && qf.head_dim <= 256 && (qf.fp8 || (qf.head_dim / qf.groups) % 8 == 0),
                       op, ": MSLK_DECODE_KV_DEQUANT=fused needs a head dim that is a multiple of 8 and at most 256 "
@@ -130,7 +135,7 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
                                      : Mkv;
   const int head_dim = int(std::max(q.size(4), Kvp));
   const int forced = int(read_env([] { return env::integer(env::Var::kDecodeTileCfg, -1, 0, 3); }));
-  // The quantized-cache kernel has one tile row per head dim: the table's.
+  // The quantized-cache kernel has one tile row per head dim: the table's (forcing another refused above).
   const int tile_cfg = forced >= 0 && !quant ? forced : fmha_decode_tile_cfg(head_dim);
   int S = int(num_splits);
   if (S == 0) {

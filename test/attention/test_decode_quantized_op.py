@@ -189,6 +189,21 @@ def test_bad_route_value(monkeypatch):
 
 
 @needs_cuda
+def test_fused_refuses_a_forced_tile_row(monkeypatch):
+    # The fused kernel has the table's row only (so both routes give the same bits).
+    q, kq, vq, kss, vss = _small("cuda")
+    route(monkeypatch, "fused")
+    monkeypatch.setenv("MSLK_DECODE_TILE_CFG", "0")  # head dim 64 runs row 2
+    with pytest.raises(ValueError, match="MSLK_DECODE_TILE_CFG=0"):
+        decode(q, kq, vq, kss, vss)
+    monkeypatch.setenv("MSLK_DECODE_TILE_CFG", "2")
+    route(monkeypatch, "separate")
+    want = decode(q, kq, vq, kss, vss)
+    route(monkeypatch, "fused")
+    assert_same(decode(q, kq, vq, kss, vss), want)
+
+
+@needs_cuda
 def test_fused_refuses_int4_groups_under_eight(monkeypatch):
     # D 32 in 8 groups: 4 elements a group; the fused kernel takes 8 at a time. The separate route serves it.
     g = torch.Generator().manual_seed(2)

@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
   const int64_t k_off = int64_t(sb.bq) * p.k_sb + int64_t(sb.k0) * p.k_sm + int64_t(kvh) * p.k_sg;
   const int64_t v_off = int64_t(sb.bq) * p.v_sb + int64_t(sb.k0) * p.v_sm + int64_t(kvh) * p.v_sg;
   const int* bt_row = paged ? p.block_table + int64_t(s) * p.bt_stride : nullptr;
-  T* wring = ring + warp * STAGES * 2 * BN * D;
+  T* wring = ring + warp * C::kStages * 2 * BN * D;  // the unquantized ring (STAGES == C::kStages there)
   // Quantized caches: this warp's raw ring, then its dequantized [K, V][BN][D] tile.
   constexpr int QP = kQuant ? quant_pitch<D, QK>() : 16, QSB = kQuant ? quant_stage_bytes<D, QK, BN>() : 16;
   unsigned char* qring = reinterpret_cast<unsigned char*>(ring) + warp * (STAGES * QSB + 2 * BN * D * sizeof(T));
@@ -245,15 +245,15 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
     }
     unsigned char* dst = qring + st * QSB;
     const uint32_t d_k = smem_u32(dst), d_v = d_k + BN * QP;
-    const int chunk = p.kv_vec16 ? 16 : 4, per_row = p.kv_row_words * 4 / chunk;
+    const int cbytes = p.kv_vec16 ? 16 : 4, per_row = p.kv_row_words * 4 / cbytes;
     for (int b0 = 0; b0 < BN * per_row; b0 += 32) {
       const int i = b0 + lane, r = min(i / per_row, BN - 1), c = i - r * per_row;
       const int64_t row = __shfl_sync(0xffffffffu, my_row, r);
       if (i >= BN * per_row) continue;
-      const int64_t wk = row >= 0 ? kq_head + row * p.k_sm + c * (chunk / 4) : 0;
-      const int64_t wv = row >= 0 ? vq_head + row * p.v_sm + c * (chunk / 4) : 0;
-      const uint32_t o = uint32_t(r * QP + c * chunk);
-      if (chunk == 16) {
+      const int64_t wk = row >= 0 ? kq_head + row * p.k_sm + c * (cbytes / 4) : 0;
+      const int64_t wv = row >= 0 ? vq_head + row * p.v_sm + c * (cbytes / 4) : 0;
+      const uint32_t o = uint32_t(r * QP + c * cbytes);
+      if (cbytes == 16) {
         cp_async_16(d_k + o, kq + wk, row >= 0 ? 16 : 0);
         cp_async_16(d_v + o, vq + wv, row >= 0 ? 16 : 0);
       } else {
@@ -361,11 +361,12 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
     __syncwarp();                 // ... every lane's; and every lane is done with stage (it - 1) % STAGES
     if (it + STAGES - 1 < my_tiles) load_any(it + STAGES - 1, (it + STAGES - 1) % STAGES);
     cp_async_commit();
-    const T* sKc = wring + (it % STAGES) * 2 * BN * D;
+    const T* sKc = deq;  // quantized caches: the warp's dequantized tile
     if constexpr (kQuant) {
       dequant(it % STAGES);
       __syncwarp();  // the tile is whole before any lane's ldmatrix
-      sKc = deq;
+    } else {
+      sKc = wring + (it % STAGES) * 2 * BN * D;
     }
     const T* sVc = sKc + BN * D;
     const int n0 = tile_key(it);

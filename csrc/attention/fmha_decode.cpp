@@ -45,9 +45,8 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cpu(
     const std::optional<at::Tensor>& block_tables, int64_t page_size, int64_t num_splits,
     std::optional<at::ScalarType> output_dtype, const std::optional<at::Tensor>& k_scale_shift,
     const std::optional<at::Tensor>& v_scale_shift) {
-  if (k.scalar_type() == at::kInt || v.scalar_type() == at::kInt || k_scale_shift || v_scale_shift) {
+  if (decode_kv_quantized(k, v, k_scale_shift, v_scale_shift)) {
     // Quantized caches: the exact reference of their dequantization, then the unquantized path.
-    check_dim(q, kDecodeOp, "q", 5, 5);
     const DecodeKvQuant f = decode_kv_quant_check(q, k, v, k_scale_shift, v_scale_shift, kDecodeOp);
     auto [kd, vd] = decode_kv_dequantize(q, k, v, k_scale_shift, v_scale_shift, f);
     return fmha_decode_cpu(q, kd, vd, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q, mask_kind, window_left,

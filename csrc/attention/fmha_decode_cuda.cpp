@@ -72,11 +72,9 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
     int64_t num_splits, std::optional<at::ScalarType> output_dtype, const std::optional<at::Tensor>& k_scale_shift,
     const std::optional<at::Tensor>& v_scale_shift) {
   const char* op = kDecodeOp;
-  const bool quant = k_in.scalar_type() == at::kInt || v_in.scalar_type() == at::kInt || given(k_scale_shift) ||
-                     given(v_scale_shift);
+  const bool quant = decode_kv_quantized(k_in, v_in, k_scale_shift, v_scale_shift);
   DecodeKvQuant qf{};
   if (quant) {
-    check_dim(q_in, op, "q", 5, 5);
     qf = decode_kv_quant_check(q_in, k_in, v_in, k_scale_shift, v_scale_shift, op);
     const bool fused =
         read_env([] { return env::choice(env::Var::kDecodeKvDequant, {"separate", "fused"}, 0); }) == 1;

@@ -22,10 +22,16 @@ void check_scale_shift(const at::Tensor& ss, const at::Tensor& cache, const char
 
 }  // namespace
 
+bool decode_kv_quantized(const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& k_scale_shift,
+                         const std::optional<at::Tensor>& v_scale_shift) {
+  return k.scalar_type() == at::kInt || v.scalar_type() == at::kInt || given(k_scale_shift) || given(v_scale_shift);
+}
+
 DecodeKvQuant decode_kv_quant_check(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                     const std::optional<at::Tensor>& k_scale_shift,
                                     const std::optional<at::Tensor>& v_scale_shift, const char* op) {
   check_dim(q, op, "q", 5, 5);
+  check_dtype(q, op, "q", {at::kHalf, at::kBFloat16, at::kFloat, at::kDouble});  // the dequantized dtype
   check_dim(k, op, "k", 4, 4);
   check_dim(v, op, "v", 4, 4);
   check_dtype(k, op, "k", {at::kInt});

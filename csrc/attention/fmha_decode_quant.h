@@ -16,6 +16,11 @@ struct DecodeKvQuant {
   int64_t head_dim;  // the logical D: q.shape[-1]
 };
 
+// Whether the call passes quantized caches (int32 k or v, or a scale/shift tensor): the glue's
+// route to decode_kv_quant_check.
+bool decode_kv_quantized(const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& k_scale_shift,
+                         const std::optional<at::Tensor>& v_scale_shift);
+
 // Checks int32 k, v [B, Mkv, Hkv, W] and the scale/shift tensors against q [B, Mq, Hkv, R, D]; each
 // error names the argument. FP8 when the scale/shift tensors are given (W == D / 4, each of shape
 // [B, Mkv, Hkv] or that with a trailing 1, int32 or float32 alike), INT4 otherwise (W == D / 8 + G,

@@ -113,6 +113,12 @@ CASES = [
                                            max_seq_len_q=None, max_seq_len_k=None, softmax_scale=None, causal=False),
      {}),
     (mslk.fmha_decode_splitk, dict(q=r(1, 2, 2, 2, 8), k=r(1, 4, 2, 8), v=r(1, 4, 2, 8), seqlen_k=i32(3)), {}),
+    # ... over FP8 caches (rows of D // 4 int32 words, float32 scales a row)
+    (mslk.fmha_decode_splitk, dict(q=r(1, 2, 2, 2, 16), k=words(1, 4, 2, 4), v=words(1, 4, 2, 4), seqlen_k=i32(3),
+                                   k_scale_shift=r(1, 4, 2, dtype=F32), v_scale_shift=r(1, 4, 2, dtype=F32)), {}),
+    (mslk.fmha_gen_fwd, dict(query=r(2, 1, 4, 8), key=r(2, 16, 2, 8), value=r(2, 16, 2, 8), seqlen_kv=i32(16, 3),
+                             split_k_size=8), {}),
+    (mslk.fmha_fp8_dequant, dict(x=r(2, 3, 4, 8, dtype=F8), descale=r(2, 4, dtype=F32), dtype=BF), {}),
     (mslk.fmha_dropout_mask, dict(rng_state=torch.tensor([1, 2], dtype=torch.int64), B=1, H=2, Mq=4, Mkv=4,
                                   dropout_p=0.5, device=torch.device("cpu")), {}),
     # FP8 block/group-scaled GEMMs

@@ -40,14 +40,13 @@ def _check(api, q, k, v, seqlen_kv, batch_idx):
     if k.shape[3] != D or Hkv == 0 or H % Hkv:
         raise ValueError(f"{api}: query {tuple(q.shape)} and key {tuple(k.shape)}: the head dims must match and the "
                          "query heads be a multiple of the key/value heads")
-    if not isinstance(seqlen_kv, torch.Tensor) or seqlen_kv.dtype not in (torch.int32, torch.int64) \
-            or seqlen_kv.numel() != B:
-        raise ValueError(f"{api}: seqlen_kv must be an int32 / int64 tensor of {B} entries (one per query); got "
-                         f"{seqlen_kv if not isinstance(seqlen_kv, torch.Tensor) else (seqlen_kv.dtype, tuple(seqlen_kv.shape))}")
-    if batch_idx is not None and (not isinstance(batch_idx, torch.Tensor) or batch_idx.numel() != B
-                                  or batch_idx.dtype not in (torch.int32, torch.int64)):
-        raise ValueError(f"{api}: batch_idx must be an int32 / int64 tensor of {B} entries (the cache batch of each "
-                         "query)")
+    for name, x in (("seqlen_kv", seqlen_kv), ("batch_idx", batch_idx)):
+        if x is None and name == "batch_idx":
+            continue
+        if not isinstance(x, torch.Tensor) or x.dtype not in (torch.int32, torch.int64) or x.shape != (B,):
+            got = (x.dtype, tuple(x.shape)) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"{api}: {name} must be an int32 / int64 tensor of shape ({B},) (one entry per query); "
+                             f"got {got}")
     for name, x in (("seqlen_kv", seqlen_kv), ("batch_idx", batch_idx), ("key", k), ("value", v)):
         if x is not None and x.device != q.device:
             raise ValueError(f"{api}: {name} is on {x.device} but query is on {q.device}")

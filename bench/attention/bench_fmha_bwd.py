@@ -7,6 +7,10 @@ The backward columns time only the backward: ours calls the op on saved (out, ls
 (bench.common.time_pair_ms). Flops: the backward's five GEMMs, 10·B·H·S²·D (half for causal); the
 training step adds the forward's 4·B·H·S²·D. Prints and writes (--out) TFLOP/s, ratios, and the max
 abs difference of our dq, dk, dv against cuDNN's once per shape.
+
+--dq-routes: instead, the two routes of the Hopper backward's dQ sums (MSLK_FMHA_BWD_SM90_DQ: atomic,
+tiles) timed alternating on the d64 / d128 shapes, with their dq difference
+(results_fmha_bwd_dq_routes.md).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.functional import scaled_dot_product_attention as sdpa
 
 import mslk  # noqa: F401
-from bench.common import copies_to_exceed_l2, time_ms, write_results
+from bench.common import copies_to_exceed_l2, env_var, time_ms, write_results
 from mslk.attention import fmha
 
 # (B, H, S, D, causal)
@@ -145,10 +149,52 @@ def row(B, H, S, D, causal, sets, flops_fwd, varlen=None):
     return r
 
 
+def routed(f, route):
+    def g(*a):
+        with env_var("MSLK_FMHA_BWD_SM90_DQ", route):
+            return f(*a)
+    return g
+
+
+def dq_routes(out):
+    """atomic vs tiles on the Hopper kernel's shapes (d64 / d128), alternating."""
+    tf = lambda ms, fl: fl / (ms * 1e-3) / 1e12  # noqa: E731
+    rows = []
+    total, mx = sum(VARLEN), max(VARLEN)
+    cu = torch.tensor([0] + list(torch.tensor(VARLEN).cumsum(0)), dtype=torch.int32, device="cuda")
+    cases = [(B, H, S, D, c, None) for B, H, S, D, c in SHAPES if D <= 128]
+    cases += [(1, 32, total, 128, c, (cu, mx)) for c in (False, True)]
+    for B, H, S, D, causal, varlen in cases:
+        prep, f = ours_bwd(causal, varlen)
+        sets = [prep(*make(B, S, H, D)) for _ in range(copies_to_exceed_l2(4 * B * H * S * D * 2, factor=2))]
+        a, t = routed(f, "atomic"), routed(f, "tiles")
+        diff = (a(*sets[0])[0].float() - t(*sets[0])[0].float()).abs().max().item()
+        ta, tt = time_pair(a, sets, t, sets)
+        lens = VARLEN if varlen is not None else [S] * B
+        flops = sum(10.0 * H * s * s * D for s in lens) * (0.5 if causal else 1.0)
+        r = [B if varlen is None else len(VARLEN), H, S if varlen is None else f"varlen {S}", D, causal,
+             f"{ta * 1e3:.0f}", f"{tt * 1e3:.0f}", f"{tf(ta, flops):.0f}", f"{tf(tt, flops):.0f}", f"{ta / tt:.3f}x",
+             f"{diff:.1e}"]
+        print(" | ".join(str(c) for c in r), flush=True)
+        rows.append(r)
+        del sets
+        torch.cuda.empty_cache()
+    header = ["B", "H", "S", "D", "causal", "atomic us", "tiles us", "atomic TFLOP/s", "tiles TFLOP/s",
+              "tiles speed-up", "max |dq diff|"]
+    write_results(out, "Hopper attention backward: dQ sums by atomics vs tile-contiguous bulk reductions", header,
+                  rows, notes="bf16; torch.ops.mslk.fmha_fused_bwd under MSLK_FMHA_BWD_SM90_DQ=atomic and =tiles, "
+                              "alternating; flops 10·B·H·S²·D (half for causal); speed-up > 1: tiles faster.")
+    print(f"wrote {out}")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results_fmha_bwd.md"))
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--dq-routes", action="store_true", help="time the two dQ routes of the Hopper backward")
     args = ap.parse_args()
+    if args.dq_routes:
+        return dq_routes(args.out or Path(__file__).with_name("results_fmha_bwd_dq_routes.md"))
+    args.out = args.out or Path(__file__).with_name("results_fmha_bwd.md")
     rows = []
     for B, H, S, D, causal in SHAPES:
         sets = [make(B, S, H, D) for _ in range(copies_to_exceed_l2(4 * B * H * S * D * 2, factor=2))]

@@ -17,6 +17,7 @@
 #include "attention/fmha_reference_bwd.h"
 #include "attention/kernels/fmha_bwd.h"
 #include "common/checks.h"
+#include "mslk/utils/env.h"
 
 namespace mslk::attention {
 namespace {
@@ -60,6 +61,7 @@ std::optional<Grads> run_fused(const BwdCall& c) {
   p.max_seqlen_q = int(!varlen || a.max_seqlen_q < 0 || a.max_seqlen_q > Mq ? Mq : a.max_seqlen_q);
   p.max_seqlen_k = int(!varlen || a.max_seqlen_k < 0 || a.max_seqlen_k > Mkv ? Mkv : a.max_seqlen_k);
   p.deterministic = c.deterministic;
+  p.sm90_dq_tiles = read_env([] { return env::choice(env::Var::kFmhaBwdSm90Dq, {"atomic", "tiles"}, 0); });
 
   // Rows outside every query block / key lane are never visited by the kernel: start from 0.
   const bool partial = varlen || given(a.seqlen_k);

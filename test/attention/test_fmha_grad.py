@@ -128,9 +128,12 @@ def _close(got, want, tol):
     assert err <= tol * scale, (err, scale)
 
 
-def check_grads(name, layout, dtype, mq=7, mk=9, K=8, Kv=8, scale=None, op=None, device="cpu", tol=None, seed=0):
+def check_grads(name, layout, dtype, mq=7, mk=9, K=8, Kv=8, scale=None, op=None, device="cpu", tol=None, seed=0,
+                bias=None):
+    """Gradients of memory_efficient_attention against float64 autograd; the mask is _masks()[name],
+    or `bias` (a mask object, not a tensor) where given."""
     gen = torch.Generator().manual_seed(seed)
-    bias = _masks()[name]
+    bias = _masks()[name] if bias is None else bias
     B, mq, mk = _lens(bias, mq, mk)
     leaves, (q, k, v) = _make(layout, B, mq, mk, K, Kv, dtype, gen)
     bias, bt = _bias_of(name, bias, B, mq, mk, layout, dtype, gen)

@@ -10,6 +10,9 @@
 //   4. The Q operand of each thread's wgmma lies in its own warpgroup's 64 rows.
 //   5. The shared-memory operands partition alike for every thread of a warpgroup.
 //   6. The stream-K walk (check_stream_k).
+//   7. The backward's dQ part (fmha_bwd_sm90_kernel.cuh): the accumulator coordinates of each
+//      thread's values are the ones fmha_bwd_dq_tiles.h's register order (and the conversion of the
+//      tile-contiguous sums) assumes; the sequences' tiles of those sums are disjoint and in bounds.
 // A ctest (mslk_test_fmha_sm90_layouts, host-only: runs without a GPU). By hand, from the repo root:
 //   nvcc -std=c++17 --expt-relaxed-constexpr -DMSLK_HAS_CUTLASS=1 -Icsrc -I$CUTLASS/include \
 //     -gencode=arch=compute_90a,code=sm_90a -x cu test/cpp/test_fmha_sm90_layouts.cu \
@@ -22,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "attention/kernels/fmha_bwd_dq_tiles.h"
+#include "attention/kernels/fmha_bwd_sm90_kernel.cuh"
 #include "attention/kernels/fmha_fwd_sm90_kernel.cuh"
 
 using namespace cute;
@@ -306,9 +311,61 @@ void check_stream_k() {
   }
 }
 
+// 7. Value v of thread t (of 128) of a 64 x 64 dQ part: row 16 (t / 32) + (t % 32) / 4 + 8 ((v / 2) % 2),
+// column 8 (v / 4) + 2 (t % 4) + v % 2 (fmha_bwd_dq_tiles.h).
+template <typename Element, int D, int KW>
+void check_bwd_dq_part() {
+  using Tr = mslk::attention::sm90_bwd::Traits<Element, D>;
+  using MmaDQ = typename Tr::template MmaDQ<mslk::attention::kDqPartCols, KW>;
+  MmaDQ mma;
+  for (int t = 0; t < 128; ++t) {
+    auto thr = mma.get_thread_slice(t);
+    Tensor c = thr.partition_C(make_identity_tensor(Shape<_64, Int<mslk::attention::kDqPartCols>>{}));
+    EXPECT(size(c) == 32, "D%d: %d dQ values a thread", D, int(size(c)));
+    for (int v = 0; v < int(size(c)); ++v) {
+      const int r = 16 * (t / 32) + (t % 32) / 4 + 8 * ((v / 2) % 2), col = 8 * (v / 4) + 2 * (t % 4) + v % 2;
+      EXPECT(get<0>(c(v)) == r && get<1>(c(v)) == col, "D%d KW%d thread %d value %d at (%d, %d), expected (%d, %d)", D,
+             KW, t, v, int(get<0>(c(v))), int(get<1>(c(v))), r, col);
+    }
+  }
+}
+
+// 7. The tile-contiguous sums: per (tile, head) 64 * K floats; no two sequences share a tile, all in bounds.
+void check_bwd_dq_tiles() {
+  using mslk::attention::FmhaBwdParams;
+  std::vector<std::vector<int>> layouts = {{0, 1, 130, 137, 650, 714}, {0, 64, 128, 192}, {5, 6, 70, 71, 200},
+                                           {0, 63, 64, 65, 127, 129, 1000}, {0, 0, 0, 3}};
+  for (const auto& st : layouts) {
+    for (const int K : {64, 128}) {
+      FmhaBwdParams p{};
+      p.B = 1, p.H = 3, p.K = K, p.num_seqs = int(st.size()) - 1, p.Mq = st.back();
+      p.seqstart_q = st.data();  // host pointer: only compared with null here
+      std::set<int64_t> used;
+      for (int s = 0; s < p.num_seqs; ++s)
+        for (int m0 = 0; m0 < st[s + 1] - st[s]; m0 += 64)
+          for (int h = 0; h < p.H; ++h) {
+            const int64_t off = mslk::attention::dq_tile_offset(p, 0, st[s], s, m0, h);
+            EXPECT(off % (64 * K) == 0 && off >= 0 && off + 64 * K <= mslk::attention::dq_tiles_floats(p),
+                   "seq %d tile %d head %d: offset %lld of %lld floats", s, m0 / 64, h, (long long)off,
+                   (long long)mslk::attention::dq_tiles_floats(p));
+            EXPECT(used.insert(off).second, "seq %d tile %d head %d: offset %lld taken twice", s, m0 / 64, h,
+                   (long long)off);
+          }
+    }
+  }
+  FmhaBwdParams p{};  // dense: B x ceil(Mq / 64) tiles
+  p.B = 3, p.H = 2, p.K = 128, p.num_seqs = 3, p.Mq = 130;
+  EXPECT(mslk::attention::dq_tiles_floats(p) == int64_t(3) * 3 * 2 * 64 * 128, "dense tile floats");
+  EXPECT(mslk::attention::dq_tile_offset(p, 2, 0, 2, 128, 1) == ((int64_t(2) * 3 + 2) * 2 + 1) * 64 * 128,
+         "dense tile offset");
+}
+
 int main() {
   check_all(std::make_integer_sequence<int, kNumTileCfgs>{});  // defaults and candidates
   check_stream_k();
+  check_bwd_dq_part<cutlass::bfloat16_t, 128, 128>();  // d128: 64 columns over all 128 keys
+  check_bwd_dq_part<cutlass::half_t, 64, 64>();        // d64: all 64 columns over a warpgroup's keys
+  check_bwd_dq_tiles();
   std::printf(g_fail ? "%d FAILURES\n" : "all layout checks passed\n", g_fail);
   return g_fail ? 1 : 0;
 }

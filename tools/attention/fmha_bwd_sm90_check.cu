@@ -161,6 +161,7 @@ struct Problem {
     b.lse = dalloc<float>(size_t(c.B) * c.H * c.Mq);
     fill_random(b.q, nq, rng), fill_random(b.k, nk, rng), fill_random(b.v, nk, rng), fill_random(b.dout, nq, rng);
     FmhaBwdParams bp = bwd_params(c, b, num_seqs, max_len);
+    bp.sm90_dq_tiles = 1;  // room for either dQ layout
     b.ws_bytes = fmha_bwd_workspace_bytes(bp);
     b.ws = dalloc<unsigned char>(size_t(b.ws_bytes));
     CK(fa2_fwd(fwd_params(c, b, num_seqs, max_len)));
@@ -266,7 +267,7 @@ int main(int argc, char** argv) {
       {1, 3, 0, 0, 64, kMaskNone, true, "varlen 5 seqs d64"},
   };
   const std::vector<int> lens = {1, 130, 7, 513, 64};
-  constexpr int kVariants = 4;
+  constexpr int kVariants = 5;  // fmha_bwd_sm90_variants.cu
   if (mode == "--profile") {
     const int v = argc > 2 ? std::atoi(argv[2]) : 0;
     const Case c{2, 32, 4096, 4096, 128, kMaskNone, false, "B2 H32 S4096 d128"};

@@ -12,12 +12,16 @@ cudaError_t main_v(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t
 }  // namespace
 
 // The variants compared (measured and dropped: kVarBulkDq, kVarKeySplitDq, kVarPingPong); v = index here.
-constexpr int kVariantBits[] = {2, 10, 42, 14};
-constexpr int kNumSm90BwdVariants = 4;
+// The workspace must have room for the tile-contiguous dQ sums (sized with sm90_dq_tiles = 1).
+constexpr int kVariantBits[] = {2, 10, 42, 14, 74};
+constexpr int kNumSm90BwdVariants = 5;
 int fmha_bwd_sm90_variant_bits(int v) { return v >= 0 && v < kNumSm90BwdVariants ? kVariantBits[v] : -1; }
 cudaError_t fmha_bwd_sm90_variant(const FmhaBwdParams& p, int v, cudaStream_t stream) {
-  static constexpr FmhaBwdMainFn fns[kNumSm90BwdVariants] = {main_v<2>, main_v<10>, main_v<42>, main_v<14>};
+  static constexpr FmhaBwdMainFn fns[kNumSm90BwdVariants] = {main_v<2>, main_v<10>, main_v<42>, main_v<14>,
+                                                             main_v<74>};
   if (v < 0 || v >= kNumSm90BwdVariants || !p.is_bf16) return cudaErrorInvalidValue;
-  return fmha_bwd_with(p, fns[v], stream);
+  FmhaBwdParams pv = p;
+  pv.sm90_dq_tiles = (kVariantBits[v] & sm90_bwd::kVarTileDq) != 0;
+  return fmha_bwd_with(pv, fns[v], pv.sm90_dq_tiles != 0, stream);
 }
 }  // namespace mslk::attention

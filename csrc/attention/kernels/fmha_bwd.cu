@@ -2,16 +2,20 @@
 // small kernels around the per-head-dim ones (fmha_bwd_d*.cu):
 //   preprocess  D_i = sum_c dO[i, c] * O[i, c] per (batch, head, query row), float32;
 //   convert     dq = scale * dq_accum in the input dtype (atomic mode only).
-// Workspace: [dsum: B * H * Mq floats, padded to 256 bytes][dq_accum: B * Mq * H * K floats, atomic
-// mode only]; dq_accum is cleared on the stream before the main kernel adds to it.
+// Workspace: [dsum: B * H * Mq floats, padded to 256 bytes][dq_accum, atomic mode only: B * Mq * H * K
+// floats, or the tile-contiguous sums of fmha_bwd_dq_tiles.h where the Hopper kernel uses them]; the
+// layout in use is cleared on the stream before the main kernel adds to it.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "attention/kernels/fmha_bwd.h"
+#include "attention/kernels/fmha_bwd_dq_tiles.h"
 #include "attention/kernels/fmha_bwd_impl.h"
 #include "attention/kernels/fmha_bwd_sm90.h"
+#include "attention/kernels/fmha_sm80_device.cuh"
 #include "common/device_attrs.h"
 
 namespace mslk::attention {
@@ -59,9 +63,43 @@ __global__ void __launch_bounds__(kThreads) fmha_bwd_convert_dq(const FmhaBwdPar
   }
 }
 
+// The tile-contiguous sums (fmha_bwd_dq_tiles.h) as dq in the input dtype: CTAs (x, head, sequence)
+// take the sequence's tiles x, x + gridDim.x, ... (robust to a low max_seqlen_q); float4 reads in
+// the sums' order, each giving two column pairs of two rows. Rows past the sequence are not
+// written, nor rows outside every sequence (the caller's zeros stay).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fmha_bwd_convert_dq_tiles(const FmhaBwdParams p, const float* acc) {
+  sm80::SeqBlock sb;
+  if (!sm80::seq_block(p, int(blockIdx.z), p.Mkv, sb)) return;
+  const int h = int(blockIdx.y), n4 = kDqTileRows * p.K / 4;
+  T* const dq = static_cast<T*>(p.dq) + int64_t(sb.bq) * p.dq_sb + int64_t(h) * p.dq_sh;
+  for (int m0 = int(blockIdx.x) * kDqTileRows; m0 < sb.lq; m0 += int(gridDim.x) * kDqTileRows) {
+    const float4* src = reinterpret_cast<const float4*>(acc + dq_tile_offset(p, sb.bq, sb.q0, int(blockIdx.z), m0, h));
+    const int rows = min(kDqTileRows, sb.lq - m0);
+    for (int f = threadIdx.x; f < n4; f += kThreads) {
+      const float4 v = src[f];
+      const int part = f / 1024, j = (f / 128) % 8, t = f % 128;
+      const int r = 16 * (t / 32) + (t % 32) / 4, c = part * kDqPartCols + 8 * j + 2 * (t % 4);
+      const T pa[2] = {from_f<T>(v.x * p.scale), from_f<T>(v.y * p.scale)};
+      const T pb[2] = {from_f<T>(v.z * p.scale), from_f<T>(v.w * p.scale)};
+      if (r < rows)
+        *reinterpret_cast<uint32_t*>(dq + int64_t(sb.q0 + m0 + r) * p.dq_sm + c) =
+            *reinterpret_cast<const uint32_t*>(pa);
+      if (r + 8 < rows)
+        *reinterpret_cast<uint32_t*>(dq + int64_t(sb.q0 + m0 + r + 8) * p.dq_sm + c) =
+            *reinterpret_cast<const uint32_t*>(pb);
+    }
+  }
+}
+
 int64_t dsum_bytes(const FmhaBwdParams& p) { return (int64_t(p.B) * p.H * p.Mq * 4 + 255) / 256 * 256; }
+int64_t dq_rows_bytes(const FmhaBwdParams& p) { return int64_t(p.B) * p.Mq * p.H * p.K * 4; }
+int64_t dq_tiles_bytes(const FmhaBwdParams& p) { return dq_tiles_floats(p) * 4; }
+// Room for the layout the call may use: the tiles only where sm90_dq_tiles asks for them.
 int64_t dq_accum_bytes(const FmhaBwdParams& p) {
-  return p.deterministic ? 0 : int64_t(p.B) * p.Mq * p.H * p.K * 4;
+  if (p.deterministic) return 0;
+  const int64_t rows = dq_rows_bytes(p);
+  return p.sm90_dq_tiles ? std::max(rows, dq_tiles_bytes(p)) : rows;
 }
 
 bool aligned(const void* ptr, int bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
@@ -88,15 +126,23 @@ cudaError_t bwd_d(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t 
 }
 
 template <typename T>
-cudaError_t run(const FmhaBwdParams& p, const FmhaBwdScratch& w, FmhaBwdMainFn main, cudaStream_t stream) {
+cudaError_t run(const FmhaBwdParams& p, const FmhaBwdScratch& w, FmhaBwdMainFn main, bool dq_tiles,
+                cudaStream_t stream) {
   const int64_t rows = int64_t(p.B) * p.Mq * p.H;
   if (rows == 0) return main(p, w, stream);  // no queries: dK = dV = 0
   fmha_bwd_preprocess<T><<<unsigned((rows * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(p, w.dsum);
   cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess && w.dq_accum != nullptr) err = cudaMemsetAsync(w.dq_accum, 0, dq_accum_bytes(p), stream);
+  if (err == cudaSuccess && w.dq_accum != nullptr)
+    err = cudaMemsetAsync(w.dq_accum, 0, dq_tiles ? dq_tiles_bytes(p) : dq_rows_bytes(p), stream);
   if (err != cudaSuccess) return err;
   err = main(p, w, stream);
   if (err != cudaSuccess || w.dq_accum == nullptr) return err;
+  if (dq_tiles) {
+    const int tiles = std::max(1, (p.max_seqlen_q + kDqTileRows - 1) / kDqTileRows);
+    fmha_bwd_convert_dq_tiles<T><<<dim3(unsigned(tiles), unsigned(p.H), unsigned(p.num_seqs)), kThreads, 0, stream>>>(
+        p, w.dq_accum);
+    return cudaGetLastError();
+  }
   const int64_t n = rows * p.K;
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   fmha_bwd_convert_dq<T><<<unsigned(blocks < 65536 ? blocks : 65536), kThreads, 0, stream>>>(p, w.dq_accum);
@@ -128,11 +174,12 @@ int64_t fmha_bwd_workspace_bytes(const FmhaBwdParams& p) { return dsum_bytes(p) 
 cudaError_t fmha_bwd(const FmhaBwdParams& p, cudaStream_t stream) {
   if (!fmha_bwd_supports(p)) return cudaErrorNotSupported;
   if (!p.no_sm90 && fmha_bwd_sm90_supports(p)) return fmha_bwd_sm90(p, stream);
-  return fmha_bwd_with(p, bwd_d, stream);
+  return fmha_bwd_with(p, bwd_d, false, stream);
 }
 
-cudaError_t fmha_bwd_with(const FmhaBwdParams& p, FmhaBwdMainFn main, cudaStream_t stream) {
+cudaError_t fmha_bwd_with(const FmhaBwdParams& p, FmhaBwdMainFn main, bool dq_tiles, cudaStream_t stream) {
   if (int64_t(p.B) * p.H == 0 || p.num_seqs <= 0) return cudaSuccess;
+  if (dq_tiles && (p.deterministic || !p.sm90_dq_tiles)) return cudaErrorInvalidValue;  // sized for the rows
   const int64_t need = fmha_bwd_workspace_bytes(p);
   if (need > 0 && (p.workspace == nullptr || p.workspace_bytes < need || !aligned(p.workspace, 16)))
     return cudaErrorInvalidValue;
@@ -140,7 +187,7 @@ cudaError_t fmha_bwd_with(const FmhaBwdParams& p, FmhaBwdMainFn main, cudaStream
   w.dsum = static_cast<float*>(p.workspace);
   w.dq_accum = p.deterministic ? nullptr
                                : reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + dsum_bytes(p));
-  return p.is_bf16 ? run<__nv_bfloat16>(p, w, main, stream) : run<__half>(p, w, main, stream);
+  return p.is_bf16 ? run<__nv_bfloat16>(p, w, main, dq_tiles, stream) : run<__half>(p, w, main, dq_tiles, stream);
 }
 
 }  // namespace mslk::attention

@@ -52,6 +52,9 @@ struct FmhaBwdParams {
   void* workspace;
   int64_t workspace_bytes;
   int no_sm90;  // 1: fmha_bwd skips the Hopper kernel (fmha_bwd_sm90.h) and runs the FA2 one
+  // 1: the Hopper kernel adds its dQ parts to tile-contiguous sums by one bulk reduction a tile
+  // and warpgroup (fmha_bwd_dq_tiles.h), instead of 8-byte atomics into [B, Mq, H, K] sums.
+  int sm90_dq_tiles;
 };
 
 // Launches on `stream`; returns the launch error (cudaSuccess when nothing to do).

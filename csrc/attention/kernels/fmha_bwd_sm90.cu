@@ -46,7 +46,7 @@ bool fmha_bwd_sm90_supports(const FmhaBwdParams& p) {
 
 cudaError_t fmha_bwd_sm90(const FmhaBwdParams& p, cudaStream_t stream) {
   if (!fmha_bwd_sm90_supports(p)) return cudaErrorNotSupported;
-  return fmha_bwd_with(p, main_sm90, stream);
+  return fmha_bwd_with(p, main_sm90, p.sm90_dq_tiles != 0, stream);
 }
 
 }  // namespace mslk::attention

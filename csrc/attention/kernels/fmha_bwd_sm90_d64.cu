@@ -4,7 +4,7 @@
 namespace mslk::attention {
 cudaError_t fmha_bwd_sm90_d64(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
 #if MSLK_HAS_CUTLASS
-  return sm90_bwd::launch_dtype<64>(p, w, stream);
+  return sm90_bwd::launch_library<64>(p, w, stream);
 #else
   (void)p, (void)w, (void)stream;
   return cudaErrorNotSupported;

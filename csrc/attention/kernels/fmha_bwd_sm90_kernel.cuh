@@ -12,7 +12,9 @@
 //       dV += P^T dO, dK += dS^T Q   (wgmma, A from registers, dO / Q MN-major from smem; the dK / dV
 //                                     accumulators stay in registers across query tiles),
 //       dS^T to smem (input dtype), then dQ = dS K (wgmma, both MN-major from smem), added to the
-//       float32 dQ sums with 8-byte atomics (fmha_bwd.cu scales and converts them).
+//       float32 dQ sums with 8-byte atomics (fmha_bwd.cu scales and converts them), or (kVarTileDq)
+//       stored to smem in register order and added by one bulk reduction a warpgroup that producer
+//       warp 2 issues into tile-contiguous sums (fmha_bwd_dq_tiles.h).
 // Tiles use the 128-byte swizzle both TMA and wgmma understand (fmha_fwd_sm90_traits.cuh).
 #pragma once
 #include "attention/kernels/fmha_bwd_sm90_traits.cuh"
@@ -21,6 +23,7 @@
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "attention/kernels/fmha_bwd_device.cuh"
+#include "attention/kernels/fmha_bwd_dq_tiles.h"
 
 namespace mslk::attention::sm90_bwd {
 using namespace cute;
@@ -129,6 +132,33 @@ __device__ __forceinline__ void drain_dq(const Args& a, SharedStorage<Element, D
   ptx::tma_store_wait_all();
 }
 
+// Producer warp 2 (kVarTileDq): each query tile's dQ parts (register order, fmha_bwd_dq_tiles.h)
+// added to the tile-contiguous sums, one 16 KB bulk reduction a warpgroup from lane 0. Rows past the
+// block land in the tile's own padding (the conversion skips them).
+template <typename Element, int D>
+__device__ __forceinline__ void drain_dq_tiles(const Args& a, SharedStorage<Element, D>& ss, const Span& sp, int h,
+                                               int lane) {
+  using Tr = Traits<Element, D>;
+  constexpr uint32_t kPartBytes = kDqTileRows * kDqPartCols * sizeof(float);
+#pragma unroll 1
+  for (int it = 0; it < sp.m_tiles; ++it) {
+    const int s = it % Tr::kDqStages, m0 = sp.m_begin + it * Tr::kBM;
+    mbar_wait(&ss.dq_full[s], (it / Tr::kDqStages) & 1);
+    if (lane == 0) {
+      float* dst = a.dq_accum + dq_tile_offset(a.p, sp.sb.bq, sp.sb.q0, int(blockIdx.z), m0, h);
+#pragma unroll
+      for (int w = 0; w < Tr::kWGs; ++w)
+        ptx::bulk_reduce_add_f32(dst + (Tr::kDqSplitKeys ? 0 : w * kDqTileRows * kDqPartCols),
+                                 ss.dq.data() + (s * Tr::kWGs + w) * Tr::kBM * Tr::kDqLd, kPartBytes);
+      ptx::tma_store_commit();
+      ptx::tma_store_wait_read();  // the reductions have read the buffer
+    }
+    __syncwarp();
+    mbar_arrive(&ss.dq_empty[s]);  // every lane (dq_empty counts 32)
+  }
+  if (lane == 0) ptx::tma_store_wait_all();
+}
+
 // V: the variant bits of kVariantBits (traits); production kernels use kVariant.
 template <typename Element, int D, int V>
 __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
@@ -136,6 +166,8 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tr = Traits<Element, D>;
   constexpr bool kBulkDq = (V & kVarBulkDq) != 0, kSplitSdP = (V & kVarSplitSdP) != 0;
+  constexpr bool kTileDq = (V & kVarTileDq) != 0;
+  static_assert(!(kTileDq && kBulkDq), "one way for the dQ parts");
   constexpr bool kFastIo = (V & kVarFastIo) != 0;
   constexpr bool kLsePrefetch = kFastIo && (V & kVarNoLsePrefetch) == 0;
   // dQ = dS K per warpgroup: kKeySplit: all NC = D columns over the warpgroup's own 64 keys (no
@@ -147,8 +179,9 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
   static_assert(!kPingPong || kSplitSdP, "the turn passes after the split S / dP issue");
   static_assert(!(kBulkDq && kKeySplit && D != 64), "the bulk dQ buffers hold 64 columns a warpgroup");
   constexpr int KW = kKeySplit ? 64 : 128, NC = kKeySplit ? D : 64;
-  using MmaDQ = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<NC>, Int<KW>>, GMMA::Major::MN, GMMA::Major::MN>()));
+  static_assert(!kTileDq || (NC == kDqPartCols && Tr::kBM == kDqTileRows && Tr::kDqLd >= kDqPartCols),
+                "tile-contiguous dQ: 64 x 64 parts, each in one buffer of the dQ stages");
+  using MmaDQ = typename Tr::template MmaDQ<NC, KW>;
   constexpr int BN = Tr::kBN, BM = Tr::kBM;
   const FmhaBwdParams& p = a.p;
   const int h = int(blockIdx.y);
@@ -181,6 +214,7 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
       if (threadIdx.x == 0) produce_tiles<Element, D>(a, ss, sp, h);
       else if (threadIdx.x / 32 == 1) produce_rows<Element, D>(a, ss, sp, h, threadIdx.x % 32);
       else if (kBulkDq && threadIdx.x / 32 == 2) drain_dq<Element, D>(a, ss, sp, h, threadIdx.x % 32);
+      else if (kTileDq && threadIdx.x / 32 == 2) drain_dq_tiles<Element, D>(a, ss, sp, h, threadIdx.x % 32);
     }
     return;
   }
@@ -433,6 +467,17 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
         ptx::fence_proxy_async_smem();  // generic stores before the async-proxy reads
         mbar_arrive(&ss.dq_full[ds]);
       }
+    } else if constexpr (kTileDq) {
+      // ---- dQ part to its shared buffer in register order (float4 j of thread t at j * 128 + t:
+      // each warp's store is 512 contiguous bytes) for warp 2's bulk reduction
+      const int ds = it % Tr::kDqStages;
+      mbar_wait(&ss.dq_empty[ds], ((it / Tr::kDqStages) & 1) ^ 1);
+      float4* buf = reinterpret_cast<float4*>(ss.dq.data() + (ds * Tr::kWGs + cwg) * BM * Tr::kDqLd);
+      CUTE_UNROLL
+      for (int j = 0; j < NC / 8; ++j)
+        buf[j * 128 + ctid % 128] = make_float4(tdQrdQ(4 * j), tdQrdQ(4 * j + 1), tdQrdQ(4 * j + 2), tdQrdQ(4 * j + 3));
+      ptx::fence_proxy_async_smem();  // generic stores before the async-proxy reads
+      mbar_arrive(&ss.dq_full[ds]);
     } else if constexpr (kFastIo) {
       // ---- dQ sums: column pairs as 8-byte reductions from two row pointers (the thread's two rows)
       // (the layout formula rather than tdQc, so that the 8-column steps become immediate offsets of

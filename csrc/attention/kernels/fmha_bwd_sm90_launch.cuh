@@ -40,9 +40,15 @@ cudaError_t launch(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t
   return cudaGetLastError();
 }
 
-template <int D>
+template <int D, int V>
 cudaError_t launch_dtype(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
-  return p.is_bf16 ? launch<cutlass::bfloat16_t, D>(p, w, stream) : launch<cutlass::half_t, D>(p, w, stream);
+  return p.is_bf16 ? launch<cutlass::bfloat16_t, D, V>(p, w, stream) : launch<cutlass::half_t, D, V>(p, w, stream);
+}
+
+// The library's kernels: kVariant, with the tile-contiguous dQ sums where p asks for them.
+template <int D>
+cudaError_t launch_library(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
+  return p.sm90_dq_tiles ? launch_dtype<D, kVariant | kVarTileDq>(p, w, stream) : launch_dtype<D, kVariant>(p, w, stream);
 }
 
 }  // namespace mslk::attention::sm90_bwd

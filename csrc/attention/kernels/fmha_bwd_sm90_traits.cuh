@@ -62,13 +62,18 @@ struct Traits {
   using MmaDKV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<D>, Int<kBM>>, GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<_2, _1, _1>>{}));
+  // dQ part = dS K over KW keys and NC columns (both operands MN-major from smem).
+  template <int NC, int KW>
+  using MmaDQ = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<NC>, Int<KW>>, GMMA::Major::MN, GMMA::Major::MN>()));
   // P^T / dS^T as the register A operand of one thread: (8 values of a 16-query step, 1, BM / 16),
   // the accumulator's linear order (as the forward's P).
   using LayoutP = Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBM / 16>>>;
 
-  // dQ leaves through shared memory: each warpgroup's 64 x 64 float32 part, rows padded to 72 floats
-  // (conflict-free 8-byte stores from the accumulator layout, 16-byte aligned rows), added to the
-  // global float32 sums by bulk reductions that producer warp 2 issues; 2 buffers.
+  // dQ leaves through shared memory: each warpgroup's 64 x 64 float32 part, added to the global
+  // float32 sums by bulk reductions that producer warp 2 issues; 2 buffers. kVarBulkDq: rows padded to
+  // 72 floats (conflict-free 8-byte stores from the accumulator layout, 16-byte aligned rows), one
+  // reduction a row; kVarTileDq: the first 4096 floats of a part in register order, one reduction.
   static constexpr int kDqCols = 64, kDqLd = kDqCols + 8, kDqStages = 2;
 
   static constexpr uint32_t kQBytes = kBM * D * sizeof(Element);   // one Q (or dO) tile
@@ -106,12 +111,15 @@ struct Args {
 
 // Kernel variants (bits of the kernel's V), kept selectable so tools/attention/fmha_bwd_sm90_check can
 // time them against each other in one run; kVariant is what the library instantiates.
-constexpr int kVarBulkDq = 1;    // dQ parts through shared memory + bulk reductions (else 8-byte atomics)
+constexpr int kVarBulkDq = 1;    // dQ parts through shared memory + a bulk reduction a row (else 8-byte atomics)
 constexpr int kVarSplitSdP = 2;  // S and dP in separate wgmma groups: P and dV under the dP GEMM
 constexpr int kVarKeySplitDq = 4;  // d128: each warpgroup's dQ over its own keys, no cross-warpgroup barrier
-constexpr int kVarFastIo = 8;
-constexpr int kVarPingPong = 16;
-constexpr int kVarNoLsePrefetch = 32;  // with kVarFastIo: LSE rows read from shared memory per element  // with key-split dQ: the warpgroups alternate their S / dP GEMM issue  // dS^T by stmatrix, dQ reductions from hoisted row pointers, LSE rows in registers
+constexpr int kVarFastIo = 8;      // dS^T by stmatrix, dQ reductions from hoisted row pointers, LSE rows in registers
+constexpr int kVarPingPong = 16;   // with key-split dQ: the warpgroups alternate their S / dP GEMM issue
+constexpr int kVarNoLsePrefetch = 32;  // with kVarFastIo: LSE rows read from shared memory per element
+// dQ parts to shared memory in the accumulator's register order, then one bulk reduction a
+// warpgroup and tile into tile-contiguous sums (fmha_bwd_dq_tiles.h); FmhaBwdParams::sm90_dq_tiles.
+constexpr int kVarTileDq = 64;
 constexpr int kVariant = kVarSplitSdP | kVarFastIo;
 
 // Named barriers (0 is __syncthreads), both over the 256 consumer threads.

@@ -38,6 +38,9 @@ namespace mslk::env {
     "tuning: 0 writes the Hopper attention kernel's O from registers instead of TMA stores")                       \
   X(kFmhaSm90Ovec, MSLK_FMHA_SM90_OVEC, "0, 1", "1",                                                               \
     "tuning: 0 writes the Hopper attention kernel's O in 4-byte stores instead of 16-byte ones")                   \
+  X(kFmhaBwdSm90Dq, MSLK_FMHA_BWD_SM90_DQ, "atomic, tiles", "atomic",                                             \
+    "dQ sums of the Hopper attention backward: 8-byte atomics from the consumer warps (atomic), or one bulk "      \
+    "reduction a tile and warpgroup into tile-contiguous sums (tiles)")                                           \
   X(kDecodeTileCfg, MSLK_DECODE_TILE_CFG, "0 to 3", "by head dim",                                                 \
     "tuning: force the split-K decode attention kernel's tile row (fmha_decode_kernel.cuh, DecodeCfg)")            \
   X(kDecodeKvDequant, MSLK_DECODE_KV_DEQUANT, "separate, fused", "separate",                                      \

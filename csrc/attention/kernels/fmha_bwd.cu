@@ -29,37 +29,73 @@ template <typename T> __device__ __forceinline__ T from_f(float x);
 template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
-// One warp per (b, m, h) row of all B * Mq * H (rows outside every varlen query block are computed
-// too: they are never read).
+// Eight 16-bit values from one 16-byte load.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) fmha_bwd_preprocess(const FmhaBwdParams p, float* dsum) {
+__device__ __forceinline__ void load8(const T* ptr, float (&v)[8]) {
+  const uint4 u = *reinterpret_cast<const uint4*>(ptr);
+  const T* e = reinterpret_cast<const T*>(&u);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = to_f(e[i]);
+}
+
+// One warp per (b, m, h) row of all B * Mq * H (rows outside every varlen query block are computed
+// too: they are never read). vec: out and dout rows 16-byte aligned, 8 columns a lane a load (Kv is a
+// multiple of 8).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) fmha_bwd_preprocess(const FmhaBwdParams p, float* dsum, bool vec) {
   const int64_t row = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (row >= int64_t(p.B) * p.Mq * p.H) return;
-  const int h = int(row % p.H);
   const int64_t bm = row / p.H;
-  const int m = int(bm % p.Mq), b = int(bm / p.Mq);
-  const T* o = static_cast<const T*>(p.out) + int64_t(b) * p.o_sb + int64_t(m) * p.o_sm + int64_t(h) * p.o_sh;
-  const T* d = static_cast<const T*>(p.dout) + int64_t(b) * p.do_sb + int64_t(m) * p.do_sm + int64_t(h) * p.do_sh;
+  const int h = int(row - bm * p.H);
+  const int64_t b = bm / p.Mq;
+  const int m = int(bm - b * p.Mq);
+  const T* o = static_cast<const T*>(p.out) + b * p.o_sb + int64_t(m) * p.o_sm + int64_t(h) * p.o_sh;
+  const T* d = static_cast<const T*>(p.dout) + b * p.do_sb + int64_t(m) * p.do_sm + int64_t(h) * p.do_sh;
   float acc = 0.f;
-  for (int c = lane; c < p.Kv; c += 32) acc += to_f(o[c]) * to_f(d[c]);
+  if (vec) {
+    for (int c = lane * 8; c < p.Kv; c += 256) {
+      float a[8], g[8];
+      load8(o + c, a);
+      load8(d + c, g);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc += a[i] * g[i];
+    }
+  } else {
+    for (int c = lane; c < p.Kv; c += 32) acc += to_f(o[c]) * to_f(d[c]);
+  }
 #pragma unroll
   for (int x = 16; x > 0; x >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, x);
-  if (lane == 0) dsum[(int64_t(b) * p.H + h) * p.Mq + m] = acc;
+  if (lane == 0) dsum[(b * p.H + h) * p.Mq + m] = acc;
 }
 
-// dq[b, m, h, c] = scale * dq_accum[b, m, h, c] over all rows (rows no query block holds get zeros).
+// dq[b, m, h, c] = scale * dq_accum[b, m, h, c] over all rows (rows no query block holds get zeros):
+// a thread per 8 columns (K is a multiple of 8), two 16-byte loads, one 16-byte store where dq's rows
+// are 16-byte aligned (vec) or four 4-byte ones.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) fmha_bwd_convert_dq(const FmhaBwdParams p, const float* acc) {
-  const int64_t n = int64_t(p.B) * p.Mq * p.H * p.K;
+__global__ void __launch_bounds__(kThreads) fmha_bwd_convert_dq(const FmhaBwdParams p, const float* acc, bool vec) {
+  const int k8 = p.K / 8;
+  const int64_t n = int64_t(p.B) * p.Mq * p.H * k8;
   for (int64_t e = int64_t(blockIdx.x) * kThreads + threadIdx.x; e < n; e += int64_t(gridDim.x) * kThreads) {
-    const int c = int(e % p.K);
-    const int64_t r = e / p.K;
-    const int h = int(r % p.H);
+    const int64_t r = e / k8;
+    const int c = int(e - r * k8) * 8;
     const int64_t bm = r / p.H;
-    const int m = int(bm % p.Mq), b = int(bm / p.Mq);
-    static_cast<T*>(p.dq)[int64_t(b) * p.dq_sb + int64_t(m) * p.dq_sm + int64_t(h) * p.dq_sh + c] =
-        from_f<T>(acc[e] * p.scale);
+    const int h = int(r - bm * p.H);
+    const int64_t b = bm / p.Mq;
+    const int m = int(bm - b * p.Mq);
+    const float4* src = reinterpret_cast<const float4*>(acc + r * p.K + c);
+    const float4 lo = src[0], hi = src[1];
+    const float f[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    alignas(16) T out[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out[i] = from_f<T>(f[i] * p.scale);
+    T* dst = static_cast<T*>(p.dq) + b * p.dq_sb + int64_t(m) * p.dq_sm + int64_t(h) * p.dq_sh + c;
+    if (vec) {
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) reinterpret_cast<uint32_t*>(dst)[i] = reinterpret_cast<const uint32_t*>(out)[i];
+    }
   }
 }
 
@@ -130,7 +166,10 @@ cudaError_t run(const FmhaBwdParams& p, const FmhaBwdScratch& w, FmhaBwdMainFn m
                 cudaStream_t stream) {
   const int64_t rows = int64_t(p.B) * p.Mq * p.H;
   if (rows == 0) return main(p, w, stream);  // no queries: dK = dV = 0
-  fmha_bwd_preprocess<T><<<unsigned((rows * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(p, w.dsum);
+  const bool o_vec = aligned(p.out, 16) && p.o_sb % 8 == 0 && p.o_sm % 8 == 0 && p.o_sh % 8 == 0;
+  const bool do_vec = aligned(p.dout, 16) && p.do_sb % 8 == 0 && p.do_sm % 8 == 0 && p.do_sh % 8 == 0;
+  fmha_bwd_preprocess<T><<<unsigned((rows * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(p, w.dsum,
+                                                                                                    o_vec && do_vec);
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess && w.dq_accum != nullptr)
     err = cudaMemsetAsync(w.dq_accum, 0, dq_tiles ? dq_tiles_bytes(p) : dq_rows_bytes(p), stream);
@@ -143,9 +182,10 @@ cudaError_t run(const FmhaBwdParams& p, const FmhaBwdScratch& w, FmhaBwdMainFn m
         p, w.dq_accum);
     return cudaGetLastError();
   }
-  const int64_t n = rows * p.K;
+  const int64_t n = rows * (p.K / 8);
   const int64_t blocks = (n + kThreads - 1) / kThreads;
-  fmha_bwd_convert_dq<T><<<unsigned(blocks < 65536 ? blocks : 65536), kThreads, 0, stream>>>(p, w.dq_accum);
+  const bool dq_vec = aligned(p.dq, 16) && p.dq_sb % 8 == 0 && p.dq_sm % 8 == 0 && p.dq_sh % 8 == 0;
+  fmha_bwd_convert_dq<T><<<unsigned(blocks < 65536 ? blocks : 65536), kThreads, 0, stream>>>(p, w.dq_accum, dq_vec);
   return cudaGetLastError();
 }
 

@@ -8,9 +8,9 @@ The backward columns time only the backward: ours calls the op on saved (out, ls
 training step adds the forward's 4·B·H·S²·D. Prints and writes (--out) TFLOP/s, ratios, and the max
 abs difference of our dq, dk, dv against cuDNN's once per shape.
 
---dq-routes: instead, the two routes of the Hopper backward's dQ sums (MSLK_FMHA_BWD_SM90_DQ: atomic,
-tiles) timed alternating on the d64 / d128 shapes, with their dq difference
-(results_fmha_bwd_dq_routes.md).
+--ab dq / --ab d256: instead, a switch's two values timed alternating on the shapes it concerns, with
+the gradients' difference: the Hopper backward's dQ sums (MSLK_FMHA_BWD_SM90_DQ=atomic vs tiles, d64 /
+d128), head dim 256 on the FA2-style vs the Hopper kernel (MSLK_FMHA_BWD_SM90_D256=0 vs 1).
 """
 
 from __future__ import annotations
@@ -149,51 +149,62 @@ def row(B, H, S, D, causal, sets, flops_fwd, varlen=None):
     return r
 
 
-def routed(f, route):
+def routed(f, var, value):
     def g(*a):
-        with env_var("MSLK_FMHA_BWD_SM90_DQ", route):
+        with env_var(var, value):
             return f(*a)
     return g
 
 
-def dq_routes(out):
-    """atomic vs tiles on the Hopper kernel's shapes (d64 / d128), alternating."""
+def ab(var, values, dims, out):
+    """mslk's backward under var=values[0] vs var=values[1], alternating, on the shapes of head dims
+    `dims` (and the varlen batch at d128 when 128 is among them)."""
     tf = lambda ms, fl: fl / (ms * 1e-3) / 1e12  # noqa: E731
     rows = []
     total, mx = sum(VARLEN), max(VARLEN)
     cu = torch.tensor([0] + list(torch.tensor(VARLEN).cumsum(0)), dtype=torch.int32, device="cuda")
-    cases = [(B, H, S, D, c, None) for B, H, S, D, c in SHAPES if D <= 128]
-    cases += [(1, 32, total, 128, c, (cu, mx)) for c in (False, True)]
+    cases = [(B, H, S, D, c, None) for B, H, S, D, c in SHAPES if D in dims]
+    cases += [(1, 32, total, 128, c, (cu, mx)) for c in (False, True) if 128 in dims]
+    va, vb = values
     for B, H, S, D, causal, varlen in cases:
         prep, f = ours_bwd(causal, varlen)
         sets = [prep(*make(B, S, H, D)) for _ in range(copies_to_exceed_l2(4 * B * H * S * D * 2, factor=2))]
-        a, t = routed(f, "atomic"), routed(f, "tiles")
-        diff = (a(*sets[0])[0].float() - t(*sets[0])[0].float()).abs().max().item()
-        ta, tt = time_pair(a, sets, t, sets)
+        fa, fb = routed(f, var, va), routed(f, var, vb)
+        diff = max((x.float() - y.float()).abs().max().item() for x, y in zip(fa(*sets[0]), fb(*sets[0])))
+        ta, tb = time_pair(fa, sets, fb, sets)
         lens = VARLEN if varlen is not None else [S] * B
         flops = sum(10.0 * H * s * s * D for s in lens) * (0.5 if causal else 1.0)
         r = [B if varlen is None else len(VARLEN), H, S if varlen is None else f"varlen {S}", D, causal,
-             f"{ta * 1e3:.0f}", f"{tt * 1e3:.0f}", f"{tf(ta, flops):.0f}", f"{tf(tt, flops):.0f}", f"{ta / tt:.3f}x",
+             f"{ta * 1e3:.0f}", f"{tb * 1e3:.0f}", f"{tf(ta, flops):.0f}", f"{tf(tb, flops):.0f}", f"{ta / tb:.3f}x",
              f"{diff:.1e}"]
         print(" | ".join(str(c) for c in r), flush=True)
         rows.append(r)
         del sets
         torch.cuda.empty_cache()
-    header = ["B", "H", "S", "D", "causal", "atomic us", "tiles us", "atomic TFLOP/s", "tiles TFLOP/s",
-              "tiles speed-up", "max |dq diff|"]
-    write_results(out, "Hopper attention backward: dQ sums by atomics vs tile-contiguous bulk reductions", header,
-                  rows, notes="bf16; torch.ops.mslk.fmha_fused_bwd under MSLK_FMHA_BWD_SM90_DQ=atomic and =tiles, "
-                              "alternating; flops 10·B·H·S²·D (half for causal); speed-up > 1: tiles faster.")
+    header = ["B", "H", "S", "D", "causal", f"{va} us", f"{vb} us", f"{va} TFLOP/s", f"{vb} TFLOP/s",
+              f"{vb} speed-up", "max |grad diff|"]
+    write_results(out, f"Attention backward: {var}={va} vs {vb}", header, rows,
+                  notes=f"bf16; torch.ops.mslk.fmha_fused_bwd under {var}={va} and ={vb}, alternating; flops "
+                        "10·B·H·S²·D (half for causal); speed-up > 1: the second value faster; grad diff: dq, dk, "
+                        "dv of the two.")
     print(f"wrote {out}")
+
+
+# --ab presets: the switch, its two values, the head dims it concerns, the results file
+AB = {
+    "dq": ("MSLK_FMHA_BWD_SM90_DQ", ("atomic", "tiles"), (64, 128), "results_fmha_bwd_dq_routes.md"),
+    "d256": ("MSLK_FMHA_BWD_SM90_D256", ("0", "1"), (256,), "results_fmha_bwd_d256_sm90.md"),
+}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--dq-routes", action="store_true", help="time the two dQ routes of the Hopper backward")
+    ap.add_argument("--ab", choices=sorted(AB), help="time a switch's two values against each other instead")
     args = ap.parse_args()
-    if args.dq_routes:
-        return dq_routes(args.out or Path(__file__).with_name("results_fmha_bwd_dq_routes.md"))
+    if args.ab:
+        var, values, dims, name = AB[args.ab]
+        return ab(var, values, dims, args.out or Path(__file__).with_name(name))
     args.out = args.out or Path(__file__).with_name("results_fmha_bwd.md")
     rows = []
     for B, H, S, D, causal in SHAPES:

@@ -62,6 +62,7 @@ std::optional<Grads> run_fused(const BwdCall& c) {
   p.max_seqlen_k = int(!varlen || a.max_seqlen_k < 0 || a.max_seqlen_k > Mkv ? Mkv : a.max_seqlen_k);
   p.deterministic = c.deterministic;
   p.sm90_dq_tiles = read_env([] { return env::choice(env::Var::kFmhaBwdSm90Dq, {"atomic", "tiles"}, 0); });
+  p.sm90_d256 = read_env([] { return env::flag(env::Var::kFmhaBwdSm90D256, false); });
 
   // Rows outside every query block / key lane are never visited by the kernel: start from 0.
   const bool partial = varlen || given(a.seqlen_k);

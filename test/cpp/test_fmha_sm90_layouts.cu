@@ -13,6 +13,9 @@
 //   7. The backward's dQ part (fmha_bwd_sm90_kernel.cuh): the accumulator coordinates of each
 //      thread's values are the ones fmha_bwd_dq_tiles.h's register order (and the conversion of the
 //      tile-contiguous sums) assumes; the sequences' tiles of those sums are disjoint and in bounds.
+//   8. The d256 backward (fmha_bwd_sm90_d256_kernel.cuh): the K-major and MN-major views of Q / dO,
+//      K, and P / dS are the same bytes; the TMA boxes write Q / K where the K-major views read them;
+//      its dQ accumulator's register order is the one its reductions assume.
 // A ctest (mslk_test_fmha_sm90_layouts, host-only: runs without a GPU). By hand, from the repo root:
 //   nvcc -std=c++17 --expt-relaxed-constexpr -DMSLK_HAS_CUTLASS=1 -Icsrc -I$CUTLASS/include \
 //     -gencode=arch=compute_90a,code=sm_90a -x cu test/cpp/test_fmha_sm90_layouts.cu \
@@ -26,7 +29,7 @@
 #include <vector>
 
 #include "attention/kernels/fmha_bwd_dq_tiles.h"
-#include "attention/kernels/fmha_bwd_sm90_kernel.cuh"
+#include "attention/kernels/fmha_bwd_sm90_d256_kernel.cuh"
 #include "attention/kernels/fmha_fwd_sm90_kernel.cuh"
 
 using namespace cute;
@@ -360,12 +363,58 @@ void check_bwd_dq_tiles() {
          "dense tile offset");
 }
 
+// 8. Both views of each d256 buffer address (row, col) / (col, row) alike; TMA boxes land where the
+// K-major views read.
+template <typename Element>
+void check_bwd_d256() {
+  using Tr = mslk::attention::sm90_bwd::TraitsD256<Element>;
+  constexpr int D = Tr::kD, BM = Tr::kBM, BN = Tr::kBN;
+  const typename Tr::SmemLayoutQ q{};
+  const typename Tr::SmemLayoutQt qt{};
+  for (int st = 0; st < Tr::kStages; ++st)
+    for (int r = 0; r < BM; ++r)
+      for (int c = 0; c < D; ++c) {
+        const int a = smem_offset(q, r, c, st), b = smem_offset(qt, c, r, st);
+        EXPECT(a == b, "d256 Q (%d, %d, %d): K-major %d, MN-major %d", r, c, st, a, b);
+        EXPECT(a == st * BM * D + tma_offset(r, c, BM), "d256 Q (%d, %d, %d): %d vs TMA", r, c, st, a);
+      }
+  const typename Tr::SmemLayoutK k{};
+  const typename Tr::SmemLayoutKt kt{};
+  for (int r = 0; r < BN; ++r)
+    for (int c = 0; c < D; ++c) {
+      EXPECT(smem_offset(k, r, c) == smem_offset(kt, c, r), "d256 K (%d, %d) views differ", r, c);
+      EXPECT(smem_offset(k, r, c) == tma_offset(r, c, BN), "d256 K (%d, %d) vs TMA", r, c);
+    }
+  const typename Tr::SmemLayoutP pl{};
+  const typename Tr::SmemLayoutPt pt{};
+  std::set<int> seen;
+  for (int qr = 0; qr < BM; ++qr)
+    for (int kc = 0; kc < BN; ++kc) {
+      EXPECT(smem_offset(pl, qr, kc) == smem_offset(pt, kc, qr), "d256 P (%d, %d) views differ", qr, kc);
+      seen.insert(smem_offset(pl, qr, kc));
+    }
+  EXPECT(int(seen.size()) == BM * BN && *seen.rbegin() == BM * BN - 1, "d256 P: not a bijection onto %d", BM * BN);
+  // dQ part (64 x 128): value v of thread t at row 16 (t / 32) + (t % 32) / 4 + 8 ((v / 2) % 2), column
+  // 8 (v / 4) + 2 (t % 4) + v % 2
+  typename Tr::MmaDQ mma;
+  for (int t = 0; t < 128; ++t) {
+    Tensor c = mma.get_thread_slice(t).partition_C(make_identity_tensor(Shape<Int<BM>, Int<Tr::kColsWg>>{}));
+    EXPECT(size(c) == Tr::kColsWg / 2, "d256: %d dQ values a thread", int(size(c)));
+    for (int v = 0; v < int(size(c)); ++v) {
+      const int r = 16 * (t / 32) + (t % 32) / 4 + 8 * ((v / 2) % 2), col = 8 * (v / 4) + 2 * (t % 4) + v % 2;
+      EXPECT(get<0>(c(v)) == r && get<1>(c(v)) == col, "d256 dQ thread %d value %d", t, v);
+    }
+  }
+}
+
 int main() {
   check_all(std::make_integer_sequence<int, kNumTileCfgs>{});  // defaults and candidates
   check_stream_k();
   check_bwd_dq_part<cutlass::bfloat16_t, 128, 128>();  // d128: 64 columns over all 128 keys
   check_bwd_dq_part<cutlass::half_t, 64, 64>();        // d64: all 64 columns over a warpgroup's keys
   check_bwd_dq_tiles();
+  check_bwd_d256<cutlass::bfloat16_t>();
+  check_bwd_d256<cutlass::half_t>();
   std::printf(g_fail ? "%d FAILURES\n" : "all layout checks passed\n", g_fail);
   return g_fail ? 1 : 0;
 }

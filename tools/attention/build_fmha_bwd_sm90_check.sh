@@ -14,9 +14,9 @@ FLAGS=(-DMSLK_HAS_CUTLASS=1 -I"$TREE/csrc" -I"$TREE/include" -isystem="$CUTLASS_
        --expt-relaxed-constexpr -lineinfo -std=c++17)
 K=csrc/attention/kernels
 SRCS=(tools/attention/fmha_bwd_sm90_check.cu tools/attention/fmha_bwd_sm90_variants.cu
-      $K/fmha_bwd_sm90.cu $K/fmha_bwd_sm90_d64.cu $K/fmha_bwd_sm90_d128.cu
+      $K/fmha_bwd_sm90.cu $K/fmha_bwd_sm90_d64.cu $K/fmha_bwd_sm90_d128.cu $K/fmha_bwd_sm90_d256.cu
       $K/fmha_bwd.cu $K/fmha_bwd_d64.cu $K/fmha_bwd_d128.cu $K/fmha_bwd_d256.cu
-      $K/fmha_fwd_d64.cu $K/fmha_fwd_d128.cu)
+      $K/fmha_fwd_d64.cu $K/fmha_fwd_d128.cu $K/fmha_fwd_d256.cu)
 mkdir -p "$OUT"
 newest_header=$(find "$TREE/csrc" -name '*.h' -o -name '*.cuh' | xargs stat -c %Y | sort -n | tail -1)
 OBJS=()

@@ -96,6 +96,7 @@ FmhaBwdParams bwd_params(const Case& c, const Buffers& b, int num_seqs, int max_
   FmhaBwdParams p{};
   p.q = b.q, p.k = b.k, p.v = b.v, p.out = b.o, p.dout = b.dout, p.lse = b.lse;
   p.dq = b.dq, p.dk = b.dk, p.dv = b.dv;
+  p.sm90_d256 = 1;
   const int64_t sm = int64_t(c.H) * c.D, sh = c.D;
   p.q_sb = int64_t(c.Mq) * sm, p.q_sm = sm, p.q_sh = sh;
   p.k_sb = int64_t(c.Mkv) * sm, p.k_sm = sm, p.k_sh = sh;
@@ -121,7 +122,7 @@ FmhaBwdParams bwd_params(const Case& c, const Buffers& b, int num_seqs, int max_
 }
 
 cudaError_t fa2_fwd(const FmhaFwdParams& p) {
-  return p.K <= 64 ? fmha_fwd_d64(p, 0) : fmha_fwd_d128(p, 0);
+  return p.K <= 64 ? fmha_fwd_d64(p, 0) : p.K <= 128 ? fmha_fwd_d128(p, 0) : fmha_fwd_d256(p, 0);
 }
 
 // 0: FA2 backward, 1: Hopper backward (the library's variant), 2 + v: Hopper variant v
@@ -265,6 +266,10 @@ int main(int argc, char** argv) {
       {1, 2, 4096, 4096, 64, kMaskNone, false, "B1 H2 S4096 d64"},
       {1, 3, 0, 0, 128, kMaskCausalTopLeft, true, "varlen 5 seqs d128 causal"},
       {1, 3, 0, 0, 64, kMaskNone, true, "varlen 5 seqs d64"},
+      {1, 2, 1, 1, 256, kMaskNone, false, "B1 H2 S1 d256"},
+      {2, 2, 130, 130, 256, kMaskCausalTopLeft, false, "B2 H2 S130 d256 causal"},
+      {2, 2, 777, 1000, 256, kMaskCausalBottomRight, false, "B2 H2 Sq777 Sk1000 d256 causal-br"},
+      {1, 3, 0, 0, 256, kMaskNone, true, "varlen 5 seqs d256"},
   };
   const std::vector<int> lens = {1, 130, 7, 513, 64};
   constexpr int kVariants = 5;  // fmha_bwd_sm90_variants.cu
@@ -305,7 +310,9 @@ int main(int argc, char** argv) {
     const Case shapes[] = {{2, 32, 4096, 4096, 128, kMaskNone, false, "B2 H32 S4096 d128"},
                            {2, 32, 4096, 4096, 128, kMaskCausalTopLeft, false, "B2 H32 S4096 d128 causal"},
                            {4, 16, 2048, 2048, 64, kMaskNone, false, "B4 H16 S2048 d64"},
-                           {4, 16, 2048, 2048, 64, kMaskCausalTopLeft, false, "B4 H16 S2048 d64 causal"}};
+                           {4, 16, 2048, 2048, 64, kMaskCausalTopLeft, false, "B4 H16 S2048 d64 causal"},
+                           {2, 16, 4096, 4096, 256, kMaskNone, false, "B2 H16 S4096 d256"},
+                           {2, 16, 4096, 4096, 256, kMaskCausalTopLeft, false, "B2 H16 S4096 d256 causal"}};
     for (const Case& c : shapes) {
       const int mask = c.mask;
       Problem pr(c, {}, rng);

@@ -6,6 +6,7 @@ namespace mslk::attention {
 namespace {
 template <int V>
 cudaError_t main_v(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
+  if (p.K == 256) return sm90_bwd::launch_d256<cutlass::bfloat16_t>(p, w, stream);  // one variant
   return p.K == 64 ? sm90_bwd::launch<cutlass::bfloat16_t, 64, V>(p, w, stream)
                    : sm90_bwd::launch<cutlass::bfloat16_t, 128, V>(p, w, stream);
 }
@@ -21,7 +22,7 @@ cudaError_t fmha_bwd_sm90_variant(const FmhaBwdParams& p, int v, cudaStream_t st
                                                              main_v<74>};
   if (v < 0 || v >= kNumSm90BwdVariants || !p.is_bf16) return cudaErrorInvalidValue;
   FmhaBwdParams pv = p;
-  pv.sm90_dq_tiles = (kVariantBits[v] & sm90_bwd::kVarTileDq) != 0;
+  pv.sm90_dq_tiles = (kVariantBits[v] & sm90_bwd::kVarTileDq) != 0 && p.K != 256;
   return fmha_bwd_with(pv, fns[v], pv.sm90_dq_tiles != 0, stream);
 }
 }  // namespace mslk::attention

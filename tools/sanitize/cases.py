@@ -180,6 +180,8 @@ EDGE = [
     ("edge:attention_d128_bf16_causal_dq_tiles",
      with_env({"MSLK_FMHA_BWD_SM90_DQ": "tiles"}, attention(128, BF, ab.LowerTriangularMask()))),
     ("edge:attention_d64_fp16_dq_tiles", with_env({"MSLK_FMHA_BWD_SM90_DQ": "tiles"}, attention(64, torch.float16, None))),
+    ("edge:attention_d256_bf16_causal_sm90", with_env({"MSLK_FMHA_BWD_SM90_D256": "1"},
+                                                      attention(256, BF, ab.LowerTriangularMask()))),
     ("edge:decode_splitk", decode),
     ("edge:decode_splitk_int4_fused", decode_quantized("int4")),
     ("edge:decode_splitk_fp8_fused", decode_quantized("fp8")),

@@ -55,6 +55,8 @@ struct FmhaBwdParams {
   // 1: the Hopper kernel adds its dQ parts to tile-contiguous sums by one bulk reduction a tile
   // and warpgroup (fmha_bwd_dq_tiles.h), instead of 8-byte atomics into [B, Mq, H, K] sums.
   int sm90_dq_tiles;
+  // 1: head dim 256 (K == Kv) runs the Hopper kernel too (fmha_bwd_sm90_d256_kernel.cuh), else FA2.
+  int sm90_d256;
 };
 
 // Launches on `stream`; returns the launch error (cudaSuccess when nothing to do).

@@ -22,6 +22,7 @@ cudaError_t fmha_bwd_d256(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaS
 // The Hopper main kernels (atomic mode only: w.dq_accum is set), by K == Kv.
 cudaError_t fmha_bwd_sm90_d64(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream);
 cudaError_t fmha_bwd_sm90_d128(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream);
+cudaError_t fmha_bwd_sm90_d256(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream);
 
 // The backward around a main-kernel launcher: workspace checks, preprocess, dQ sums cleared, `main`,
 // dQ conversion, with the sums laid out as rows or (dq_tiles, which needs p.sm90_dq_tiles for the

@@ -8,7 +8,7 @@
 namespace mslk::attention {
 namespace {
 // Tripwire: a new FmhaBwdParams field must be checked below before the sm90 kernel sees it.
-static_assert(sizeof(FmhaBwdParams) == 464, "FmhaBwdParams changed: update fmha_bwd_sm90_supports()");
+static_assert(sizeof(FmhaBwdParams) == 472, "FmhaBwdParams changed: update fmha_bwd_sm90_supports()");
 
 // TMA: 16-byte aligned bases, byte strides multiples of 16 and < 2^40; a broadcast row dim
 // (stride 0) only with a single row.
@@ -26,14 +26,18 @@ bool device_is_sm90() {
 }
 
 cudaError_t main_sm90(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
-  return p.K == 64 ? fmha_bwd_sm90_d64(p, w, stream) : fmha_bwd_sm90_d128(p, w, stream);
+  return p.K == 64 ? fmha_bwd_sm90_d64(p, w, stream)
+                   : p.K == 128 ? fmha_bwd_sm90_d128(p, w, stream) : fmha_bwd_sm90_d256(p, w, stream);
 }
+
+// The tile-contiguous dQ sums: d64 / d128 (the d256 kernel adds its dQ by atomics).
+bool dq_tiles(const FmhaBwdParams& p) { return p.sm90_dq_tiles != 0 && p.K != 256; }
 }  // namespace
 
 bool fmha_bwd_sm90_supports(const FmhaBwdParams& p) {
 #if MSLK_HAS_CUTLASS
   if (p.deterministic || p.dropout.p != 0.f || p.bias != nullptr) return false;
-  if (p.K != p.Kv || (p.K != 64 && p.K != 128)) return false;
+  if (p.K != p.Kv || (p.K != 64 && p.K != 128 && !(p.K == 256 && p.sm90_d256))) return false;
   if (!tma_ok(p.q, p.q_sb, p.q_sm, p.q_sh, p.Mq) || !tma_ok(p.dout, p.do_sb, p.do_sm, p.do_sh, p.Mq) ||
       !tma_ok(p.k, p.k_sb, p.k_sm, p.k_sh, p.Mkv) || !tma_ok(p.v, p.v_sb, p.v_sm, p.v_sh, p.Mkv))
     return false;
@@ -46,7 +50,7 @@ bool fmha_bwd_sm90_supports(const FmhaBwdParams& p) {
 
 cudaError_t fmha_bwd_sm90(const FmhaBwdParams& p, cudaStream_t stream) {
   if (!fmha_bwd_sm90_supports(p)) return cudaErrorNotSupported;
-  return fmha_bwd_with(p, main_sm90, p.sm90_dq_tiles != 0, stream);
+  return fmha_bwd_with(p, main_sm90, dq_tiles(p), stream);
 }
 
 }  // namespace mslk::attention

@@ -8,7 +8,7 @@
 
 namespace mslk::attention {
 
-// bf16 / fp16, K == Kv in {64, 128}, no dropout, no bias, atomic (non-deterministic) dQ, TMA-legal
+// bf16 / fp16, K == Kv in {64, 128} (and 256 with sm90_d256), no dropout, no bias, atomic (non-deterministic) dQ, TMA-legal
 // pointers and strides, an sm_90 device, and whatever fmha_bwd_supports requires.
 bool fmha_bwd_sm90_supports(const FmhaBwdParams& p);
 // The whole backward (preprocess, main kernel, dQ conversion) with p.workspace laid out as fmha_bwd's

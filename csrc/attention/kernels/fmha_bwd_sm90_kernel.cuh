@@ -55,11 +55,11 @@ __device__ __forceinline__ bool key_tile_span(const FmhaBwdParams& p, Span& s) {
   return true;
 }
 
-// Producer thread 0: K, V once, then Q and dO of each query tile into the ring.
-template <typename Element, int D>
-__device__ __forceinline__ void produce_tiles(const Args& a, SharedStorage<Element, D>& ss, const Span& sp, int h) {
-  using Tr = Traits<Element, D>;
-  constexpr int BN = Tr::kBN, BM = Tr::kBM;
+// Producer thread 0: K, V once, then Q and dO of each query tile into the ring. Tr / SS: the
+// kernel's traits and shared storage (this kernel's, or the d256 one's: fmha_bwd_sm90_d256_kernel.cuh).
+template <class Tr, class SS>
+__device__ __forceinline__ void produce_tiles(const Args& a, SS& ss, const Span& sp, int h) {
+  constexpr int BN = Tr::kBN, BM = Tr::kBM, D = Tr::kD;
   prefetch_tensormap(&a.tq);
   prefetch_tensormap(&a.tk);
   prefetch_tensormap(&a.tv);
@@ -87,10 +87,8 @@ __device__ __forceinline__ void produce_tiles(const Args& a, SharedStorage<Eleme
 }
 
 // Producer warp 1: each query tile's LSE (log2 domain, +inf: no contribution) and D rows.
-template <typename Element, int D>
-__device__ __forceinline__ void produce_rows(const Args& a, SharedStorage<Element, D>& ss, const Span& sp, int h,
-                                             int lane) {
-  using Tr = Traits<Element, D>;
+template <class Tr, class SS>
+__device__ __forceinline__ void produce_rows(const Args& a, SS& ss, const Span& sp, int h, int lane) {
 #pragma unroll 1
   for (int it = 0; it < sp.m_tiles; ++it) {
     const int st = it % Tr::kStages, m0 = sp.m_begin + it * Tr::kBM;
@@ -211,8 +209,8 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
   if (threadIdx.x < 128) {
     cutlass::arch::warpgroup_reg_dealloc<Tr::kProducerRegs>();
     if (sp.m_tiles > 0) {
-      if (threadIdx.x == 0) produce_tiles<Element, D>(a, ss, sp, h);
-      else if (threadIdx.x / 32 == 1) produce_rows<Element, D>(a, ss, sp, h, threadIdx.x % 32);
+      if (threadIdx.x == 0) produce_tiles<Tr>(a, ss, sp, h);
+      else if (threadIdx.x / 32 == 1) produce_rows<Tr>(a, ss, sp, h, threadIdx.x % 32);
       else if (kBulkDq && threadIdx.x / 32 == 2) drain_dq<Element, D>(a, ss, sp, h, threadIdx.x % 32);
       else if (kTileDq && threadIdx.x / 32 == 2) drain_dq_tiles<Element, D>(a, ss, sp, h, threadIdx.x % 32);
     }

@@ -1,6 +1,7 @@
 // Host side of the Hopper attention backward (fmha_bwd_sm90_kernel.cuh): tensor maps and the launch
 // of one head dim. Included by the instantiation TUs fmha_bwd_sm90_d*.cu.
 #pragma once
+#include "attention/kernels/fmha_bwd_sm90_d256_kernel.cuh"
 #include "attention/kernels/fmha_bwd_sm90_kernel.cuh"
 #include "attention/kernels/fmha_bwd_impl.h"
 
@@ -10,9 +11,11 @@
 
 namespace mslk::attention::sm90_bwd {
 
-template <typename Element, int D, int V = kVariant>
-cudaError_t launch(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
-  using Tr = Traits<Element, D>;
+// One kernel: Tr its traits (kD, kBM, kBN, kThreads), smem_storage its shared storage's bytes (a
+// template argument, so that each kernel has its own shared-memory cap record).
+template <class Tr, auto kern>
+cudaError_t launch_kernel(size_t smem_storage, const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
+  constexpr int D = Tr::kD;
   if (p.K != D || p.Kv != D || w.dq_accum == nullptr) return cudaErrorNotSupported;
   const int max_k = p.seqstart_q != nullptr ? p.max_seqlen_k : p.Mkv;
   if (p.num_seqs <= 0 || p.H <= 0 || max_k <= 0) return cudaSuccess;
@@ -28,8 +31,7 @@ cudaError_t launch(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t
       !sm90::encode_map(&a.tk, p.k, bf16, p.K, p.Mkv, p.H, p.B, p.k_sm, p.k_sh, p.k_sb, Tr::kBN, &a.k_hm, &a.k_bm) ||
       !sm90::encode_map(&a.tv, p.v, bf16, p.Kv, p.Mkv, p.H, p.B, p.v_sm, p.v_sh, p.v_sb, Tr::kBN, &a.v_hm, &a.v_bm))
     return cudaErrorNotSupported;
-  const size_t smem = sizeof(SharedStorage<Element, D>) + 1024;  // + the 1024-byte alignment pad
-  auto kern = fmha_bwd_sm90_kernel<Element, D, V>;
+  const size_t smem = smem_storage + 1024;  // + the 1024-byte alignment pad
   static mslk::cuda::SmemLimitOnce smem_limit;
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
@@ -38,6 +40,18 @@ cudaError_t launch(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t
   const dim3 grid((max_k + Tr::kBN - 1) / Tr::kBN, p.H, p.num_seqs);
   kern<<<grid, Tr::kThreads, smem, stream>>>(a);
   return cudaGetLastError();
+}
+
+template <typename Element, int D, int V = kVariant>
+cudaError_t launch(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
+  return launch_kernel<Traits<Element, D>, fmha_bwd_sm90_kernel<Element, D, V>>(sizeof(SharedStorage<Element, D>), p,
+                                                                                w, stream);
+}
+
+template <typename Element>
+cudaError_t launch_d256(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
+  return launch_kernel<TraitsD256<Element>, fmha_bwd_sm90_d256_kernel<Element>>(sizeof(SharedStorageD256<Element>),
+                                                                               p, w, stream);
 }
 
 template <int D, int V>

@@ -27,7 +27,7 @@ constexpr int kColBlock = 64;  // elements per 128-byte swizzled row = columns o
 // warpgroups of 64 keys each; query tiles of BM = 64 rows stream through a 2-stage ring.
 template <typename Element, int D>
 struct Traits {
-  static constexpr int kBN = 128, kBM = 64, kStages = 2, kWGs = 2;
+  static constexpr int kBN = 128, kBM = 64, kStages = 2, kWGs = 2, kD = D;
   static constexpr int kThreads = 128 * (kWGs + 1);
   static constexpr int kConsumerWarps = 4 * kWGs;
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;

@@ -41,6 +41,9 @@ namespace mslk::env {
   X(kFmhaBwdSm90Dq, MSLK_FMHA_BWD_SM90_DQ, "atomic, tiles", "atomic",                                             \
     "dQ sums of the Hopper attention backward: 8-byte atomics from the consumer warps (atomic), or one bulk "      \
     "reduction a tile and warpgroup into tile-contiguous sums (tiles)")                                           \
+  X(kFmhaBwdSm90D256, MSLK_FMHA_BWD_SM90_D256, "0, 1", "0",                                                       \
+    "1: the Hopper attention backward takes head dim 256 (fp16 / bf16, no dropout or bias) instead of the "       \
+    "FA2-style kernel")                                                                                           \
   X(kDecodeTileCfg, MSLK_DECODE_TILE_CFG, "0 to 3", "by head dim",                                                 \
     "tuning: force the split-K decode attention kernel's tile row (fmha_decode_kernel.cuh, DecodeCfg)")            \
   X(kDecodeKvDequant, MSLK_DECODE_KV_DEQUANT, "separate, fused", "separate",                                      \

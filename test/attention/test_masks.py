@@ -230,3 +230,29 @@ def test_varlen_biases():
     assert not isinstance(ab.LowerTriangularMask(), ab.VARLEN_BIASES)
     assert isinstance(ab.PagedBlockDiagonalCausalLocalPaddedKeysMask.from_seqlens_local(
         [1], [2], torch.zeros(1, 1, dtype=torch.int32), 4, 1), ab.VARLEN_BIASES)
+
+
+def test_integer_like_arguments():
+    np = pytest.importorskip("numpy")
+    bd = ab.BlockDiagonalMask.from_seqlens(np.array([2, 3]), [np.int64(3), np.int64(4)])
+    assert bd.q_seqinfo.seqstart_py == [0, 2, 5] and bd.k_seqinfo.seqstart_py == [0, 3, 7]
+    assert all(type(x) is int for x in bd.k_seqinfo.seqstart_py)
+    loc = ab.LowerTriangularFromBottomRightLocalAttentionMask(np.int64(3))
+    assert type(loc._window_size) is int and loc == ab.LowerTriangularFromBottomRightLocalAttentionMask(3)
+    la = ab.LocalAttentionFromBottomRightMask(np.int32(1), torch.tensor(2))
+    assert (type(la.window_left), type(la.window_right)) == (int, int)
+    torch.testing.assert_close(la.materialize((4, 5)), ab.LocalAttentionFromBottomRightMask(1, 2).materialize((4, 5)))
+    pk = ab.BlockDiagonalCausalLocalAttentionPaddedKeysMask.from_seqlens_local([1, 1], np.int64(4), [2, 3],
+                                                                              np.int64(2))
+    assert pk.k_seqinfo.padding == 4 and type(pk.k_seqinfo.padding) is int and type(pk._window_size) is int
+    bt = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32)
+    paged = ab.PagedBlockDiagonalCausalWithOffsetPaddedKeysMask.from_seqlens([1, 1], [3, 4], bt, np.int64(2))
+    assert type(paged.page_size) is int and paged.k_seqinfo.padding == 4
+    with pytest.raises(TypeError):
+        ab.BlockDiagonalMask.from_seqlens([2, True])
+    with pytest.raises(TypeError):
+        ab.LowerTriangularFromBottomRightLocalAttentionMask(2.0)
+    with pytest.raises(ValueError):
+        ab.BlockDiagonalPaddedKeysMask.from_seqlens([1], 4.0, [2])
+    with pytest.raises(ValueError):
+        ab.PagedBlockDiagonalPaddedKeysMask.from_seqlens([1, 1], [1, 1], bt, True)

@@ -22,6 +22,7 @@ Conventions (see shared/spec/CONTRACTS.md, "Masks"):
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Optional, Sequence, Tuple, Type, Union
 
@@ -79,11 +80,32 @@ def _check_shape(shape) -> Tuple[int, int]:
     return shape[-2], shape[-1]
 
 
-def _check_window(name: str, value: Any, allow_zero: bool = False) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
+def _as_int(name: str, value: Any) -> int:
+    """Python int from any integer-like (int, numpy integer, 0-d integer tensor); bools and floats
+    raise TypeError."""
+    if isinstance(value, bool) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
+
+
+def _positive_int(name: str, value: Any) -> int:
+    try:
+        out = _as_int(name, value)
+    except TypeError:
+        out = 0
+    if out <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return out
+
+
+def _check_window(name: str, value: Any, allow_zero: bool = False) -> int:
+    value = _as_int(name, value)
     if value < 0 or (value == 0 and not allow_zero):
         raise ValueError(f"{name} must be {'non-negative' if allow_zero else 'positive'}, got {value}")
+    return value
 
 
 class AttentionBias:
@@ -163,7 +185,7 @@ class LowerTriangularFromBottomRightLocalAttentionMask(LowerTriangularFromBottom
     _window_size: int = 0
 
     def __post_init__(self) -> None:
-        _check_window("_window_size", self._window_size)
+        self._window_size = _check_window("_window_size", self._window_size)
 
     def materialize(self, shape, dtype=torch.float32, device="cpu"):
         mq, mkv = _check_shape(shape)
@@ -179,8 +201,8 @@ class LocalAttentionFromBottomRightMask(AttentionBias):
     window_right: int
 
     def __post_init__(self) -> None:
-        _check_window("window_left", self.window_left, allow_zero=True)
-        _check_window("window_right", self.window_right, allow_zero=True)
+        self.window_left = _check_window("window_left", self.window_left, allow_zero=True)
+        self.window_right = _check_window("window_right", self.window_right, allow_zero=True)
 
     def materialize(self, shape, dtype=torch.float32, device="cpu"):
         mq, mkv = _check_shape(shape)
@@ -194,11 +216,7 @@ class LocalAttentionFromBottomRightMask(AttentionBias):
 def _as_int_list(name: str, values) -> List[int]:
     if isinstance(values, torch.Tensor):
         values = values.tolist()
-    out = list(values)
-    for v in out:
-        if not isinstance(v, int) or isinstance(v, bool):
-            raise TypeError(f"{name} must hold ints, got {type(v).__name__}")
-    return out
+    return [_as_int(f"{name} entries", v) for v in values]
 
 
 @dataclass
@@ -287,8 +305,7 @@ class _PaddedSeqLenInfo(_SeqLenInfo):
         lens = _as_int_list("kv_seqlen", seqlens)
         if len(lens) == 0:
             raise ValueError("kv_seqlen must hold at least one sequence")
-        if not isinstance(padding, int) or padding <= 0:
-            raise ValueError(f"kv_padding must be a positive int, got {padding}")
+        padding = _positive_int("kv_padding", padding)
         for b, x in enumerate(lens):
             if x < 0 or x > padding:
                 raise ValueError(f"kv_seqlen[{b}]={x} must lie in [0, kv_padding={padding}]")
@@ -410,7 +427,7 @@ class _CausalWindow:
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_window("_window_size", self._window_size)
+        self._window_size = _check_window("_window_size", self._window_size)
 
     def _block_kwargs(self):
         return dict(causal=True, bottom_right=self._WINDOW_FROM_BOTTOM_RIGHT, window=self._window_size)
@@ -422,8 +439,8 @@ class _LeftRightWindow:
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_window("window_left", self.window_left, allow_zero=True)
-        _check_window("window_right", self.window_right, allow_zero=True)
+        self.window_left = _check_window("window_left", self.window_left, allow_zero=True)
+        self.window_right = _check_window("window_right", self.window_right, allow_zero=True)
 
     def _block_kwargs(self):
         return dict(causal=False, bottom_right=True, window_left=self.window_left, window_right=self.window_right)
@@ -690,8 +707,7 @@ class _PagedBase(_BlockDiagonalBase):
         nb = len(self.k_seqinfo.seqlen_py)
         if bt.shape[0] != nb:
             raise ValueError(f"block_tables has {bt.shape[0]} rows but there are {nb} sequences")
-        if not isinstance(self.page_size, int) or self.page_size <= 0:
-            raise ValueError(f"page_size must be a positive int, got {self.page_size}")
+        self.page_size = _positive_int("page_size", self.page_size)
         row = bt.shape[1] * self.page_size
         for b, (s, e) in enumerate(self._logical_offsets()):
             if e - s > row or s < 0 or e > row:
@@ -777,7 +793,7 @@ class PagedBlockDiagonalCausalLocalPaddedKeysMask(_CausalWindow, PagedBlockDiago
     _EXTRA_FIELDS = ("_window_size",)
 
     def __post_init__(self) -> None:  # the window is checked before the page table
-        _check_window("_window_size", self._window_size)
+        self._window_size = _check_window("_window_size", self._window_size)
         self._validate_paged()
 
     @classmethod

@@ -75,12 +75,13 @@ def test_group(device, dtype, shape, gs):
 
 
 @pytest.mark.parametrize("m_sizes", [[3, 0, 5, 1], [0, 0, 9], [4, 4], [2, 1]])
-def test_group_m_sizes_layout(device, m_sizes):
-    """With m_sizes and k_major=False each segment's scales are [K/g, m] (M-major) inside it."""
+@pytest.mark.parametrize("k_major", [False, True])
+def test_group_m_sizes_layout(device, m_sizes, k_major):
+    """With m_sizes each segment's scales are [K/g, m] (M-major) inside it, for either k_major."""
     M, K, gs = 9, 512, 128
     x = rand((M, K), torch.bfloat16, device)
     ms = torch.tensor(m_sizes, dtype=torch.int64, device=device)
-    xq, scale = quantize_fp8_group(x, gs, m_sizes=ms, k_major=False)
+    xq, scale = quantize_fp8_group(x, gs, m_sizes=ms, k_major=k_major)
     exq, escale = quantize_tiles(x, 1, gs, EPS)
     assert scale.shape == (M, K // gs) and same_bits(xq, exq)
     flat = scale.reshape(-1).cpu()
@@ -91,8 +92,8 @@ def test_group_m_sizes_layout(device, m_sizes):
         got = flat[start * (K // gs):(start + m) * (K // gs)].reshape(K // gs, m)
         assert torch.equal(got, escale[start:start + m].t())
         start += m
-    _, scale_k = quantize_fp8_group(x, gs, m_sizes=ms.int(), k_major=True)
-    assert torch.equal(scale_k.cpu(), escale)
+    _, scale_t = triton_quantize_fp8_group(x, gs, m_sizes=ms.int(), k_major=k_major)
+    assert torch.equal(scale_t, scale)
 
 
 def test_group_strided_and_ub(device):
@@ -141,3 +142,36 @@ def test_block_group_cuda_equals_cpu(dtype, schedule, monkeypatch):
                   (y, lambda t: quantize_fp8_group(t[:1, :4096], 64))):
         g, c = fn(t), fn(t.cpu())
         assert same_bits(g[0], c[0]) and torch.equal(g[1].cpu(), c[1])
+
+
+def test_group_m_sizes_default_layout_feeds_grouped_gemm():
+    import mslk.gemm  # noqa: F401
+
+    G, N, K = 3, 256, 256
+    ms = torch.tensor([5, 9, 3])
+    x = rand((int(ms.sum()), K), torch.bfloat16, "cpu")
+    w = rand((G, N, K), torch.bfloat16, "cpu")
+    wq, ws = zip(*[quantize_fp8_block(w[g], 128, 128, k_major=False) for g in range(G)])
+    xq, xs = quantize_fp8_group(x, m_sizes=ms)
+    out = torch.ops.mslk.f8f8bf16_groupwise_grouped(xq, torch.stack(wq), xs, torch.stack(ws), ms)
+    _, xs_mn = quantize_fp8_group(x, m_sizes=ms, k_major=False)
+    assert torch.equal(xs, xs_mn)
+    starts = [0] + torch.cumsum(ms, 0).tolist()
+    ref = torch.cat([x[starts[g]:starts[g + 1]].float() @ w[g].float().t() for g in range(G)])
+    assert ((out.float() - ref).norm() / ref.norm()).item() < 0.08
+
+
+@pytest.mark.parametrize("k_major", [True, False])
+def test_block_group_nd_input_flattens_rows(device, k_major):
+    x = rand((2, 3, 256), torch.bfloat16, device)
+    x2 = x.reshape(6, 256)
+    for fn in (quantize_fp8_block, triton_quantize_fp8_block):
+        xq, scale = fn(x, 128, 128, k_major=k_major)
+        exq, escale = fn(x2, 128, 128, k_major=k_major)
+        assert xq.shape == x.shape and same_bits(xq.reshape(6, 256), exq) and torch.equal(scale, escale)
+    if not k_major:
+        for fn in (quantize_fp8_group, triton_quantize_fp8_group):
+            xq, scale = fn(x, 128, k_major=False)
+            exq, escale = fn(x2, 128, k_major=False)
+            assert scale.shape == (2, 6) and xq.shape == x.shape and torch.equal(scale, escale)
+            assert same_bits(xq.reshape(6, 256), exq)

@@ -31,8 +31,9 @@ def test_align_rows_to(K, align):
 
 
 @pytest.mark.parametrize("m_sizes", [[3, 0, 5, 1], [0, 0, 9]])
-def test_group_m_sizes_layout(m_sizes):
-    bg.test_group_m_sizes_layout("cuda", m_sizes)
+@pytest.mark.parametrize("k_major", [False, True])
+def test_group_m_sizes_layout(m_sizes, k_major):
+    bg.test_group_m_sizes_layout("cuda", m_sizes, k_major)
 
 
 def test_group_strided_and_ub():

@@ -78,3 +78,15 @@ def test_tensor_dequant_cuda_equals_cpu(dtype):
     q, s = quantize_fp8_block(x, 128, 128)
     assert torch.equal(dequantize_fp8_block(q, s, 128, 128).cpu(),
                        dequantize_fp8_block(q.cpu(), s.cpu(), 128, 128))
+
+
+@pytest.mark.parametrize("fn", [quantize_fp8_tensor, triton_quantize_fp8_tensor])
+def test_tensor_any_layout_keeps_memory_format(device, fn):
+    x = rand((2, 8, 3, 4, 5), torch.bfloat16, device).contiguous(memory_format=torch.channels_last_3d)
+    xq, scale = fn(x)
+    exq, escale = quantize_fp8_tensor(x.contiguous())
+    assert xq.shape == x.shape and xq.is_contiguous(memory_format=torch.channels_last_3d)
+    assert torch.equal(scale, escale) and torch.equal(xq.view(torch.uint8), exq.view(torch.uint8))
+    t = rand((12, 7), torch.float32, device).t()
+    xq, scale = fn(t)
+    assert xq.stride() == t.stride() and torch.equal(scale, quantize_fp8_tensor(t.contiguous())[1])

@@ -106,7 +106,21 @@ def quantize_int4_preshuffle(w: Tensor, group_size: int = 128, dtype: str = "fp8
     of the FP8 values with float8_e4m3fn group scales (q rounded against the stored scale); returns
     (preshuffled wq [N, K/2], (group_scale [K/group, 8, N], row_scale)) for f8i4bf16_shuffled.
     dtype "bf16": int4_row_quantize_zp (or, use_zp=False, int4_row_quantize with zero 0); returns
-    (preshuffled wq, (group_scale, group_zero)) as bf16 [K/group, N] for bf16i4bf16_shuffled."""
+    (preshuffled wq, (group_scale, group_zero)) as bf16 [K/group, N] for bf16i4bf16_shuffled.
+    A w with leading batch dimensions [..., N, K] is quantized one [N, K] matrix at a time and every
+    output gains the same leading dimensions (for the batched and grouped shuffled GEMMs)."""
+    if isinstance(w, torch.Tensor) and w.dim() >= 3:
+        if dtype not in ("fp8", "bf16"):
+            raise ValueError(f"quantize_int4_preshuffle: argument 'dtype' must be 'fp8' or 'bf16', got {dtype!r}")
+        lead = w.shape[:-2]
+        parts = [quantize_int4_preshuffle(m, group_size, dtype, use_zp) for m in w.reshape(-1, *w.shape[-2:])]
+        if not parts:
+            raise ValueError(f"quantize_int4_preshuffle: argument 'w' has no [N, K] matrix, got shape {tuple(w.shape)}")
+
+        def stack(ts):
+            return torch.stack(ts).view(*lead, *ts[0].shape)
+
+        return stack([p[0] for p in parts]), (stack([p[1][0] for p in parts]), stack([p[1][1] for p in parts]))
     _check_weight(w, group_size, "quantize_int4_preshuffle")
     if dtype not in ("fp8", "bf16"):
         raise ValueError(f"quantize_int4_preshuffle: argument 'dtype' must be 'fp8' or 'bf16', got {dtype!r}")

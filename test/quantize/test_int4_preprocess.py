@@ -102,3 +102,17 @@ def test_errors(fn):
         fn(torch.zeros(2, 4, 128))
     with pytest.raises(ValueError, match="'group_size'"):
         fn(torch.zeros(4, 128), 0)
+
+
+@pytest.mark.parametrize("dtype,use_zp", [("fp8", True), ("bf16", True), ("bf16", False)])
+def test_quantize_int4_preshuffle_batched(dtype, use_zp):
+    from mslk.quantize.shuffle import quantize_int4_preshuffle
+
+    w = rand((2, 3, 128, 256), "cpu", 7)
+    wq, (a, b) = quantize_int4_preshuffle(w, 128, dtype=dtype, use_zp=use_zp)
+    for i in range(2):
+        for j in range(3):
+            ewq, (ea, eb) = quantize_int4_preshuffle(w[i, j], 128, dtype=dtype, use_zp=use_zp)
+            assert torch.equal(wq[i, j], ewq) and torch.equal(b[i, j], eb)
+            assert torch.equal(a[i, j].view(torch.uint8), ea.view(torch.uint8))
+    assert wq.shape == (2, 3, 128, 128) and a.shape[:2] == (2, 3) and b.shape[:2] == (2, 3)

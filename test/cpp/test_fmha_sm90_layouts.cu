@@ -361,6 +361,22 @@ void check_bwd_dq_tiles() {
   EXPECT(mslk::attention::dq_tiles_floats(p) == int64_t(3) * 3 * 2 * 64 * 128, "dense tile floats");
   EXPECT(mslk::attention::dq_tile_offset(p, 2, 0, 2, 128, 1) == ((int64_t(2) * 3 + 2) * 2 + 1) * 64 * 128,
          "dense tile offset");
+  // dq_tiles_used: asked for, d64 / d128, atomic mode, at most twice the row layout's floats
+  using mslk::attention::dq_tiles_used;
+  p.sm90_dq_tiles = 1, p.Kv = p.K;
+  EXPECT(dq_tiles_used(p), "B3 Mq130 d128: tiles (192 rows for 130)");
+  p.Mq = 1;
+  EXPECT(!dq_tiles_used(p), "Mq = 1: 64 rows for 1, rows instead");
+  p.Mq = 4096, p.K = p.Kv = 256;
+  EXPECT(!dq_tiles_used(p), "d256: its kernel adds dQ by atomics");
+  p.K = p.Kv = 64, p.deterministic = 1;
+  EXPECT(!dq_tiles_used(p), "deterministic: no sums");
+  p.deterministic = 0, p.sm90_dq_tiles = 0;
+  EXPECT(!dq_tiles_used(p), "not asked for");
+  std::vector<int> many(1001);  // 1000 sequences of 16 rows
+  for (int i = 0; i <= 1000; ++i) many[i] = 16 * i;
+  p.sm90_dq_tiles = 1, p.B = 1, p.num_seqs = 1000, p.Mq = many.back(), p.seqstart_q = many.data();
+  EXPECT(!dq_tiles_used(p), "1000 varlen sequences of 16 rows: rows instead");
 }
 
 // 8. Both views of each d256 buffer address (row, col) / (col, row) alike; TMA boxes land where the

@@ -1,5 +1,7 @@
 // Every variant of the Hopper attention backward (kVar* bits of fmha_bwd_sm90_traits.cuh), bf16, for
 // tools/attention/fmha_bwd_sm90_check's side-by-side timing; the library instantiates kVariant only.
+#include "attention/kernels/fmha_bwd_dq_tiles.h"
+#include "attention/kernels/fmha_bwd_sm90.h"
 #include "attention/kernels/fmha_bwd_sm90_launch.cuh"
 
 namespace mslk::attention {
@@ -22,7 +24,9 @@ cudaError_t fmha_bwd_sm90_variant(const FmhaBwdParams& p, int v, cudaStream_t st
                                                              main_v<74>};
   if (v < 0 || v >= kNumSm90BwdVariants || !p.is_bf16) return cudaErrorInvalidValue;
   FmhaBwdParams pv = p;
-  pv.sm90_dq_tiles = (kVariantBits[v] & sm90_bwd::kVarTileDq) != 0 && p.K != 256;
+  pv.sm90_dq_tiles = (kVariantBits[v] & sm90_bwd::kVarTileDq) != 0;
+  // a tile variant where the tiles do not apply (short sequences, d256) runs the library's variant
+  if (pv.sm90_dq_tiles && !dq_tiles_used(pv)) return fmha_bwd_sm90(p, stream);
   return fmha_bwd_with(pv, fns[v], pv.sm90_dq_tiles != 0, stream);
 }
 }  // namespace mslk::attention

@@ -29,6 +29,20 @@ template <typename T> __device__ __forceinline__ T from_f(float x);
 template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
+// (a, b) * scale as one 32-bit word of two 16-bit values, a in the low half.
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(float a, float b, float scale);
+template <>
+__device__ __forceinline__ uint32_t pack_pair<__half>(float a, float b, float scale) {
+  return uint32_t(__half_as_ushort(__float2half_rn(a * scale))) |
+         (uint32_t(__half_as_ushort(__float2half_rn(b * scale))) << 16);
+}
+template <>
+__device__ __forceinline__ uint32_t pack_pair<__nv_bfloat16>(float a, float b, float scale) {
+  return uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(a * scale))) |
+         (uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(b * scale))) << 16);
+}
+
 // Eight 16-bit values from one 16-byte load.
 template <typename T>
 __device__ __forceinline__ void load8(const T* ptr, float (&v)[8]) {
@@ -116,14 +130,10 @@ __global__ void __launch_bounds__(kThreads) fmha_bwd_convert_dq_tiles(const Fmha
       const float4 v = src[f];
       const int part = f / 1024, j = (f / 128) % 8, t = f % 128;
       const int r = 16 * (t / 32) + (t % 32) / 4, c = part * kDqPartCols + 8 * j + 2 * (t % 4);
-      const T pa[2] = {from_f<T>(v.x * p.scale), from_f<T>(v.y * p.scale)};
-      const T pb[2] = {from_f<T>(v.z * p.scale), from_f<T>(v.w * p.scale)};
       if (r < rows)
-        *reinterpret_cast<uint32_t*>(dq + int64_t(sb.q0 + m0 + r) * p.dq_sm + c) =
-            *reinterpret_cast<const uint32_t*>(pa);
+        *reinterpret_cast<uint32_t*>(dq + int64_t(sb.q0 + m0 + r) * p.dq_sm + c) = pack_pair<T>(v.x, v.y, p.scale);
       if (r + 8 < rows)
-        *reinterpret_cast<uint32_t*>(dq + int64_t(sb.q0 + m0 + r + 8) * p.dq_sm + c) =
-            *reinterpret_cast<const uint32_t*>(pb);
+        *reinterpret_cast<uint32_t*>(dq + int64_t(sb.q0 + m0 + r + 8) * p.dq_sm + c) = pack_pair<T>(v.z, v.w, p.scale);
     }
   }
 }
@@ -131,11 +141,11 @@ __global__ void __launch_bounds__(kThreads) fmha_bwd_convert_dq_tiles(const Fmha
 int64_t dsum_bytes(const FmhaBwdParams& p) { return (int64_t(p.B) * p.H * p.Mq * 4 + 255) / 256 * 256; }
 int64_t dq_rows_bytes(const FmhaBwdParams& p) { return int64_t(p.B) * p.Mq * p.H * p.K * 4; }
 int64_t dq_tiles_bytes(const FmhaBwdParams& p) { return dq_tiles_floats(p) * 4; }
-// Room for the layout the call may use: the tiles only where sm90_dq_tiles asks for them.
+// Room for the layout the call may use: the tiles only where dq_tiles_used.
 int64_t dq_accum_bytes(const FmhaBwdParams& p) {
   if (p.deterministic) return 0;
   const int64_t rows = dq_rows_bytes(p);
-  return p.sm90_dq_tiles ? std::max(rows, dq_tiles_bytes(p)) : rows;
+  return dq_tiles_used(p) ? std::max(rows, dq_tiles_bytes(p)) : rows;
 }
 
 bool aligned(const void* ptr, int bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
@@ -219,7 +229,7 @@ cudaError_t fmha_bwd(const FmhaBwdParams& p, cudaStream_t stream) {
 
 cudaError_t fmha_bwd_with(const FmhaBwdParams& p, FmhaBwdMainFn main, bool dq_tiles, cudaStream_t stream) {
   if (int64_t(p.B) * p.H == 0 || p.num_seqs <= 0) return cudaSuccess;
-  if (dq_tiles && (p.deterministic || !p.sm90_dq_tiles)) return cudaErrorInvalidValue;  // sized for the rows
+  if (dq_tiles && !dq_tiles_used(p)) return cudaErrorInvalidValue;  // the workspace is sized for the rows
   const int64_t need = fmha_bwd_workspace_bytes(p);
   if (need > 0 && (p.workspace == nullptr || p.workspace_bytes < need || !aligned(p.workspace, 16)))
     return cudaErrorInvalidValue;

@@ -53,7 +53,9 @@ struct FmhaBwdParams {
   int64_t workspace_bytes;
   int no_sm90;  // 1: fmha_bwd skips the Hopper kernel (fmha_bwd_sm90.h) and runs the FA2 one
   // 1: the Hopper kernel adds its dQ parts to tile-contiguous sums by one bulk reduction a tile
-  // and warpgroup (fmha_bwd_dq_tiles.h), instead of 8-byte atomics into [B, Mq, H, K] sums.
+  // and warpgroup (fmha_bwd_dq_tiles.h, where dq_tiles_used), instead of 8-byte atomics into
+  // [B, Mq, H, K] sums. Their conversion writes only the rows of the query blocks: rows outside
+  // every varlen block keep what dq held (the torch glue passes zeros).
   int sm90_dq_tiles;
   // 1: head dim 256 (K == Kv) runs the Hopper kernel too (fmha_bwd_sm90_d256_kernel.cuh), else FA2.
   int sm90_d256;

@@ -37,4 +37,13 @@ __host__ __device__ inline int64_t dq_tile_offset(const FmhaBwdParams& p, int bq
   return (tile * p.H + h) * kDqTileRows * p.K;
 }
 
+// The one decision of whether a call uses the tiles (the workspace size, the Hopper kernel variant and
+// the dQ conversion all follow it): asked for (sm90_dq_tiles), a head dim of the d64 / d128 kernel,
+// atomic mode, and at most twice the floats of the row layout (short sequences would pad every 1 to
+// 63 rows to 64: a decode-like Mq = 1 would clear and convert 64 times the rows).
+__host__ __device__ inline bool dq_tiles_used(const FmhaBwdParams& p) {
+  return p.sm90_dq_tiles != 0 && (p.K == 64 || p.K == 128) && p.K == p.Kv && !p.deterministic &&
+         dq_tiles_floats(p) <= 2 * int64_t(p.B) * p.Mq * p.H * p.K;
+}
+
 }  // namespace mslk::attention

@@ -1,6 +1,7 @@
 // Host-side predicate and head-dim dispatch of the Hopper attention backward.
 #include <cstdint>
 
+#include "attention/kernels/fmha_bwd_dq_tiles.h"
 #include "attention/kernels/fmha_bwd_impl.h"
 #include "attention/kernels/fmha_bwd_sm90.h"
 #include "common/device_attrs.h"
@@ -30,8 +31,6 @@ cudaError_t main_sm90(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStrea
                    : p.K == 128 ? fmha_bwd_sm90_d128(p, w, stream) : fmha_bwd_sm90_d256(p, w, stream);
 }
 
-// The tile-contiguous dQ sums: d64 / d128 (the d256 kernel adds its dQ by atomics).
-bool dq_tiles(const FmhaBwdParams& p) { return p.sm90_dq_tiles != 0 && p.K != 256; }
 }  // namespace
 
 bool fmha_bwd_sm90_supports(const FmhaBwdParams& p) {
@@ -50,7 +49,7 @@ bool fmha_bwd_sm90_supports(const FmhaBwdParams& p) {
 
 cudaError_t fmha_bwd_sm90(const FmhaBwdParams& p, cudaStream_t stream) {
   if (!fmha_bwd_sm90_supports(p)) return cudaErrorNotSupported;
-  return fmha_bwd_with(p, main_sm90, dq_tiles(p), stream);
+  return fmha_bwd_with(p, main_sm90, dq_tiles_used(p), stream);
 }
 
 }  // namespace mslk::attention

@@ -59,10 +59,10 @@ cudaError_t launch_dtype(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaSt
   return p.is_bf16 ? launch<cutlass::bfloat16_t, D, V>(p, w, stream) : launch<cutlass::half_t, D, V>(p, w, stream);
 }
 
-// The library's kernels: kVariant, with the tile-contiguous dQ sums where p asks for them.
+// The library's kernels: kVariant, with the tile-contiguous dQ sums where dq_tiles_used.
 template <int D>
 cudaError_t launch_library(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
-  return p.sm90_dq_tiles ? launch_dtype<D, kVariant | kVarTileDq>(p, w, stream) : launch_dtype<D, kVariant>(p, w, stream);
+  return dq_tiles_used(p) ? launch_dtype<D, kVariant | kVarTileDq>(p, w, stream) : launch_dtype<D, kVariant>(p, w, stream);
 }
 
 }  // namespace mslk::attention::sm90_bwd

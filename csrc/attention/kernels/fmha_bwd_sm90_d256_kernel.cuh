@@ -11,7 +11,8 @@
 //       dS^T read MN-major from the same bytes), dQ[:, 128w ..] = dS K[:, 128w ..]   (64 x 128 x 64),
 //   dQ added to the float32 dQ sums with 8-byte atomics (fmha_bwd.cu scales and converts them).
 // Registers a consumer thread: dK, dV 64 each, dQ 64, S and dP 16 each.
-// Shared memory: Q, dO 2 x 64 x 256 each, K, V 64 x 256, P and dS 64 x 64: 208 KB.
+// Shared memory: Q, dO 2 x 64 x 256 each, K, V 64 x 256, P and dS 64 x 64 (208 KB of tiles), the
+// LSE / D rows and barriers: 210 KB, 211 KB with the alignment pad.
 #pragma once
 #include "attention/kernels/fmha_bwd_sm90_kernel.cuh"
 
@@ -26,6 +27,8 @@ struct TraitsD256 {
   static constexpr int kThreads = 128 * (kWGs + 1);
   static constexpr int kConsumerWarps = 4 * kWGs;
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static_assert(128 * kProducerRegs + 128 * kWGs * kConsumerRegs <= 65536 / kThreads / 8 * 8 * kThreads,
+                "register pool");
   static constexpr int kKeysWg = kBN / kWGs, kColsWg = kD / kWGs;  // S columns, dK / dV / dQ columns
   static_assert(sizeof(Element) == 2, "16-bit inputs only (MN-major operands need them)");
 
@@ -76,6 +79,7 @@ struct SharedStorageD256 {
   uint64_t full[Tr::kStages];
   uint64_t empty[Tr::kStages];
 };
+static_assert(sizeof(SharedStorageD256<cutlass::bfloat16_t>) + 1024 <= 232448, "d256: the sm_90 shared-memory cap");
 
 template <typename Element>
 __global__ void __launch_bounds__(TraitsD256<Element>::kThreads, 1)

@@ -526,3 +526,57 @@ def test_sm90_stream_k_replays_in_a_cuda_graph(sm90, monkeypatch, mq, mkv, H):
         want_out, want_lse = f()
         torch.cuda.synchronize()
         assert torch.equal(out, want_out) and torch.equal(lse, want_lse)
+
+
+# ---- paged K/V on the Hopper kernel (forced: under auto it stays on FA2 for now)
+
+@needs_sm90
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("page_size", [16, 64, 256])
+@pytest.mark.parametrize("idx", range(5))
+def test_sm90_paged_masks(sm90, dtype, d, page_size, idx):
+    """Pages smaller than a key tile (every tile read a row at a time), equal to or larger than one,
+    gappy lanes whose keys start off a page (tiles across pages), unused and shuffled pages."""
+    bias = base.paged_masks("cuda", page_size)[idx]
+    g = torch.Generator().manual_seed(idx + d + page_size)
+    mq, phys = bias.q_seqinfo.total, 14 * page_size
+    q, k, v = (rand((1, mq, 4, d), dtype, "cuda", g), rand((1, phys, 4, d), dtype, "cuda", g),
+               rand((1, phys, 4, d), dtype, "cuda", g))
+    check_sm90(q, k, v, bias)
+
+
+@needs_sm90
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("gappy", [False, True])
+def test_sm90_paged_long_lanes(sm90, d, gappy):
+    """Lanes of hundreds to thousands of keys over 256-key pages: whole tiles inside pages, and (gappy,
+    starts 100 and 300) tiles that cross them."""
+    page, per_lane = 256, 12
+    g = torch.Generator().manual_seed(d + gappy)
+    bt = torch.randperm(2 * per_lane + 5, generator=g)[:2 * per_lane].reshape(2, per_lane).to(torch.int32)
+    ql, kl = [300, 5], [2000, 777]
+    if gappy:
+        bias = ab.PagedBlockDiagonalCausalWithOffsetGappyKeysMask.from_seqlens(ql, [100, 300, 0], kl, bt, page,
+                                                                               device="cuda")
+    else:
+        bias = ab.PagedBlockDiagonalCausalWithOffsetPaddedKeysMask.from_seqlens(ql, kl, bt, page, device="cuda")
+    phys = (2 * per_lane + 5) * page
+    q = rand((1, sum(ql), 4, d), torch.bfloat16, "cuda", g)
+    k, v = (rand((1, phys, 4, d), torch.bfloat16, "cuda", g) for _ in range(2))
+    check_sm90(q, k, v, bias)
+
+
+@needs_sm90
+@pytest.mark.parametrize("kern", ["auto", "sm90"])
+def test_paged_kernel_choice(monkeypatch, kern):
+    """Paged K/V runs the Hopper kernel only when forced (auto keeps the FA2 kernel for it)."""
+    monkeypatch.setenv("MSLK_FMHA_KERNEL", kern)
+    bias = base.paged_masks("cuda", 64)[0]
+    g = torch.Generator().manual_seed(5)
+    q = rand((1, bias.q_seqinfo.total, 2, 128), torch.bfloat16, "cuda", g)
+    k, v = (rand((1, 14 * 64, 2, 128), torch.bfloat16, "cuda", g) for _ in range(2))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        run_op(q, k, v, bias, 128 ** -0.5)
+        torch.cuda.synchronize()
+    assert any("fmha_fwd_sm90_kernel" in e.name for e in prof.events()) == (kern == "sm90")

@@ -181,7 +181,8 @@ def block_of(p, s):
         lk = p["seqlen_k"][s] if p["seqlen_k"] is not None else p["Mkv"]
     ok = q0 >= 0 and k0 >= 0
     lq = max(0, min(lq, p["Mq"] - max(q0, 0)))
-    lk = max(0, min(lk, p["Mkv"] - max(k0, 0)))
+    extent = p["bt_cols"] * p["page_size"] if p.get("block_table") is not None else p["Mkv"]  # paged: logical keys
+    lk = max(0, min(lk, extent - max(k0, 0)))
     return bq, q0, lq, k0, lk, ok
 
 

@@ -31,7 +31,7 @@ bool device_is_sm90() {
 int fmha_fwd_sm90_head_dim(const FmhaFwdParams& p) {
 #if MSLK_HAS_CUTLASS
   if (p.bias != nullptr) return 0;
-  if (p.block_table != nullptr) return 0;  // paged K/V: the FA2 kernel reads it through the block table
+  if (p.block_table != nullptr && (p.seqstart_q == nullptr || p.page_size <= 0 || p.B != 1)) return 0;
   if (p.dropout.p > 0.f) return 0;         // dropout: only the FA2 kernel applies it
   if (p.K <= 0 || p.Kv <= 0 || p.K % 8 != 0 || p.Kv % 8 != 0 || p.K > 256 || p.Kv > 256) return 0;
   if (p.Mq <= 0 || p.Mkv <= 0 || p.B <= 0 || p.H <= 0) return 0;

@@ -74,6 +74,13 @@ cudaError_t launch(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t 
       !encode_map(&a.tk, p.k, bf16, p.K, p.Mkv, p.H, p.B, p.k_sm, p.k_sh, p.k_sb, Tr::kBN, &a.k_hm, &a.k_bm) ||
       !encode_map(&a.tv, p.v, bf16, p.Kv, p.Mkv, p.H, p.B, p.v_sm, p.v_sh, p.v_sb, Tr::kBN, &a.v_hm, &a.v_bm))
     return cudaErrorNotSupported;
+  // Paged K/V ([1, kv_rows, H, *] caches): the same maps at physical rows, and 1-row ones
+  a.paged = p.block_table != nullptr;
+  int unused = 0;
+  if (a.paged && (p.page_size <= 0 || p.B != 1 ||
+                  !encode_map(&a.tk1, p.k, bf16, p.K, p.Mkv, p.H, p.B, p.k_sm, p.k_sh, p.k_sb, 1, &a.k_hm, &unused) ||
+                  !encode_map(&a.tv1, p.v, bf16, p.Kv, p.Mkv, p.H, p.B, p.v_sm, p.v_sh, p.v_sb, 1, &a.v_hm, &unused)))
+    return cudaErrorNotSupported;
   int64_t num_work = int64_t((p.max_seqlen_q + Tr::kBM - 1) / Tr::kBM) * p.H * p.num_seqs;
   // int tile indices in the kernel; a packed list holds at most num_seqs * ceil(Mq / BM) per head
   const int64_t packed_max = int64_t((p.Mq + Tr::kBM - 1) / Tr::kBM) * p.H * p.num_seqs;

@@ -11,10 +11,40 @@
 namespace mslk::attention::sm90 {
 using namespace cute;
 
+// Paged K/V: the BN logical keys x .. x + BN - 1 of lane s (one operand, K or V) into dst. A tile
+// inside one page is one box at its physical row; a tile across pages goes a row at a time (map1:
+// 1-row boxes; the 128-byte swizzle follows the shared-memory address, so row r lands where the
+// whole box would put it). Keys past the lane's last (x_last) read that key: their P is 0 and the
+// consumers zero their V rows. Rows outside the cache (negative or past it) read as zeros (TMA).
+template <int BN, int D, typename Element>
+__device__ __forceinline__ void load_kv_paged(const CUtensorMap* map, const CUtensorMap* map1, uint64_t* bar,
+                                              Element* dst, const FmhaFwdParams& p, int s, int x, int x_last,
+                                              int head) {
+  const int* bt = p.block_table + int64_t(s) * p.bt_stride;
+  const int ps = p.page_size, off = x % ps;
+  if (off + BN <= ps) {
+    const int row = int(int64_t(bt[x / ps]) * ps + off);
+#pragma unroll
+    for (int cb = 0; cb < D / kColBlock; ++cb)
+      tma_load_4d(map, bar, dst + cb * BN * kColBlock, cb * kColBlock, row, head, 0);
+    return;
+  }
+#pragma unroll 1
+  for (int r = 0; r < BN; ++r) {
+    const int xr = min(x + r, x_last);
+    const int row = int(int64_t(bt[xr / ps]) * ps + xr % ps);
+#pragma unroll
+    for (int cb = 0; cb < D / kColBlock; ++cb)
+      tma_load_4d(map1, bar, dst + cb * BN * kColBlock + r * kColBlock, cb * kColBlock, row, head, 0);
+  }
+}
+
 // The producer's one issuing thread: every item of this CTA in the consumers' order, so that the
-// K/V ring position (g) and the Q buffer's use count (qn) agree with theirs.
-template <typename Element, int D, int C>
-__device__ __forceinline__ void produce(const Args& args, SharedStorage<Element, D, C>& ss, int num_m, int num_rect) {
+// K/V ring position (g) and the Q buffer's use count (qn) agree with theirs. kPaged: K/V through the
+// block table (a copy of the loop of its own, so the plain one keeps its 24 registers to itself).
+template <typename Element, int D, int C, bool kPaged>
+__device__ __forceinline__ void produce_walk(const Args& args, SharedStorage<Element, D, C>& ss, int num_m,
+                                             int num_rect) {
   using Tr = Traits<Element, D, C>;
   constexpr int BN = Tr::kBN, kStages = Tr::kStages, kBM = Tr::kBM;
   prefetch_tensormap(&args.tq);
@@ -39,21 +69,38 @@ __device__ __forceinline__ void produce(const Args& args, SharedStorage<Element,
     for (int it = 0; it < w.kt.n_tiles; ++it, ++g) {
       const int st = g % kStages;
       const uint32_t phase = (g / kStages) & 1;
-      const int row = w.blk.k0 + w.kt.n_begin + it * BN;
+      const int row = w.blk.k0 + w.kt.n_begin + it * BN;  // paged: the lane's logical key
+      const int x_last = w.blk.k0 + w.blk.lk - 1;
       mbar_wait(&ss.empty_k[st], phase ^ 1);
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_k[st], Tr::kKVBytes);
+      if constexpr (kPaged) {
+        load_kv_paged<BN, D>(&args.tk, &args.tk1, &ss.full_k[st], ss.k.data() + st * BN * D, args.p, w.s, row, x_last,
+                             w.h * args.k_hm);
+      } else {
 #pragma unroll
-      for (int cb = 0; cb < D / kColBlock; ++cb)
-        tma_load_4d(&args.tk, &ss.full_k[st], ss.k.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
-                    w.h * args.k_hm, w.blk.bq * args.k_bm);
+        for (int cb = 0; cb < D / kColBlock; ++cb)
+          tma_load_4d(&args.tk, &ss.full_k[st], ss.k.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
+                      w.h * args.k_hm, w.blk.bq * args.k_bm);
+      }
       mbar_wait(&ss.empty_v[st], phase ^ 1);
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_v[st], Tr::kKVBytes);
+      if constexpr (kPaged) {
+        load_kv_paged<BN, D>(&args.tv, &args.tv1, &ss.full_v[st], ss.v.data() + st * BN * D, args.p, w.s, row, x_last,
+                             w.h * args.v_hm);
+      } else {
 #pragma unroll
-      for (int cb = 0; cb < D / kColBlock; ++cb)
-        tma_load_4d(&args.tv, &ss.full_v[st], ss.v.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
-                    w.h * args.v_hm, w.blk.bq * args.v_bm);
+        for (int cb = 0; cb < D / kColBlock; ++cb)
+          tma_load_4d(&args.tv, &ss.full_v[st], ss.v.data() + st * BN * D + cb * BN * kColBlock, cb * kColBlock, row,
+                      w.h * args.v_hm, w.blk.bq * args.v_bm);
+      }
     }
   }
+}
+
+template <typename Element, int D, int C>
+__device__ __forceinline__ void produce(const Args& args, SharedStorage<Element, D, C>& ss, int num_m, int num_rect) {
+  if (args.paged) produce_walk<Element, D, C, true>(args, ss, num_m, num_rect);
+  else produce_walk<Element, D, C, false>(args, ss, num_m, num_rect);
 }
 
 // Issues S = Q K^T on K stage st (one wgmma batch, not waited for).

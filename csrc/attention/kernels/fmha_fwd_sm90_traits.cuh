@@ -103,6 +103,8 @@ CUTE_HOST_DEVICE constexpr int o_chunk_offset(int b8, int srow, int bm) {
 // stride is 0 (size 1, or broadcast by expand()) has extent 1 and its coordinate multiplier is 0.
 struct Args {  // CUtensorMap carries its own alignment (64 bytes or more)
   CUtensorMap tq, tk, tv, to;  // to: O in boxes of [64 rows][64 columns] (o_tma)
+  CUtensorMap tk1, tv1;        // paged K/V: K and V in 1-row boxes, for key tiles across pages
+  int paged;                   // 1: K/V rows through p.block_table (load_kv_paged)
   FmhaFwdParams p;
   int q_hm, q_bm, k_hm, k_bm, v_hm, v_bm;  // 1: index the head / batch mode, 0: broadcast
   float scale_log2;                        // scale * log2(e)

@@ -35,7 +35,9 @@ __host__ __device__ inline Block block_of(const FmhaFwdParams& p, int s) {
   // Memory safety against inconsistent descriptors (the glue cannot check device-side values).
   b.ok = b.q0 >= 0 && b.k0 >= 0;
   b.lq = max(0, min(b.lq, p.Mq - max(b.q0, 0)));
-  b.lk = max(0, min(b.lk, p.Mkv - max(b.k0, 0)));
+  // paged K/V: the lane's keys are logical, within its bt_cols pages
+  const int kv_extent = p.block_table != nullptr ? p.bt_cols * p.page_size : p.Mkv;
+  b.lk = max(0, min(b.lk, kv_extent - max(b.k0, 0)));
   return b;
 }
 

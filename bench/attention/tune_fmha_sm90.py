@@ -24,14 +24,25 @@ CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/attention/kernels/fmha_f
 
 def tile_rows():
     """Every row of kTileCfgs: (d, bn, stages, pingpong, persistent, wgs)."""
+    return [r[:6] for r in _rows()]
+
+
+def bias_rows():
+    """Indices of the rows for problems with a tensor bias (their seventh field)."""
+    return [i for i, r in enumerate(_rows()) if r[6]]
+
+
+def _rows():
     body = CONFIGS_H.read_text().split("kTileCfgs[] = {")[1].split("};")[0]
-    return [tuple(map(int, m)) for m in re.findall(r"\{(\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\}", body)]
+    rows = re.findall(r"\{(\d+), (\d+), (\d+), (\d+), (\d+), (\d+)(?:, (\d+))?\}", body)
+    return [tuple(int(x or 0) for x in m) for m in rows]
 
 
 def candidate_rows():
-    """Row indices that are not their head dim's default (the first row of a head dim)."""
-    rows = tile_rows()
-    return [i for i, r in enumerate(rows) if any(x[0] == r[0] for x in rows[:i])]
+    """Row indices that are not their head dim's default (the first row of a head dim), bias rows
+    aside (they run only problems with a tensor bias)."""
+    rows, bias = tile_rows(), bias_rows()
+    return [i for i, r in enumerate(rows) if any(x[0] == r[0] for x in rows[:i]) and i not in bias]
 
 
 L2_MIB = [0, 8, 16, 24, 40]  # MSLK_FMHA_SM90_L2_MIB values timed on the default row (kL2SectionMiB: 16)
@@ -45,7 +56,7 @@ def main():
     rows_cfg = tile_rows()
     table = []
     for B, H, S, D, causal in SHAPES:
-        mine = [(i, r) for i, r in enumerate(rows_cfg) if r[0] == D]
+        mine = [(i, r) for i, r in enumerate(rows_cfg) if r[0] == D and i not in bias_rows()]
         sets = [make(B, H, S, D) for _ in range(copies_to_exceed_l2(3 * B * H * S * D * 2))]
         flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
         tf = lambda ms: flops / (ms * 1e-3) / 1e12  # noqa: E731

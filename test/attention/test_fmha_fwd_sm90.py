@@ -1,7 +1,8 @@
 """mslk::fmha_fwd forced onto the Hopper kernel (MSLK_FMHA_KERNEL=sm90,
 csrc/attention/kernels/fmha_fwd_sm90_kernel.cuh) against the float64 oracle: every CUDA case of
-test_fmha_fwd_kernel.py that the kernel supports (all but tensor biases), plus NaN-filled key
-padding, poisoned outputs, agreement with the FA2 kernel and the env var's error paths."""
+test_fmha_fwd_kernel.py, tensor biases and paged K/V (which dispatch under auto still gives the FA2
+kernel), plus NaN-filled key padding, poisoned outputs, agreement with the FA2 kernel and the env
+var's error paths."""
 
 import math
 
@@ -197,11 +198,57 @@ def test_auto_choice(monkeypatch, dtype):
     check_cuda(q, k, v, rand((1, 2, 300, 300), torch.float32, "cuda", g))
 
 
+def _bias_of(spec, B, H, mq, mkv, dtype, bias_dtype, strided, g):
+    """A tensor bias (float32 or the input dtype; strided: keys not contiguous), alone or under a
+    causal mask."""
+    shape = (1, H, mq, mkv) if spec == "tensor" else (B, 1, mq, mkv)  # broadcast over B, or over heads
+    t = rand(shape[:2] + (mkv, mq) if strided else shape, torch.float32, "cuda", g)
+    t = t.transpose(-1, -2) if strided else t
+    t = t.to(dtype) if bias_dtype == "same" else t
+    return t if spec == "tensor" else ab.LowerTriangularMask().add_bias(t)
+
+
 @needs_sm90
-def test_sm90_refuses_tensor_bias_naming_env(sm90):
-    q = torch.zeros(1, 8, 2, 64, dtype=torch.half, device="cuda")
-    with pytest.raises(RuntimeError, match="MSLK_FMHA_KERNEL"):
-        run_op(q, q, q, torch.zeros(1, 2, 8, 8, device="cuda"), 0.125)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("mq,mkv", [(1, 1), (7, 7), (127, 1000), (1000, 1000), (1000, 7), (300, 300)])
+@pytest.mark.parametrize("spec", ["tensor", "causal+tensor"])
+@pytest.mark.parametrize("bias_dtype", ["fp32", "same"])
+def test_sm90_tensor_bias(sm90, dtype, d, mq, mkv, spec, bias_dtype):
+    """The Hopper kernel's bias rows: broadcast over batches or heads, float32 or the input dtype,
+    lengths off the tiles, with and without a causal band."""
+    g = torch.Generator().manual_seed(d + mq + mkv)
+    B, H = 2, 3
+    q, k, v = (rand((B, mq, H, d), dtype, "cuda", g), rand((B, mkv, H, d), dtype, "cuda", g),
+               rand((B, mkv, H, d), dtype, "cuda", g))
+    check_sm90(q, k, v, _bias_of(spec, B, H, mq, mkv, dtype, bias_dtype, False, g))
+
+
+@needs_sm90
+@pytest.mark.parametrize("d", [64, 128])
+def test_sm90_tensor_bias_strided(sm90, d):
+    """A bias whose keys are not contiguous (each key read on its own) and one with -inf entries."""
+    g = torch.Generator().manual_seed(d)
+    B, H, mq, mkv = 2, 2, 200, 333
+    q, k, v = (rand((B, n, H, d), torch.bfloat16, "cuda", g) for n in (mq, mkv, mkv))
+    check_sm90(q, k, v, _bias_of("tensor", B, H, mq, mkv, torch.bfloat16, "fp32", True, g))
+    t = rand((B, H, mq, mkv), torch.float32, "cuda", g)
+    t[:, :, :, 5:300:7] = -math.inf  # keys masked through the bias; every row keeps others
+    check_sm90(q, k, v, t)
+
+
+@needs_sm90
+@pytest.mark.parametrize("kern", ["auto", "sm90"])
+def test_tensor_bias_kernel_choice(monkeypatch, kern):
+    """A tensor bias runs the Hopper kernel only when forced (auto keeps the FA2 kernel for it)."""
+    monkeypatch.setenv("MSLK_FMHA_KERNEL", kern)
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (rand((1, 256, 2, 128), torch.bfloat16, "cuda", g) for _ in range(3))
+    bias = rand((1, 2, 256, 256), torch.float32, "cuda", g)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        run_op(q, k, v, bias, 128 ** -0.5)
+        torch.cuda.synchronize()
+    assert any("fmha_fwd_sm90_kernel" in e.name for e in prof.events()) == (kern == "sm90")
 
 
 @needs_cuda
@@ -227,9 +274,9 @@ def test_sm90_forced_refusal_raises(monkeypatch):
         torch.ops.mslk.fmha_fused_fwd(q, q, q, None, scale=0.125, **drop)
 
 
-from bench.attention.tune_fmha_sm90 import tile_rows  # noqa: E402
+from bench.attention.tune_fmha_sm90 import bias_rows, tile_rows  # noqa: E402
 
-ROWS = range(len(tile_rows()))
+ROWS = [r for r in range(len(tile_rows())) if r not in bias_rows()]  # bias rows: test_sm90_tensor_bias
 
 
 @needs_sm90

@@ -6,10 +6,11 @@
 
 namespace mslk::attention {
 namespace {
-// The Hopper kernel where it takes p: always under kSm90; under kAuto not yet for paged K/V (the
-// FA2 kernel keeps it until the paged Hopper path has been measured).
+// The Hopper kernel where it takes p: always under kSm90; under kAuto not yet for paged K/V or a
+// tensor bias (the FA2 kernel keeps them until the Hopper paths have been measured).
 bool sm90_tried(const FmhaFwdParams& p, const FmhaFwdTuning& t) {
-  return t.kernel == FmhaKernelChoice::kSm90 || (t.kernel == FmhaKernelChoice::kAuto && p.block_table == nullptr);
+  return t.kernel == FmhaKernelChoice::kSm90 ||
+         (t.kernel == FmhaKernelChoice::kAuto && p.block_table == nullptr && p.bias == nullptr);
 }
 }  // namespace
 

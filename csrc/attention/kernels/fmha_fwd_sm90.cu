@@ -30,7 +30,7 @@ bool device_is_sm90() {
 
 int fmha_fwd_sm90_head_dim(const FmhaFwdParams& p) {
 #if MSLK_HAS_CUTLASS
-  if (p.bias != nullptr) return 0;
+  if (p.bias != nullptr && p.bias_is_fp32 != 0 && p.bias_is_fp32 != 1) return 0;
   if (p.block_table != nullptr && (p.seqstart_q == nullptr || p.page_size <= 0 || p.B != 1)) return 0;
   if (p.dropout.p > 0.f) return 0;         // dropout: only the FA2 kernel applies it
   if (p.K <= 0 || p.Kv <= 0 || p.K % 8 != 0 || p.Kv % 8 != 0 || p.K > 256 || p.Kv > 256) return 0;
@@ -103,9 +103,13 @@ int row_for(const FmhaFwdParams& p, const FmhaFwdTuning& t, int d) {
   const bool causal = p.mask_kind == kMaskCausalTopLeft || p.mask_kind == kMaskCausalBottomRight;
   const bool dense = p.mask_kind == kMaskNone && p.seqstart_q == nullptr && p.seqlen_k == nullptr &&
                      p.window_left < 0 && p.window_right < 0;
+  const bool bias = p.bias != nullptr;
+  if (bias) return sm90::bias_cfg(d);  // the head dim's bias row (a row without the bias path would drop it)
   int c = causal || p.seqstart_q != nullptr ? sm90::banded_cfg(d) : sm90::default_cfg(d);
   if (dense) c = dense_cfg(p, t, d, c);
-  if (const int f = t.sm90_cfg; f >= 0 && f < sm90::kNumTileCfgs && sm90::kTileCfgs[f].d == d) c = f;
+  if (const int f = t.sm90_cfg; f >= 0 && f < sm90::kNumTileCfgs && sm90::kTileCfgs[f].d == d &&
+                                sm90::kTileCfgs[f].bias == 0)
+    c = f;
   return c;
 }
 }  // namespace
@@ -114,6 +118,7 @@ cudaError_t fmha_fwd_sm90(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaSt
   const int d = fmha_fwd_sm90_head_dim(p);
   if (d == 0 || !device_is_sm90()) return cudaErrorNotSupported;
   const int c = row_for(p, t, d);
+  if (c < 0) return cudaErrorNotSupported;
   if (c != sm90::default_cfg(d)) return fmha_fwd_sm90_variant(c, p, t, stream);
   if (d == 64) return fmha_fwd_sm90_d64(p, t, stream);
   if (d == 128) return fmha_fwd_sm90_d128(p, t, stream);
@@ -123,8 +128,9 @@ cudaError_t fmha_fwd_sm90(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaSt
 int64_t fmha_fwd_sm90_workspace_bytes(const FmhaFwdParams& p, const FmhaFwdTuning& t) {
   const int d = fmha_fwd_sm90_head_dim(p);
   if (d == 0 || !device_is_sm90()) return 0;
-  const sm90::TileCfg& cfg = sm90::kTileCfgs[row_for(p, t, d)];
-  if (!cfg.persistent) return 0;
+  const int c = row_for(p, t, d);
+  if (c < 0 || !sm90::kTileCfgs[c].persistent) return 0;
+  const sm90::TileCfg& cfg = sm90::kTileCfgs[c];
   const Walk w = walk_of(p, t, cfg, device_sms());
   return w.sk.n_sk > 0 ? sm90::stream_k_workspace_bytes(d, cfg.wgs, w.grid) : 0;
 }

@@ -12,7 +12,7 @@
 namespace mslk::attention {
 
 // Padded head dim the sm90 kernel would use (64, 128 or 256), or 0 when it cannot run the problem:
-// a tensor bias, paged K/V (block_table), K or Kv > 256 or not a multiple of 8, TMA-incompatible addresses or strides
+// dropout, paged K/V outside varlen mode, K or Kv > 256 or not a multiple of 8, TMA-incompatible addresses or strides
 // (16-byte aligned base, row/head/batch strides multiples of 8 elements, a stride-0 row dim only
 // when that dim has one row), or a build without CUTLASS. Host-only; reads no device memory.
 int fmha_fwd_sm90_head_dim(const FmhaFwdParams& p);

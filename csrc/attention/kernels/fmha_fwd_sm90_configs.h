@@ -11,6 +11,8 @@
 // wgs: consumer warpgroups of 64 query rows each: 2 (registers 24 / 240), 3 (32 / 160, no
 // ping-pong: three warpgroups interleave on the warp schedulers) or 4 (24 / 112: BN 64 only, S + P
 // + O in 80 registers; the launch's pool is 96 a thread, a larger consumer share hangs setmaxnreg).
+// bias: 1 = the row of a head dim for problems with a tensor bias (bias_cfg; the kernel adds it to S
+// after the Q K^T GEMM), never picked for problems without one.
 // The first row of a head dim is its default; its first non-persistent row serves causal masks and
 // varlen problems (banded_cfg): their tiles' costs differ, which the hardware's block scheduler
 // balances and a static persistent walk does not. MSLK_FMHA_SM90_CFG=<row> (FmhaFwdTuning::sm90_cfg)
@@ -20,7 +22,7 @@
 namespace mslk::attention::sm90 {
 
 struct TileCfg {
-  int d, bn, stages, pingpong, persistent, wgs;
+  int d, bn, stages, pingpong, persistent, wgs, bias = 0;
 };
 
 inline constexpr TileCfg kTileCfgs[] = {
@@ -31,6 +33,11 @@ inline constexpr TileCfg kTileCfgs[] = {
     {64, 64, 8, 0, 0, 4},    // 4: d64 causal / varlen, as row 3
     {256, 64, 2, 1, 0, 2},   // 5: d256 causal / varlen, as row 3
     {64, 128, 4, 0, 1, 3},   // 6: d64 dense alternative (kDenseAlts): BM 192, FA3's d64 tile
+    // tensor bias: one CTA per tile (biases come with every mask), two consumer warpgroups (240
+    // registers: the bias values join S, P and O)
+    {64, 128, 2, 1, 0, 2, 1},   // 7: d64 with a tensor bias
+    {128, 128, 2, 1, 0, 2, 1},  // 8: d128 with a tensor bias
+    {256, 64, 2, 1, 0, 2, 1},   // 9: d256 with a tensor bias
 };
 inline constexpr int kNumTileCfgs = sizeof(kTileCfgs) / sizeof(kTileCfgs[0]);
 
@@ -57,8 +64,15 @@ inline constexpr int kNumDenseAlts = sizeof(kDenseAlts) / sizeof(kDenseAlts[0]);
 // The row for causal masks: the head dim's first non-persistent row, else its default.
 constexpr int banded_cfg(int d) {
   for (int i = 0; i < kNumTileCfgs; ++i)
-    if (kTileCfgs[i].d == d && kTileCfgs[i].persistent == 0) return i;
+    if (kTileCfgs[i].d == d && kTileCfgs[i].persistent == 0 && kTileCfgs[i].bias == 0) return i;
   return default_cfg(d);
+}
+
+// The row for problems with a tensor bias (-1: none for d).
+constexpr int bias_cfg(int d) {
+  for (int i = 0; i < kNumTileCfgs; ++i)
+    if (kTileCfgs[i].d == d && kTileCfgs[i].bias != 0) return i;
+  return -1;
 }
 
 }  // namespace mslk::attention::sm90

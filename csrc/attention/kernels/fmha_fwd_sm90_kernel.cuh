@@ -153,6 +153,18 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
     const int n0_lo = int(max(min(int64_t(dlo) + wr0 + 63, int64_t(INT32_MAX)), int64_t(INT32_MIN)));
     const int n0_hi = int(max(min(int64_t(dhi) + wr0 - BN + 1, int64_t(INT32_MAX)), int64_t(INT32_MIN)));
     const BandMask<BN> mask{dlo, dhi, n0_lo, n0_hi, r0, lk};
+    BiasTile bias{};
+    if constexpr (Tr::kBias) {
+      const int64_t e = int64_t(blk.bq) * p.bias_sb + int64_t(h) * p.bias_sh + int64_t(blk.q0 + r0) * p.bias_sm +
+                        int64_t(blk.k0) * p.bias_sn;
+      bias = {static_cast<const char*>(p.bias) + e * (p.bias_is_fp32 ? 4 : int64_t(sizeof(Element))), p.bias_sm,
+              p.bias_sn, lq - r0, lk, p.bias_is_fp32 != 0};
+    }
+    // S to P of the key tile at n0, with the bias where the row has one
+    auto softmax_update = [&](int n0) __attribute__((always_inline)) {
+      if constexpr (Tr::kBias) sm.update_biased<Element>(S_rc, Sc_rc, mask, n0, args.scale_log2, bias);
+      else sm.update(S_rc, Sc_rc, mask, n0, args.scale_log2);
+    };
 
     if (kt.n_tiles > 0) {
       mbar_wait(&ss.full_q, qn & 1);
@@ -171,7 +183,7 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
         warpgroup_wait<0>();
         warpgroup_fence_operand(tSrS);
         release_stage(&ss.empty_k[s0], lane);
-        sm.update(S_rc, Sc_rc, mask, kt.n_begin, args.scale_log2);
+        softmax_update(kt.n_begin);
         convert_p<Element>(tOrP, tSrS);  // O is still 0: no rescale
         for (int it = 1; it < n_run; ++it) {
           const int st = (g + it) % kStages, sp = (g + it - 1) % kStages;
@@ -184,7 +196,7 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
           warpgroup_wait<1>();  // the older batch, S_{it}, is done
           warpgroup_fence_operand(tSrS);
           release_stage(&ss.empty_k[st], lane);
-          sm.update(S_rc, Sc_rc, mask, kt.n_begin + it * BN, args.scale_log2);
+          softmax_update(kt.n_begin + it * BN);
           warpgroup_wait<0>();  // O += P_{it-1} V_{it-1} done: P and O are free
           warpgroup_fence_operand(tOrO);
           release_stage(&ss.empty_v[sp], lane);

@@ -64,6 +64,7 @@ template <typename Element, int D, int C>
 cudaError_t launch(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t stream) {
   using Tr = Traits<Element, D, C>;
   if (fmha_fwd_sm90_head_dim(p) != D) return cudaErrorNotSupported;
+  if (Tr::kBias != (p.bias != nullptr)) return cudaErrorNotSupported;  // a bias needs a bias row, and only then
   if (p.num_seqs <= 0 || p.H <= 0 || p.max_seqlen_q <= 0) return cudaSuccess;
   Args a{};
   a.p = p;

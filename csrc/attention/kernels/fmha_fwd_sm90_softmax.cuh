@@ -55,6 +55,16 @@ struct BandMask {
   }
 };
 
+// A tensor bias over one work tile (kTileCfgs rows with bias): element (row i of the tile, key j of
+// the lane) at base + i * sm + j * sn, float32 or the input dtype. Rows and keys past the ends read
+// the last one: those scores are masked or never stored.
+struct BiasTile {
+  const void* base;  // element (bq, h, q0 + r0, k0)
+  int64_t sm, sn;
+  int rows, lk;
+  bool fp32;
+};
+
 // Running softmax statistics of a thread's two accumulator rows (log2 domain).
 struct OnlineSoftmax {
   float m_i[2] = {-INFINITY, -INFINITY};  // running row max, the reference of exp2
@@ -71,7 +81,51 @@ struct OnlineSoftmax {
                                          const float& scale_log2) {
     const bool need_mask = mask.needed(n0);
     if (need_mask) mask.apply(S_rc, Sc_rc, n0, scale_log2);
-    const float f = need_mask ? 1.f : scale_log2;  // the multiplier S still needs
+    advance(S_rc, need_mask ? 1.f : scale_log2);  // the multiplier S still needs
+  }
+
+  // update() with a tensor bias: S = scale * S + bias (log2 units), then the band's -inf, then f = 1.
+  // A row's bias values come from one row pointer: at compile-time offsets from this thread's first
+  // key where the bias is contiguous along keys and the tile lies within the lane (the common case),
+  // else with each key clamped to the lane.
+  template <typename Element, int BN, class TS, class TC>
+  __device__ __forceinline__ void update_biased(TS& S_rc, const TC& Sc_rc, const BandMask<BN>& mask, int n0,
+                                                const float& scale_log2, const BiasTile& bias) {
+    constexpr float kLog2e = 1.4426950408889634f;
+    const int col0 = get<1>(Sc_rc(0, 0));
+    const bool contiguous = bias.sn == 1 && n0 + BN <= bias.lk;  // uniform over the warpgroup
+    auto add_rows = [&](auto elem) __attribute__((always_inline)) {
+      using E = decltype(elem);
+      const E* base = static_cast<const E*>(bias.base);
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        const E* row = base + int64_t(min(get<0>(Sc_rc(r, 0)), bias.rows - 1)) * bias.sm;
+        if (contiguous) {
+          const E* p = row + n0 + col0;
+          CUTE_UNROLL
+          for (int c = 0; c < size<1>(S_rc); ++c)
+            S_rc(r, c) = fmaf(S_rc(r, c), scale_log2, float(p[get<1>(Sc_rc(r, c)) - col0]) * kLog2e);
+        } else {
+          CUTE_UNROLL
+          for (int c = 0; c < size<1>(S_rc); ++c) {
+            const int j = min(n0 + get<1>(Sc_rc(r, c)), bias.lk - 1);
+            S_rc(r, c) = fmaf(S_rc(r, c), scale_log2, float(row[int64_t(j) * bias.sn]) * kLog2e);
+          }
+        }
+      }
+    };
+    if (bias.fp32) add_rows(float{});
+    else add_rows(Element{});
+    if (mask.needed(n0)) {
+      const float one = 1.f;
+      mask.apply(S_rc, Sc_rc, n0, one);
+    }
+    advance(S_rc, 1.f);
+  }
+
+  // The rest of an update, S already masked: S = exp2(f * S - m) with the running max and sums.
+  template <class TS>
+  __device__ __forceinline__ void advance(TS& S_rc, const float f) {
     // Row extremes of both rows at once, two partial chains a row (four independent FMNMX chains
     // instead of two rows one after the other), then the quad's 4 lanes (they share a row).
     // max(f * S) = f * max(S) for f >= 0, f * min(S) for f < 0 (a uniform branch outside the rows).

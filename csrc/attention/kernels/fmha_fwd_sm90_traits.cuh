@@ -44,6 +44,7 @@ struct Traits {
   static_assert(128 * kProducerRegs + 128 * kWGs * kConsumerRegs <= kLaunchRegs * kThreads, "register pool");
   static constexpr bool kPingPong = kTileCfgs[C].pingpong != 0;
   static constexpr bool kPersistent = kTileCfgs[C].persistent != 0;
+  static constexpr bool kBias = kTileCfgs[C].bias != 0;  // the row adds a tensor bias to S
   // The packed tile list (work_of) serves the one-CTA-per-tile rows, which varlen problems take
   // (banded_cfg). The persistent rows keep the rectangle: their producer's 24 registers spilled
   // (36 bytes, reloaded in the K/V issue loop) with both walks compiled in.

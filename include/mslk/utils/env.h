@@ -25,8 +25,8 @@ namespace mslk::env {
   X(kAutotuneCollectStats, MSLK_AUTOTUNE_COLLECT_STATS, "presence", "off",                                         \
     "collect timing statistics while autotuning")                                                                  \
   X(kFmhaKernel, MSLK_FMHA_KERNEL, "auto, sm80, sm90", "auto",                                                     \
-    "fused attention forward kernel: the Hopper kernel where it applies (paged K/V: FA2), else FA2 (auto); "      \
-    "always FA2 (sm80); the Hopper kernel, paged K/V included, or an error (sm90)")                                \
+    "fused attention forward kernel: the Hopper kernel where it applies (paged K/V, tensor bias: FA2), else FA2 "  \
+    "(auto); always FA2 (sm80); the Hopper kernel, paged K/V and tensor biases included, or an error (sm90)")     \
   X(kFmhaSm90Cfg, MSLK_FMHA_SM90_CFG, "a row of kTileCfgs", "by head dim",                                         \
     "tuning: run the Hopper attention kernel with that row of fmha_fwd_sm90_configs.h for problems of its head "   \
     "dim")                                                                                                         \

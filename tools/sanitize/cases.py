@@ -119,6 +119,23 @@ def attention(d, dtype, mask, backward=True):
     return call
 
 
+def forward_sm90(kind):
+    """The Hopper forward forced onto paged K/V (pages of 16 and 256 keys: rows across pages and whole
+    tiles, a gappy lane off a page) or a tensor bias (strided keys); forward only, its output unread."""
+    def call():
+        if kind == "paged":
+            from test.attention.test_fmha_fwd_kernel import paged_masks
+            for page in (16, 256):
+                for bias in (paged_masks("cuda", page)[0], paged_masks("cuda", page)[4]):
+                    q = rnd(1, bias.q_seqinfo.total, 2, 128)
+                    k, v = rnd(1, 14 * page, 2, 128), rnd(1, 14 * page, 2, 128)
+                    fmha.memory_efficient_attention_forward(q, k, v, bias)
+        else:
+            q, k, v = (rnd(2, 200, 2, 128) for _ in range(3))
+            fmha.memory_efficient_attention_forward(q, k, v, rnd(2, 2, 200, 200, dtype=F32).transpose(-1, -2))
+    return with_env({"MSLK_FMHA_KERNEL": "sm90"}, call)
+
+
 def decode():
     q = rnd(2, 1, 2, 4, 128)
     k = rnd(2, 1100, 2, 1, 128).expand(2, 1100, 2, 4, 128)
@@ -182,6 +199,8 @@ EDGE = [
     ("edge:attention_d64_fp16_dq_tiles", with_env({"MSLK_FMHA_BWD_SM90_DQ": "tiles"}, attention(64, torch.float16, None))),
     ("edge:attention_d256_bf16_causal_sm90", with_env({"MSLK_FMHA_BWD_SM90_D256": "1"},
                                                       attention(256, BF, ab.LowerTriangularMask()))),
+    ("edge:attention_forward_sm90_paged", forward_sm90("paged")),
+    ("edge:attention_forward_sm90_bias", forward_sm90("bias")),
     ("edge:decode_splitk", decode),
     ("edge:decode_splitk_int4_fused", decode_quantized("int4")),
     ("edge:decode_splitk_fp8_fused", decode_quantized("fp8")),

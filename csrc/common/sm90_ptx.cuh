@@ -180,6 +180,12 @@ __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
 
 // Four 8x8 16-bit matrices from the registers of a warp (an mma accumulator's pair layout) to shared
 // memory: lane l gives the address of row l % 8 of matrix l / 8, register i holds its pair of matrix i.
+// One 32-bit word to shared memory at a shared-state address (st.shared: a generic store would have
+// to resolve the window first).
+__device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
 __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
   asm volatile("stmatrix.sync.aligned.x4.m8n8.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
                "r"(r2), "r"(r3)

@@ -407,6 +407,9 @@ void check_bwd_d256() {
   for (int qr = 0; qr < BM; ++qr)
     for (int kc = 0; kc < BN; ++kc) {
       EXPECT(smem_offset(pl, qr, kc) == smem_offset(pt, kc, qr), "d256 P (%d, %d) views differ", qr, kc);
+      // the kernel's pair stores: byte 128 q + 16 ((k / 8) ^ (q % 8)) + 2 (k % 8)
+      EXPECT(2 * smem_offset(pl, qr, kc) == qr * 128 + (((kc / 8) ^ (qr % 8)) << 4) + 2 * (kc % 8),
+             "d256 P (%d, %d): not the swizzle128 formula", qr, kc);
       seen.insert(smem_offset(pl, qr, kc));
     }
   EXPECT(int(seen.size()) == BM * BN && *seen.rbegin() == BM * BN - 1, "d256 P: not a bijection onto %d", BM * BN);

@@ -135,20 +135,17 @@ __global__ void __launch_bounds__(TraitsD256<Element>::kThreads, 1)
   Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Tr::SmemLayoutK{});      // (BN, D)
   Tensor sKt = make_tensor(make_smem_ptr(ss.k.data()), typename Tr::SmemLayoutKt{});    // (D, BN)
   Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Tr::SmemLayoutK{});
-  Tensor sP = make_tensor(make_smem_ptr(ss.p.data()), typename Tr::SmemLayoutP{});      // (BM, BN)
   Tensor sPt = make_tensor(make_smem_ptr(ss.p.data()), typename Tr::SmemLayoutPt{});    // (BN, BM)
   Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutP{});
   Tensor sdSt = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutPt{});
 
   // The warpgroup's blocks as trailing modes: K, V rows (KW, D, BN / KW, 1); Q^T, dO^T columns
-  // (NC, BM, D / NC, 1, stages); K^T columns (NC, BN, D / NC, 1); P, dS key halves (BM, KW, 1, BN / KW).
+  // (NC, BM, D / NC, 1, stages); K^T columns (NC, BN, D / NC, 1).
   Tensor sK_b = flat_divide(sK, Shape<Int<KW>, Int<Tr::kD>>{});
   Tensor sV_b = flat_divide(sV, Shape<Int<KW>, Int<Tr::kD>>{});
   Tensor sQt_b = flat_divide(sQt, Shape<Int<NC>, Int<BM>>{});
   Tensor sdOt_b = flat_divide(sdOt, Shape<Int<NC>, Int<BM>>{});
   Tensor sKt_b = flat_divide(sKt, Shape<Int<NC>, Int<BN>>{});
-  Tensor sP_b = flat_divide(sP, Shape<Int<BM>, Int<KW>>{});
-  Tensor sdS_b = flat_divide(sdS, Shape<Int<BM>, Int<KW>>{});
 
   Tensor tSrQ = thr_s.partition_fragment_A(sQ);          // (1, 1, D / 16, stages)
   Tensor tSrdO = thr_s.partition_fragment_A(sdO);
@@ -164,13 +161,11 @@ __global__ void __launch_bounds__(TraitsD256<Element>::kThreads, 1)
   Tensor tSrS = partition_fragment_C(mma_s, Shape<Int<BM>, Int<KW>>{});
   Tensor tSrdP = partition_fragment_C(mma_s, Shape<Int<BM>, Int<KW>>{});
   Tensor tScS = thr_s.partition_C(make_identity_tensor(Shape<Int<BM>, Int<KW>>{}));  // (query, key in half)
-  Tensor tSsP = thr_s.partition_C(sP_b(_, _, 0, cwg));
-  Tensor tSsdS = thr_s.partition_C(sdS_b(_, _, 0, cwg));
   Tensor tdVrdV = partition_fragment_C(mma_dkv, Shape<Int<BN>, Int<NC>>{});
   Tensor tdKrdK = partition_fragment_C(mma_dkv, Shape<Int<BN>, Int<NC>>{});
   Tensor tdKVc = thr_dkv.partition_C(make_identity_tensor(Shape<Int<BN>, Int<NC>>{}));  // (key, column in block)
   Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<Int<BM>, Int<NC>>{});
-  static_assert(size(tSsP) == size(tSrS), "fragment shapes");
+  static_assert(BM == 64 && BN * sizeof(Element) == 128, "P / dS rows: one 128-byte swizzle row a query");
   static_assert(size(tdQrdQ) == NC / 2, "64 x NC accumulator: 2 rows x NC / 8 column pairs a thread");
   clear(tdVrdV);
   clear(tdKrdK);
@@ -223,10 +218,17 @@ __global__ void __launch_bounds__(TraitsD256<Element>::kThreads, 1)
 
     // ---- P and dS halves to shared memory, once both warpgroups' GEMMs of the previous tile read them
     named_barrier_sync(kBarDsFree, 256);
-    CUTE_UNROLL
-    for (int i = 0; i < size(tSrS); ++i) {
-      tSsP(i) = Element(tSrS(i));
-      tSsdS(i) = Element(tSrdP(i));
+    {
+      // key pairs (values i, i + 1: one query row, keys c and c + 1) as 32-bit words into the
+      // 128-byte swizzled [query][key] rows (SmemLayoutP; test_fmha_sm90_layouts checks the formula)
+      const uint32_t p_base = ptx::smem_u32(ss.p.data()), ds_base = ptx::smem_u32(ss.ds.data());
+      CUTE_UNROLL
+      for (int i = 0; i < size(tSrS); i += 2) {
+        const int qr = get<0>(tScS(i)), kc = cwg * KW + get<1>(tScS(i));
+        const uint32_t off = uint32_t(ptx::swizzle128(qr, kc / 8) + (kc % 8) * int(sizeof(Element)));
+        ptx::st_shared_b32(p_base + off, pack2<Element>(tSrS(i), tSrS(i + 1)));
+        ptx::st_shared_b32(ds_base + off, pack2<Element>(tSrdP(i), tSrdP(i + 1)));
+      }
     }
     cutlass::arch::fence_view_async_shared();  // generic-proxy stores before the async-proxy reads
     named_barrier_sync(kBarDsReady, 256);

@@ -61,8 +61,8 @@ std::optional<Grads> run_fused(const BwdCall& c) {
   p.max_seqlen_q = int(!varlen || a.max_seqlen_q < 0 || a.max_seqlen_q > Mq ? Mq : a.max_seqlen_q);
   p.max_seqlen_k = int(!varlen || a.max_seqlen_k < 0 || a.max_seqlen_k > Mkv ? Mkv : a.max_seqlen_k);
   p.deterministic = c.deterministic;
-  p.sm90_dq_tiles = read_env([] { return env::choice(env::Var::kFmhaBwdSm90Dq, {"atomic", "tiles"}, 0); });
-  p.sm90_d256 = read_env([] { return env::flag(env::Var::kFmhaBwdSm90D256, false); });
+  p.sm90_dq_tiles = read_env([] { return env::choice(env::Var::kFmhaBwdSm90Dq, {"atomic", "tiles"}, 1); });
+  p.sm90_d256 = read_env([] { return env::flag(env::Var::kFmhaBwdSm90D256, true); });
 
   // Rows outside every query block / key lane are never visited by the kernel: start from 0.
   const bool partial = varlen || given(a.seqlen_k);

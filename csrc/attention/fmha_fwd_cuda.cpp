@@ -99,7 +99,7 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
   const cudaError_t err = fmha_fwd(p, tuning, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(!(err == cudaErrorNotSupported && tuning.kernel == FmhaKernelChoice::kSm90), kOp,
               ": MSLK_FMHA_KERNEL=sm90 forces the Hopper kernel, which does not take this problem (it needs an sm_90 "
-              "GPU, no tensor bias, no dropout, head dims <= 256 and TMA-compatible strides); unset "
+              "GPU, no dropout, paged K/V only in varlen mode, head dims <= 256 and TMA-compatible strides); unset "
               "MSLK_FMHA_KERNEL or set it to 'auto' or 'sm80'");
   C10_CUDA_CHECK(err);
   if (Kvp != Kv) out = out.narrow(3, 0, Kv).contiguous();

@@ -59,6 +59,16 @@ def test_route_runs(route):
     assert any("convert_dq_tiles" in n for n in names) == (route == "tiles")
 
 
+def test_default_route_is_tiles(monkeypatch):
+    monkeypatch.delenv("MSLK_FMHA_BWD_SM90_DQ", raising=False)
+    q, k, v = (torch.randn(2, 300, 4, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    out = fmha.memory_efficient_attention(q, k, v)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out.backward(torch.randn_like(out))
+        torch.cuda.synchronize()
+    assert any("convert_dq_tiles" in e.name for e in prof.events())
+
+
 def test_bad_route_names_the_variable(monkeypatch):
     monkeypatch.setenv("MSLK_FMHA_BWD_SM90_DQ", "bulk")
     q, k, v = (torch.randn(1, 64, 2, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))

@@ -1,8 +1,7 @@
 """mslk::fmha_fwd forced onto the Hopper kernel (MSLK_FMHA_KERNEL=sm90,
 csrc/attention/kernels/fmha_fwd_sm90_kernel.cuh) against the float64 oracle: every CUDA case of
-test_fmha_fwd_kernel.py, tensor biases and paged K/V (which dispatch under auto still gives the FA2
-kernel), plus NaN-filled key padding, poisoned outputs, agreement with the FA2 kernel and the env
-var's error paths."""
+test_fmha_fwd_kernel.py, tensor biases and paged K/V, plus NaN-filled key padding, poisoned outputs,
+agreement with the FA2 kernel and the env var's error paths."""
 
 import math
 
@@ -190,7 +189,7 @@ def test_sm90_matches_fa2(monkeypatch, dtype, d):
 @needs_cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_auto_choice(monkeypatch, dtype):
-    """The default (auto): the Hopper kernel where it applies, FA2 for the rest (tensor bias)."""
+    """The default (auto): the Hopper kernel where it applies (a tensor bias included)."""
     monkeypatch.setenv("MSLK_FMHA_KERNEL", "auto")
     g = torch.Generator().manual_seed(9)
     q, k, v = (rand((2, 300, 2, 128), dtype, "cuda", g) for _ in range(3))
@@ -238,9 +237,9 @@ def test_sm90_tensor_bias_strided(sm90, d):
 
 
 @needs_sm90
-@pytest.mark.parametrize("kern", ["auto", "sm90"])
+@pytest.mark.parametrize("kern", ["auto", "sm90", "sm80"])
 def test_tensor_bias_kernel_choice(monkeypatch, kern):
-    """A tensor bias runs the Hopper kernel only when forced (auto keeps the FA2 kernel for it)."""
+    """A tensor bias runs the Hopper kernel by default (auto) and forced, the FA2 kernel under sm80."""
     monkeypatch.setenv("MSLK_FMHA_KERNEL", kern)
     g = torch.Generator().manual_seed(3)
     q, k, v = (rand((1, 256, 2, 128), torch.bfloat16, "cuda", g) for _ in range(3))
@@ -248,7 +247,7 @@ def test_tensor_bias_kernel_choice(monkeypatch, kern):
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         run_op(q, k, v, bias, 128 ** -0.5)
         torch.cuda.synchronize()
-    assert any("fmha_fwd_sm90_kernel" in e.name for e in prof.events()) == (kern == "sm90")
+    assert any("fmha_fwd_sm90_kernel" in e.name for e in prof.events()) == (kern != "sm80")
 
 
 @needs_cuda
@@ -575,7 +574,7 @@ def test_sm90_stream_k_replays_in_a_cuda_graph(sm90, monkeypatch, mq, mkv, H):
         assert torch.equal(out, want_out) and torch.equal(lse, want_lse)
 
 
-# ---- paged K/V on the Hopper kernel (forced: under auto it stays on FA2 for now)
+# ---- paged K/V on the Hopper kernel
 
 @needs_sm90
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -615,9 +614,9 @@ def test_sm90_paged_long_lanes(sm90, d, gappy):
 
 
 @needs_sm90
-@pytest.mark.parametrize("kern", ["auto", "sm90"])
+@pytest.mark.parametrize("kern", ["auto", "sm90", "sm80"])
 def test_paged_kernel_choice(monkeypatch, kern):
-    """Paged K/V runs the Hopper kernel only when forced (auto keeps the FA2 kernel for it)."""
+    """Paged K/V runs the Hopper kernel by default (auto) and forced, the FA2 kernel under sm80."""
     monkeypatch.setenv("MSLK_FMHA_KERNEL", kern)
     bias = base.paged_masks("cuda", 64)[0]
     g = torch.Generator().manual_seed(5)
@@ -626,4 +625,4 @@ def test_paged_kernel_choice(monkeypatch, kern):
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         run_op(q, k, v, bias, 128 ** -0.5)
         torch.cuda.synchronize()
-    assert any("fmha_fwd_sm90_kernel" in e.name for e in prof.events()) == (kern == "sm90")
+    assert any("fmha_fwd_sm90_kernel" in e.name for e in prof.events()) == (kern != "sm80")

@@ -166,7 +166,6 @@ __global__ void __launch_bounds__(TraitsD256<Element>::kThreads, 1)
   Tensor tdKVc = thr_dkv.partition_C(make_identity_tensor(Shape<Int<BN>, Int<NC>>{}));  // (key, column in block)
   Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<Int<BM>, Int<NC>>{});
   static_assert(BM == 64 && BN * sizeof(Element) == 128, "P / dS rows: one 128-byte swizzle row a query");
-  static_assert(size(tdQrdQ) == NC / 2, "64 x NC accumulator: 2 rows x NC / 8 column pairs a thread");
   clear(tdVrdV);
   clear(tdKrdK);
 
@@ -257,34 +256,12 @@ __global__ void __launch_bounds__(TraitsD256<Element>::kThreads, 1)
     warpgroup_fence_operand(tdQrdQ);
     cutlass::arch::ClusterBarrier::arrive(&ss.empty[st]);  // every lane: its reads of the stage are done
 
-    // ---- dQ sums: column pairs as 8-byte reductions from two row pointers (the thread's two rows);
-    // value v of the accumulator: row 16 (warp % 4) + lane / 4 + 8 ((v / 2) % 2), column 8 (v / 4) +
-    // 2 (lane % 4) + v % 2 (test_fmha_sm90_layouts checks it)
-    const int64_t dq_rs = int64_t(p.H) * p.K;
-    const int r0 = 16 * (wtid / 32) + lane / 4, rows_left = sb.lq - m0;
-    float* const ra = a.dq_accum + (int64_t(sb.bq) * p.Mq + sb.q0 + m0 + r0) * dq_rs + int64_t(h) * p.K + cwg * NC +
-                      2 * (lane % 4);
-    float* const rb = ra + 8 * dq_rs;
-    const bool oka = r0 < rows_left, okb = r0 + 8 < rows_left;
-    cute::for_each(cute::make_int_sequence<NC / 8>{}, [&](auto k) {
-      ptx::red_add_f32x2<32 * k>(ra, tdQrdQ(4 * k), tdQrdQ(4 * k + 1), oka);
-      ptx::red_add_f32x2<32 * k>(rb, tdQrdQ(4 * k + 2), tdQrdQ(4 * k + 3), okb);
-    });
+    // ---- dQ sums: 8-byte reductions from the thread's two row pointers, the warpgroup's columns
+    reduce_dq_rows<NC>(a, sb, m0, h, cwg * NC, wtid, lane, tdQrdQ);
   }
 
-  // ---- epilogue: dK * scale and dV of the tile's keys, the warpgroup's columns, as 32-bit pairs
-  Element* dkp = static_cast<Element*>(p.dk);
-  Element* dvp = static_cast<Element*>(p.dv);
-  CUTE_UNROLL
-  for (int i = 0; i < size(tdKrdK); i += 2) {
-    const int kj = n0 + get<0>(tdKVc(i)), c = cwg * NC + get<1>(tdKVc(i));
-    if (kj < sb.lk) {
-      const int64_t row = int64_t(sb.bq) * p.dk_sb + int64_t(sb.k0 + kj) * p.dk_sm + int64_t(h) * p.dk_sh;
-      const int64_t vrow = int64_t(sb.bq) * p.dv_sb + int64_t(sb.k0 + kj) * p.dv_sm + int64_t(h) * p.dv_sh;
-      *reinterpret_cast<uint32_t*>(dkp + row + c) = pack2<Element>(tdKrdK(i) * p.scale, tdKrdK(i + 1) * p.scale);
-      *reinterpret_cast<uint32_t*>(dvp + vrow + c) = pack2<Element>(tdVrdV(i), tdVrdV(i + 1));
-    }
-  }
+  // ---- epilogue: dK * scale and dV of the tile's keys, the warpgroup's columns
+  store_dk_dv<Element>(p, sb, n0, h, cwg * NC, tdKrdK, tdVrdV, tdKVc);
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 

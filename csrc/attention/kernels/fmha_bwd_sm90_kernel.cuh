@@ -157,6 +157,51 @@ __device__ __forceinline__ void drain_dq_tiles(const Args& a, SharedStorage<Elem
   if (lane == 0) ptx::tma_store_wait_all();
 }
 
+// A warpgroup's 64 x NC dQ part added to the float32 dQ sums ([B, Mq, H, K] rows) at column col:
+// column pairs as 8-byte reductions from two row pointers, the thread's two rows (value v of the
+// accumulator: row 16 (warp % 4) + lane / 4 + 8 ((v / 2) % 2), column 8 (v / 4) + 2 (lane % 4) + v % 2,
+// which test_fmha_sm90_layouts checks). The layout formula rather than the MMA's coordinates, so that
+// the 8-column steps become immediate offsets of two row pointers (per-reduction address arithmetic
+// serialised the reductions); rows past the block skipped.
+template <int NC, class TQ>
+__device__ __forceinline__ void reduce_dq_rows(const Args& a, const sm80::SeqBlock& sb, int m0, int h, int col,
+                                               int wtid, int lane, const TQ& tdQrdQ) {
+  static_assert(decltype(size(tdQrdQ))::value == NC / 2, "64 x NC accumulator: 2 rows x NC / 8 column pairs");
+  const FmhaBwdParams& p = a.p;
+  const int64_t dq_rs = int64_t(p.H) * p.K;  // float stride of a query row
+  const int r0 = 16 * (wtid / 32) + lane / 4, rows_left = sb.lq - m0;
+  float* const ra =
+      a.dq_accum + (int64_t(sb.bq) * p.Mq + sb.q0 + m0 + r0) * dq_rs + int64_t(h) * p.K + col + 2 * (lane % 4);
+  float* const rb = ra + 8 * dq_rs;
+  auto reduce = [&](bool pa, bool pb) {
+    cute::for_each(cute::make_int_sequence<NC / 8>{}, [&](auto k) {
+      ptx::red_add_f32x2<32 * k>(ra, tdQrdQ(4 * k), tdQrdQ(4 * k + 1), pa);
+      ptx::red_add_f32x2<32 * k>(rb, tdQrdQ(4 * k + 2), tdQrdQ(4 * k + 3), pb);
+    });
+  };
+  if (rows_left >= 64) reduce(true, true);  // the common full tile: no guards
+  else reduce(r0 < rows_left, r0 + 8 < rows_left);
+}
+
+// dK * scale and dV of a key tile (keys n0 + the fragments' rows, columns col + theirs) as 32-bit pairs;
+// keys past the lane not written.
+template <typename Element, class TK, class TV, class TC>
+__device__ __forceinline__ void store_dk_dv(const FmhaBwdParams& p, const sm80::SeqBlock& sb, int n0, int h, int col,
+                                            const TK& tdKrdK, const TV& tdVrdV, const TC& tdKVc) {
+  Element* dkp = static_cast<Element*>(p.dk);
+  Element* dvp = static_cast<Element*>(p.dv);
+  CUTE_UNROLL
+  for (int i = 0; i < size(tdKrdK); i += 2) {
+    const int kj = n0 + get<0>(tdKVc(i)), c = col + get<1>(tdKVc(i));
+    if (kj < sb.lk) {
+      const int64_t row = int64_t(sb.bq) * p.dk_sb + int64_t(sb.k0 + kj) * p.dk_sm + int64_t(h) * p.dk_sh;
+      const int64_t vrow = int64_t(sb.bq) * p.dv_sb + int64_t(sb.k0 + kj) * p.dv_sm + int64_t(h) * p.dv_sh;
+      *reinterpret_cast<uint32_t*>(dkp + row + c) = pack2<Element>(tdKrdK(i) * p.scale, tdKrdK(i + 1) * p.scale);
+      *reinterpret_cast<uint32_t*>(dvp + vrow + c) = pack2<Element>(tdVrdV(i), tdVrdV(i + 1));
+    }
+  }
+}
+
 // V: the variant bits of kVariantBits (traits); production kernels use kVariant.
 template <typename Element, int D, int V>
 __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
@@ -477,24 +522,8 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
       ptx::fence_proxy_async_smem();  // generic stores before the async-proxy reads
       mbar_arrive(&ss.dq_full[ds]);
     } else if constexpr (kFastIo) {
-      // ---- dQ sums: column pairs as 8-byte reductions from two row pointers (the thread's two rows)
-      // (the layout formula rather than tdQc, so that the 8-column steps become immediate offsets of
-      // two row pointers: per-reduction address arithmetic serialised the reductions)
-      static_assert(size(tdQrdQ) == NC / 2, "64 x NC accumulator: 2 rows x NC / 8 column pairs a thread");
-      const int64_t dq_rs = int64_t(p.H) * p.K;  // float stride of a query row
-      const int r0 = 16 * ((ctid % 128) / 32) + lane / 4, rows_left = sb.lq - m0;
-      float* const ra = a.dq_accum + (int64_t(sb.bq) * p.Mq + sb.q0 + m0 + r0) * dq_rs + int64_t(h) * p.K +
-                        cblk * NC + 2 * (lane % 4);
-      float* const rb = ra + 8 * dq_rs;
-      const bool oka = r0 < rows_left, okb = r0 + 8 < rows_left;
-      auto reduce = [&](bool pa, bool pb) {
-        cute::for_each(cute::make_int_sequence<NC / 8>{}, [&](auto k) {
-          ptx::red_add_f32x2<32 * k>(ra, tdQrdQ(4 * k), tdQrdQ(4 * k + 1), pa);
-          ptx::red_add_f32x2<32 * k>(rb, tdQrdQ(4 * k + 2), tdQrdQ(4 * k + 3), pb);
-        });
-      };
-      if (rows_left >= BM) reduce(true, true);  // the common full tile: no guards
-      else reduce(oka, okb);
+      // ---- dQ sums: 8-byte reductions from the thread's two row pointers
+      reduce_dq_rows<NC>(a, sb, m0, h, cblk * NC, ctid % 128, lane, tdQrdQ);
     } else {
       // ---- dQ sums: column pairs as one 8-byte reduction (even columns, K a multiple of 8)
       CUTE_UNROLL
@@ -510,19 +539,8 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
   }
   if (kPingPong && cwg == 0 && sp.m_tiles > 0) named_barrier_sync(kBarSched, 256);  // warpgroup 1's last turn
 
-  // ---- epilogue: dK * scale and dV of the tile's keys, column pairs as 32-bit words
-  Element* dkp = static_cast<Element*>(p.dk);
-  Element* dvp = static_cast<Element*>(p.dv);
-  CUTE_UNROLL
-  for (int i = 0; i < size(tdKrdK); i += 2) {
-    const int kj = n0 + get<0>(tdKVc(i)), c = get<1>(tdKVc(i));
-    if (kj < sb.lk) {
-      const int64_t row = int64_t(sb.bq) * p.dk_sb + int64_t(sb.k0 + kj) * p.dk_sm + int64_t(h) * p.dk_sh;
-      const int64_t vrow = int64_t(sb.bq) * p.dv_sb + int64_t(sb.k0 + kj) * p.dv_sm + int64_t(h) * p.dv_sh;
-      *reinterpret_cast<uint32_t*>(dkp + row + c) = pack2<Element>(tdKrdK(i) * p.scale, tdKrdK(i + 1) * p.scale);
-      *reinterpret_cast<uint32_t*>(dvp + vrow + c) = pack2<Element>(tdVrdV(i), tdVrdV(i + 1));
-    }
-  }
+  // ---- epilogue: dK * scale and dV of the tile's keys
+  store_dk_dv<Element>(p, sb, n0, h, 0, tdKrdK, tdVrdV, tdKVc);
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 

@@ -5,17 +5,8 @@
 #include "attention/kernels/fmha_fwd_sm90.h"
 
 namespace mslk::attention {
-namespace {
-// The Hopper kernel where it takes p: always under kSm90; under kAuto not yet for paged K/V or a
-// tensor bias (the FA2 kernel keeps them until the Hopper paths have been measured).
-bool sm90_tried(const FmhaFwdParams& p, const FmhaFwdTuning& t) {
-  return t.kernel == FmhaKernelChoice::kSm90 ||
-         (t.kernel == FmhaKernelChoice::kAuto && p.block_table == nullptr && p.bias == nullptr);
-}
-}  // namespace
-
 int64_t fmha_fwd_workspace_bytes(const FmhaFwdParams& p, const FmhaFwdTuning& t) {
-  return sm90_tried(p, t) ? fmha_fwd_sm90_workspace_bytes(p, t) : 0;
+  return t.kernel != FmhaKernelChoice::kSm80 ? fmha_fwd_sm90_workspace_bytes(p, t) : 0;
 }
 
 cudaError_t fmha_fwd(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t stream) {
@@ -27,7 +18,7 @@ cudaError_t fmha_fwd(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_
     case FmhaKernelChoice::kSm90:
       return fmha_fwd_sm90(p, t, stream);  // cudaErrorNotSupported: the glue names the env var
     case FmhaKernelChoice::kAuto:
-      if (sm90_tried(p, t) && fmha_fwd_sm90_supports(p)) {
+      if (fmha_fwd_sm90_supports(p)) {
         const cudaError_t err = fmha_fwd_sm90(p, t, stream);  // checks the device is sm_90
         if (err != cudaErrorNotSupported) return err;
       }

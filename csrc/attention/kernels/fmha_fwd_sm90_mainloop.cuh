@@ -12,18 +12,23 @@ namespace mslk::attention::sm90 {
 using namespace cute;
 
 // Paged K/V: the BN logical keys x .. x + BN - 1 of lane s (one operand, K or V) into dst. A tile
-// inside one page is one box at its physical row; a tile across pages goes a row at a time (map1:
-// 1-row boxes; the 128-byte swizzle follows the shared-memory address, so row r lands where the
-// whole box would put it). Keys past the lane's last (x_last) read that key: their P is 0 and the
-// consumers zero their V rows. Rows outside the cache (negative or past it) read as zeros (TMA).
+// whose keys up to the lane's last (x_last) lie in one page is one box at its physical row (rows past
+// x_last are masked, or zeroed for V, by the consumers); a tile across pages goes a row at a time
+// (map1: 1-row boxes; the 128-byte swizzle follows the shared-memory address, so row r lands where
+// the whole box would put it), keys past x_last reading that key. A page outside the cache (negative,
+// or rows past kv_rows) is placed before row 0, where TMA reads zeros, as the FA2 kernel reads it.
 template <int BN, int D, typename Element>
 __device__ __forceinline__ void load_kv_paged(const CUtensorMap* map, const CUtensorMap* map1, uint64_t* bar,
                                               Element* dst, const FmhaFwdParams& p, int s, int x, int x_last,
                                               int head) {
   const int* bt = p.block_table + int64_t(s) * p.bt_stride;
   const int ps = p.page_size, off = x % ps;
-  if (off + BN <= ps) {
-    const int row = int(int64_t(bt[x / ps]) * ps + off);
+  auto physical = [&](int xr) {
+    const int64_t page = bt[xr / ps], r = page * ps + xr % ps;
+    return page < 0 || r >= p.kv_rows ? -BN : int(r);
+  };
+  if (off + min(BN, x_last - x + 1) <= ps) {
+    const int row = physical(x);
 #pragma unroll
     for (int cb = 0; cb < D / kColBlock; ++cb)
       tma_load_4d(map, bar, dst + cb * BN * kColBlock, cb * kColBlock, row, head, 0);
@@ -31,8 +36,7 @@ __device__ __forceinline__ void load_kv_paged(const CUtensorMap* map, const CUte
   }
 #pragma unroll 1
   for (int r = 0; r < BN; ++r) {
-    const int xr = min(x + r, x_last);
-    const int row = int(int64_t(bt[xr / ps]) * ps + xr % ps);
+    const int row = physical(min(x, x_last - r) + r);
 #pragma unroll
     for (int cb = 0; cb < D / kColBlock; ++cb)
       tma_load_4d(map1, bar, dst + cb * BN * kColBlock + r * kColBlock, cb * kColBlock, row, head, 0);

@@ -25,8 +25,8 @@ namespace mslk::env {
   X(kAutotuneCollectStats, MSLK_AUTOTUNE_COLLECT_STATS, "presence", "off",                                         \
     "collect timing statistics while autotuning")                                                                  \
   X(kFmhaKernel, MSLK_FMHA_KERNEL, "auto, sm80, sm90", "auto",                                                     \
-    "fused attention forward kernel: the Hopper kernel where it applies (paged K/V, tensor bias: FA2), else FA2 "  \
-    "(auto); always FA2 (sm80); the Hopper kernel, paged K/V and tensor biases included, or an error (sm90)")     \
+    "fused attention forward kernel: the Hopper kernel where it applies (paged K/V and tensor biases included), "  \
+    "else FA2 (auto); always FA2 (sm80); the Hopper kernel or an error (sm90)")                                    \
   X(kFmhaSm90Cfg, MSLK_FMHA_SM90_CFG, "a row of kTileCfgs", "by head dim",                                         \
     "tuning: run the Hopper attention kernel with that row of fmha_fwd_sm90_configs.h for problems of its head "   \
     "dim")                                                                                                         \
@@ -38,12 +38,12 @@ namespace mslk::env {
     "tuning: 0 writes the Hopper attention kernel's O from registers instead of TMA stores")                       \
   X(kFmhaSm90Ovec, MSLK_FMHA_SM90_OVEC, "0, 1", "1",                                                               \
     "tuning: 0 writes the Hopper attention kernel's O in 4-byte stores instead of 16-byte ones")                   \
-  X(kFmhaBwdSm90Dq, MSLK_FMHA_BWD_SM90_DQ, "atomic, tiles", "atomic",                                             \
+  X(kFmhaBwdSm90Dq, MSLK_FMHA_BWD_SM90_DQ, "atomic, tiles", "tiles",                                              \
     "dQ sums of the Hopper attention backward: 8-byte atomics from the consumer warps (atomic), or one bulk "      \
     "reduction a tile and warpgroup into tile-contiguous sums (tiles)")                                           \
-  X(kFmhaBwdSm90D256, MSLK_FMHA_BWD_SM90_D256, "0, 1", "0",                                                       \
-    "1: the Hopper attention backward takes head dim 256 (fp16 / bf16, no dropout or bias) instead of the "       \
-    "FA2-style kernel")                                                                                           \
+  X(kFmhaBwdSm90D256, MSLK_FMHA_BWD_SM90_D256, "0, 1", "1",                                                       \
+    "head dim 256 (fp16 / bf16, no dropout or bias) of the attention backward on the Hopper kernel (1) or the "    \
+    "FA2-style kernel (0)")                                                                                        \
   X(kDecodeTileCfg, MSLK_DECODE_TILE_CFG, "0 to 3", "by head dim",                                                 \
     "tuning: force the split-K decode attention kernel's tile row (fmha_decode_kernel.cuh, DecodeCfg)")            \
   X(kDecodeKvDequant, MSLK_DECODE_KV_DEQUANT, "separate, fused", "separate",                                      \

@@ -174,6 +174,11 @@ __device__ __forceinline__ void red_add_f32x2(float* base, float a, float b, boo
 }
 
 // Keeps a tensor map (a __grid_constant__ parameter's address) in the descriptor cache.
+// The 128-byte line holding ptr into L1 (no register waits on it).
+__device__ __forceinline__ void prefetch_l1(const void* ptr) {
+  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(ptr));
+}
+
 __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }

@@ -179,6 +179,7 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
         mbar_wait(&ss.full_k[s0], stage_parity<kStages>(g));
         turn_wait<Tr::kPingPong>(cwg);
         issue_qk(mma_qk, tSrQ, tSrK, tSrS, s0);
+        if constexpr (Tr::kBias) bias.prefetch<BN>(Sc_rc, kt.n_begin, lane);
         turn_pass<Tr::kPingPong>(cwg, false);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tSrS);
@@ -191,6 +192,7 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
           mbar_wait(&ss.full_v[sp], stage_parity<kStages>(g + it - 1));
           turn_wait<Tr::kPingPong>(cwg);
           issue_qk(mma_qk, tSrQ, tSrK, tSrS, st);
+          if constexpr (Tr::kBias) bias.prefetch<BN>(Sc_rc, kt.n_begin + it * BN, lane);
           issue_pv<Element, D, BN>(mma_pv, tOrP, tOrV, tOrO, sVt, sp, kt.n_begin + (it - 1) * BN, lk, ctid, cwg);
           turn_pass<Tr::kPingPong>(cwg, false);
           warpgroup_wait<1>();  // the older batch, S_{it}, is done

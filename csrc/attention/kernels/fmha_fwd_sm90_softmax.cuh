@@ -63,6 +63,22 @@ struct BiasTile {
   int64_t sm, sn;
   int rows, lk;
   bool fp32;
+
+  // Pulls the key tile at n0 of this thread's two rows into L1 while its S GEMM runs, so that
+  // update_biased's loads wait on L1 rather than L2 (contiguous keys only): lane l of a quad takes
+  // the row's 128-byte line l, the quad's lanes together a row's BN keys (two lines of bf16, four
+  // of float32).
+  template <int BN, class TC>
+  __device__ __forceinline__ void prefetch(const TC& Sc_rc, int n0, int lane) const {
+    if (sn != 1 || n0 + BN > lk) return;
+    const int es = fp32 ? 4 : 2, line = lane % 4;
+    if (line * 128 >= BN * es) return;
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int64_t i = min(get<0>(Sc_rc(r, 0)), rows - 1);
+      ptx::prefetch_l1(static_cast<const char*>(base) + (i * sm + n0) * es + line * 128);
+    }
+  }
 };
 
 // Running softmax statistics of a thread's two accumulator rows (log2 domain).

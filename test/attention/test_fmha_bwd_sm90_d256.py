@@ -1,7 +1,7 @@
-"""Head dim 256 on the Hopper attention backward (MSLK_FMHA_BWD_SM90_D256, on by default: 64-key tiles, each
-warpgroup 32 keys of S / dP and 128 columns of dK / dV / dQ), against float64 autograd: dense lengths
-1 to 1000 with every causal kind, varlen blocks that start off the 64-row grid, fp16 and bf16; a
-profile shows which kernel ran with the switch on and off."""
+"""Head dim 256 on the Hopper attention backward (MSLK_FMHA_BWD_SM90_D256, on by default: 64-key
+tiles, each warpgroup 32 keys of S / dP and 128 columns of dK / dV / dQ), against float64 autograd:
+dense lengths 1 to 1000 with every causal kind, varlen blocks that start off the 64-row grid, fp16 and
+bf16; a profile shows which kernel ran with the switch on, off and unset."""
 
 import pytest
 import torch

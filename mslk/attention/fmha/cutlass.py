@@ -8,9 +8,9 @@ spec's cutlass contract (which allows FP32 and head dims up to 65536): fp16/bf16
 SUPPORTED_ATTN_BIAS_TYPES, paged K/V included (read through the block table inside the kernel).
 Varlen LSE uses the padded layout [num_seqs, H, max_Mq] (+inf past each sequence), as the spec's
 cutlass does. On sm_90 the op runs a FlashAttention-3-style Hopper kernel
-(csrc/attention/kernels/fmha_fwd_sm90_kernel.cuh) for every problem without a tensor bias, paged
-K/V or dropout; the environment variable MSLK_FMHA_KERNEL (auto / sm80 / sm90) overrides the choice
-(sm90 also runs tensor biases and paged K/V on the Hopper kernel).
+(csrc/attention/kernels/fmha_fwd_sm90_kernel.cuh) for every problem without dropout, tensor biases
+and paged K/V included; the environment variable MSLK_FMHA_KERNEL (auto / sm80 / sm90) overrides the
+choice.
 
 `BwOp` runs `torch.ops.mslk.fmha_fused_bwd` (see _backward.py): fp16/bf16/fp32, dropout (the
 forward's rng_state), the tensor-bias gradient, BMK/BMHK/BMGHK, K != Kv; it takes the padded or

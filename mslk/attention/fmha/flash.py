@@ -1,7 +1,7 @@
 """FlashAttention 2 (the spec's `flash` classes), backed by mslk's fused attention ops.
 
 `FwOp` runs `torch.ops.mslk.fmha_fused_fwd` -- the same kernels as cutlass.FwOp (the Hopper kernel
-on sm_90 where it applies, the FlashAttention-2 style kernel otherwise and for paged K/V or
+on sm_90 where it applies, paged K/V included; the FlashAttention-2 style kernel otherwise and for
 dropout) -- with FlashAttention 2's contract: fp16/bf16, K == Kv <= 256, no tensor bias, dropout,
 packed variable-length LSE ([1, H, total_Mq], VARLEN_LSE_PACKED), paged K/V with a page size
 divisible by 256. GQA/MQA (BMGHK with K/V expanded along H, or BMHK with expanded heads) reads K/V

@@ -1,8 +1,7 @@
 """FlashAttention 3 (Hopper; the spec's `flash3` classes), backed by mslk's fused attention forward.
 
 `FwOp` runs `torch.ops.mslk.fmha_fused_fwd` (flash.fused_apply): on sm_90 that is mslk's
-FlashAttention-3-style Hopper kernel (TMA + wgmma) for every problem it takes, and the
-FlashAttention-2 style kernel for paged K/V (which the Hopper kernel does not read). Available where
+FlashAttention-3-style Hopper kernel (TMA + wgmma) for every problem it takes, paged K/V included. Available where
 the fused op has a CUDA kernel and a compute capability 9.0 GPU is present; inputs on other devices
 are rejected. What our kernel honours, within FlashAttention 3's contract: fp16/bf16, and FP8 E4M3
 q / k / v given as ScaledTensors (common.pack_fp8_tensorwise_per_head: per-head descales; the output

@@ -158,14 +158,17 @@ def grouped_rows():
 GROUPED_CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/gemm/kernels/fp8_blockwise_grouped_configs.h"
 
 
-def walk_sweep():
+def walk_sweep(only_rows=None, only_e=None, swizzles=("1", "2", "8")):
     import re
 
     rows = [int(r) for r in re.findall(r"^\s*X\((\d+),", GROUPED_CONFIGS_H.read_text(), re.M)]
+    rows = [r for r in rows if only_rows is None or r in only_rows]
     E8, tpe8, N8, K8 = SHAPES[0]
     cases = [(E, tpe, N, K, skewed, sizes_for(E, tpe, skewed)) for E, tpe, N, K in SHAPES for skewed in (False, True)]
     cases.append((1, E8 * tpe8, N8, K8, False, [E8 * tpe8]))
     for E, tpe, N, K, skewed, sizes in cases:
+        if only_e is not None and E not in only_e:
+            continue
         M, kb = sum(sizes), K // 128
         xq = (torch.randn(M, K, device="cuda") * 4).to(FP8)
         wq = (torch.randn(E, N, K, device="cuda") * 4).to(FP8)
@@ -181,7 +184,7 @@ def walk_sweep():
         times = {"default": time_ms(op, sets)}
         for row in rows:
             for raster in ("m", "n"):
-                for sw in ("1", "2", "8"):
+                for sw in swizzles:
                     with env_var("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", str(row)), env_var("MSLK_GEMM_RASTER", raster), \
                             env_var("MSLK_GEMM_SWIZZLE", sw):
                         assert torch.equal(op(*sets[0]), ref), (row, raster, sw)
@@ -200,9 +203,13 @@ def main():
     ap.add_argument("--grouped", action="store_true", help="also the grouped form")
     ap.add_argument("--grouped-only", action="store_true", help="only the grouped form")
     ap.add_argument("--walks", action="store_true", help="only the grouped form's rows x tile walks (prints)")
+    ap.add_argument("--walk-rows", type=str, default="", help="--walks: only these rows (comma list)")
+    ap.add_argument("--walk-e", type=str, default="", help="--walks: only these expert counts (comma list)")
+    ap.add_argument("--walk-swizzles", type=str, default="1,2,8", help="--walks: swizzles to try")
     args = ap.parse_args()
     if args.walks:
-        walk_sweep()
+        ints = lambda v: [int(x) for x in v.split(",")] if v else None  # noqa: E731
+        walk_sweep(ints(args.walk_rows), ints(args.walk_e), tuple(args.walk_swizzles.split(",")))
         return
     if not args.grouped_only:
         bw = copy_bandwidth_tbs() * 1e12

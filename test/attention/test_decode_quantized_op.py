@@ -1,8 +1,8 @@
 """torch.ops.mslk.fmha_decode_splitk over quantized K/V caches given as they are (int32 rows, with
 k_scale_shift / v_scale_shift for FP8): equal to the op on the caches dequantized to q's dtype, on
 the CPU and, on the GPU, for both routes of MSLK_DECODE_KV_DEQUANT: `separate` (dequantize into a
-temporary, then the unquantized kernel) and `fused` (each tile dequantized inside the kernel), which
-must give the same bits: dense, ragged, paged, every format, head dims 64 / 128 / 256, fp16 / bf16,
+temporary, then the unquantized kernel) and `fused` (each tile dequantized inside the kernel; the
+default where it applies), which must give the same bits: dense, ragged, paged, every format, head dims 64 / 128 / 256, fp16 / bf16,
 GQA and one head per group, fixed and heuristic split counts, rows that allow 16-byte copies and rows
 that do not. Also argument errors that name the argument, and opcheck."""
 
@@ -213,6 +213,29 @@ def test_fused_refuses_int4_groups_under_eight(monkeypatch):
     with pytest.raises(ValueError, match="INT4 groups"):
         decode(q, kq, vq)
     route(monkeypatch, "separate")
+    assert_same(decode(q, kq, vq), decode(q, kd, vd))
+
+
+@needs_cuda
+def test_auto_route(monkeypatch):
+    # Unset (auto): the fused kernel where it applies, so the bits are fused's; where it does not
+    # (INT4 groups under 8 elements, a forced tile row it lacks), the separate route, with no error.
+    q, kq, vq, kss, vss = _small("cuda")
+    route(monkeypatch, "fused")
+    want = decode(q, kq, vq, kss, vss)
+    monkeypatch.delenv("MSLK_DECODE_KV_DEQUANT")
+    assert_same(decode(q, kq, vq, kss, vss), want)
+    route(monkeypatch, "auto")
+    assert_same(decode(q, kq, vq, kss, vss), want)
+    monkeypatch.setenv("MSLK_DECODE_TILE_CFG", "0")
+    got = decode(q, kq, vq, kss, vss)
+    route(monkeypatch, "separate")
+    assert_same(got, decode(q, kq, vq, kss, vss))
+    monkeypatch.delenv("MSLK_DECODE_TILE_CFG")
+    g = torch.Generator().manual_seed(3)
+    q = rand((1, 1, 2, 2, 32), torch.float16, "cuda", g)
+    (kq, _, kd), (vq, _, vd) = caches(1, 40, 2, 32, "int4_g8", torch.float16, "cuda", g)
+    route(monkeypatch, "auto")
     assert_same(decode(q, kq, vq), decode(q, kd, vd))
 
 

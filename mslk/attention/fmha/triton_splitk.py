@@ -13,8 +13,8 @@ Quantized K/V caches (layouts: mslk.attention.fmha.quantized_kv): int32 K/V of r
 NUM_GROUPS (INT4, the group count implied by the row length; a subclass may pin NUM_GROUPS) or,
 with InputsFp8's k_fp8_scale_shift / v_fp8_scale_shift, rows of D // 4 (FP8 E4M3 rowwise; fp16
 scale/shift pairs, or float32 scales with use_fp32_scales). Semantics: dequantize to q's dtype,
-then attend. The op takes the caches as they are: by default it dequantizes them into a temporary
-for the unquantized kernel; MSLK_DECODE_KV_DEQUANT=fused dequantizes each tile inside the kernel
+then attend. The op takes the caches as they are: by default it dequantizes each tile inside the
+kernel; MSLK_DECODE_KV_DEQUANT=separate dequantizes them into a temporary for the unquantized kernel
 (the same bits; docs/design/attention_decode.md).
 """
 

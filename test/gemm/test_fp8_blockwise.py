@@ -176,8 +176,17 @@ def test_cuda_graph_capture_groupwise(M):
     assert torch.equal(out, eager)
 
 
+def _table_rows(header):
+    """The row ids of a CUTLASS config table (its X(id, ...) lines)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "csrc/gemm/kernels" / header).read_text()
+    return [int(r) for r in re.findall(r"^\s*X\((\d+),", text, re.M)]
+
+
 @requires_cuda
-@pytest.mark.parametrize("row", [0, 1, 2])
+@pytest.mark.parametrize("row", _table_rows("fp8_blockwise_grouped_configs.h"))
 def test_cuda_grouped_rows(monkeypatch, row):
     # every row of fp8_blockwise_grouped_configs.h, forced, on groups of unequal sizes
     monkeypatch.setenv("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", str(row))
@@ -187,7 +196,7 @@ def test_cuda_grouped_rows(monkeypatch, row):
 
 
 @requires_cuda
-@pytest.mark.parametrize("row", [0, 1])
+@pytest.mark.parametrize("row", _table_rows("fp8_blockwise_configs.h"))
 @pytest.mark.parametrize("swizzle", [None, "8"])
 def test_cuda_dense_rows(monkeypatch, row, swizzle):
     # every row of fp8_blockwise_configs.h, forced, N and M not multiples of the tile

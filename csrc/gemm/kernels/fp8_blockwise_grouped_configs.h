@@ -11,9 +11,7 @@
 #define MSLK_FP8_BLOCKWISE_GROUPED_CONFIGS(X) \
   X(0, 128, 128, 128, 2, 1, 1)                \
   X(1, 64, 128, 128, 1, 1, 0)                 \
-  X(2, 128, 128, 128, 1, 1, 1)                \
-  X(3, 128, 128, 128, 2, 2, 1)                \
-  X(4, 128, 128, 128, 1, 2, 1)
+  X(2, 128, 128, 128, 1, 1, 1)
 
 // B(max_avg_m, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative): the first bucket with
 // ceil(total_M / G) <= max_avg_m wins (max_avg_m < 0: no limit).

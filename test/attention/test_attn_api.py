@@ -293,3 +293,10 @@ def test_unbind_stack_views():
         torch.testing.assert_close(s, torch.stack(parts, dim))
     assert stack_or_none([torch.randn(2), torch.randn(2)], 0) is None
     assert get_stack_strides([], 0) is None
+
+
+def test_forward_with_bias_op_requires_a_bias():
+    import mslk.attention.fmha.torch_attention_compat  # noqa: F401  (registers the op)
+    q = torch.randn(2, 5, 3, 8)
+    with pytest.raises(TypeError, match="argument 'b' must be a Tensor"):
+        torch.ops.mslk.memory_efficient_attention_forward_with_bias.default(q, q, q, None)

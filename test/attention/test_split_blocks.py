@@ -237,3 +237,13 @@ def test_prefill_cuda():
     got = fmha.memory_efficient_attention(q, k, v, split_blocks_for_prefill(bias, L))
     want = attention_f64(q.cpu(), k.cpu(), v.cpu(), chunked_mask(q_lens, kv, P, L, True))
     assert_attention_close(got, want, torch.float16)
+
+
+def test_prefill_chunk_longer_than_the_lane():
+    # batchify_len past the K/V padding: each lane is one chunk, the mask comes back as it was
+    from mslk.attention.fmha import attn_bias as ab
+    from mslk.attention.fmha.split_blocks_fairinternal import split_blocks_for_prefill
+    b = ab.BlockDiagonalCausalWithOffsetPaddedKeysMask.from_seqlens([3, 5], 16, [7, 16])
+    o = split_blocks_for_prefill(b, 32)
+    assert type(o) is type(b) and o.k_seqinfo.padding == 16
+    assert o.q_seqinfo.seqstart.tolist() == [0, 3, 8] and o.k_seqinfo.seqlen.tolist() == [7, 16]

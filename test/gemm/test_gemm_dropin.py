@@ -202,3 +202,20 @@ def test_empty_reduction_dim(device):
         if not torch.equal(y.float().cpu(), torch.as_tensor(want, dtype=torch.float32).cpu().expand(y.shape)):
             failures.append(f"{name}: got {y}")
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (lambda: {"bias": torch.randn(16)}, "bias must be"),
+    (lambda: {"token_weights": torch.randn(9)}, "token_weights must be"),
+    (lambda: {"_scatter_add_indices": torch.arange(8)}, "needs _output_tensor"),
+    (lambda: {"_scatter_add_indices": torch.arange(7), "_output_tensor": torch.zeros(10, 16, dtype=torch.bfloat16)},
+     "_scatter_add_indices must be"),
+    (lambda: {"_output_tensor": torch.zeros(8, 17, dtype=torch.bfloat16)}, "_output_tensor must be"),
+])
+def test_grouped_gemm_epilogue_argument_errors(kw, match):
+    from mslk.gemm.triton.grouped_gemm import grouped_gemm
+    x = torch.randn(8, 32, dtype=torch.bfloat16)
+    w = torch.randn(3, 16, 32, dtype=torch.bfloat16)
+    m = torch.tensor([3, 1, 4], dtype=torch.int32)
+    with pytest.raises(ValueError, match=match):
+        grouped_gemm(x, w, m, **kw())

@@ -59,7 +59,8 @@ def _chunk_start(q_len: int, kv_len: int, L: int) -> int:
 
 def split_blocks_for_prefill(input_bias, batchify_len) -> Optional[_ab.BlockDiagonalPaddedKeysMask]:
     """The chunked-attention form of a padded prefill mask: lanes of `batchify_len` keys, one per chunk
-    of each sequence (padding must be a multiple of batchify_len), of the input's kind (bottom-right
+    of each sequence (padding must be a multiple of batchify_len, or at most it: then each lane is one
+    chunk and the mask comes back as it was), of the input's kind (bottom-right
     causal or not). A paged input comes back paged (the block-table rows cut per chunk; batchify_len
     must then be a multiple of page_size). None when batchify_len is None (no chunking)."""
     api = "split_blocks_for_prefill"
@@ -67,7 +68,7 @@ def split_blocks_for_prefill(input_bias, batchify_len) -> Optional[_ab.BlockDiag
         return None
     _check_len(batchify_len)
     causal, padding, q_lens, kv_lens, bt, page_size = _lanes(input_bias, api)
-    L = batchify_len
+    L = min(batchify_len, padding)  # a chunk longer than the lane: the lane is one chunk
     if padding % L:
         raise ValueError(f"{api}: the K/V padding {padding} must be a multiple of batchify_len {L}")
     new_q: List[int] = []

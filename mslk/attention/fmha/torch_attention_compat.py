@@ -62,9 +62,17 @@ def _(q, k, v, b=None, p=0.0, scale=None):
 def memory_efficient_attention_forward_with_bias_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                                                     b: torch.Tensor, p: float = 0.0,
                                                     scale: Optional[float] = None) -> torch.Tensor:
+    _require_bias(b)
     return _mea_forward(q, k, v, b, p, scale, "mslk::memory_efficient_attention_forward_with_bias")
+
+
+def _require_bias(b) -> None:
+    if not isinstance(b, torch.Tensor):
+        raise TypeError("mslk::memory_efficient_attention_forward_with_bias: argument 'b' must be a Tensor "
+                        f"(the attention bias), got {type(b).__name__}")
 
 
 @memory_efficient_attention_forward_with_bias_op.register_fake
 def _(q, k, v, b, p=0.0, scale=None):
+    _require_bias(b)
     return _mea_fake(q, k, v, b, p, scale, "mslk::memory_efficient_attention_forward_with_bias")

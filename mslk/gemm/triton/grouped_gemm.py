@@ -46,6 +46,31 @@ def _row_groups(m_sizes: Tensor, total_M: int) -> Tensor:
     return torch.searchsorted(ends, rows, right=True)
 
 
+def _check_epilogue(x: Tensor, w3: Tensor, bias: Optional[Tensor], token_weights: Optional[Tensor],
+                    _output_tensor: Optional[Tensor], _scatter_add_indices: Optional[Tensor]) -> None:
+    """Shapes of the fused-epilogue arguments, each error naming its argument (no device sync)."""
+    G, N, M = w3.shape[0], w3.shape[1], x.shape[0]
+    if bias is not None and tuple(bias.shape) not in ((G, N), (G * N,)):
+        raise ValueError(f"grouped_gemm: bias must be [G, N] = [{G}, {N}] (or [G * N]), got shape {tuple(bias.shape)}")
+    if token_weights is not None and tuple(token_weights.shape) not in ((M,), (M, 1)):
+        raise ValueError(f"grouped_gemm: token_weights must be [total_M] = [{M}] (one weight a row of x), "
+                         f"got shape {tuple(token_weights.shape)}")
+    if _scatter_add_indices is not None:
+        if _output_tensor is None:
+            raise ValueError("grouped_gemm: _scatter_add_indices needs _output_tensor (the rows are added into it)")
+        if _scatter_add_indices.dim() != 1 or _scatter_add_indices.shape[0] != M or \
+                _scatter_add_indices.dtype not in (torch.int32, torch.int64):
+            raise ValueError(f"grouped_gemm: _scatter_add_indices must be a 1-D int32/int64 tensor of total_M = {M} "
+                             f"row indices, got shape {tuple(_scatter_add_indices.shape)}, "
+                             f"dtype {_scatter_add_indices.dtype}")
+        if _output_tensor.dim() != 2 or _output_tensor.shape[1] != N:
+            raise ValueError(f"grouped_gemm: _output_tensor must be [rows, N = {N}] to scatter into, "
+                             f"got shape {tuple(_output_tensor.shape)}")
+    elif _output_tensor is not None and tuple(_output_tensor.shape) != (M, N):
+        raise ValueError(f"grouped_gemm: _output_tensor must be [total_M, N] = [{M}, {N}], "
+                         f"got shape {tuple(_output_tensor.shape)}")
+
+
 def _epilogue(y: Tensor, m_sizes: Tensor, bias: Optional[Tensor], token_weights: Optional[Tensor],
               _output_tensor: Optional[Tensor], _scatter_add_indices: Optional[Tensor]) -> Tensor:
     """y: the GEMM's output, float32 (unrounded sums) when bias or token_weights is given."""
@@ -71,6 +96,7 @@ def grouped_gemm(x: Tensor, w: Tensor, m_sizes: Tensor, bias: Optional[Tensor] =
                  _scatter_add_indices: Optional[Tensor] = None) -> Tensor:
     """BF16 grouped x [total_M, K] @ w[g]^T -> [total_M, N], per group of rows given by m_sizes."""
     w3 = _w3(w, m_sizes.shape[0])
+    _check_epilogue(x, w3, bias, token_weights, _output_tensor, _scatter_add_indices)
     fused = bias is not None or token_weights is not None
     plain = not fused and _scatter_add_indices is None
     out = _output_tensor if plain and _output_tensor is not None and _output_tensor.dtype == torch.bfloat16 else None
@@ -90,6 +116,7 @@ def grouped_gemm_fp8_rowwise(x: Tensor, w: Tensor, m_sizes: Tensor, x_scale: Ten
                              _scatter_add_indices: Optional[Tensor] = None) -> Tensor:
     """Rowwise-scaled FP8 grouped GEMM: x_scale[m] * w_scale[g, n] * (x_g @ w[g]^T) -> BF16 [total_M, N]."""
     w3 = _w3(w, m_sizes.shape[0])
+    _check_epilogue(x, w3, None, None, _output_tensor, _scatter_add_indices)
     y = torch.ops.mslk.f8f8bf16_rowwise_grouped_stacked(x, w3, x_scale, w_scale.reshape(-1), m_sizes)
     return _epilogue(y, m_sizes, None, None, _output_tensor, _scatter_add_indices)
 

@@ -295,6 +295,26 @@ def test_unbind_stack_views():
     assert get_stack_strides([], 0) is None
 
 
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_stack_or_none_sends_gradients_to_every_piece(dim):
+    from mslk.attention.fmha.unbind import stack_or_none, unbind
+
+    x = torch.randn(3, 4, 5, dtype=torch.float64, requires_grad=True)
+    s = stack_or_none(unbind(x, dim), dim)
+    assert s is not None and s.data_ptr() == x.data_ptr()
+    w = torch.randn(s.shape, dtype=torch.float64)
+    (s * w).sum().backward()
+    torch.testing.assert_close(x.grad, w)
+    # pieces that are leaves of their own (one storage, equal spacing) get their own slices
+    base = torch.randn(2, 6, dtype=torch.float64)
+    a, b = base[0].requires_grad_(), base[1].requires_grad_()
+    s = stack_or_none([a, b], 0)
+    assert s is not None and s.data_ptr() == base.data_ptr()
+    ga, gb = torch.autograd.grad((s * w[:2, :1, :1].reshape(2, 1)).sum(), (a, b))
+    torch.testing.assert_close(ga, w[0, 0, 0].expand(6))
+    torch.testing.assert_close(gb, w[1, 0, 0].expand(6))
+
+
 def test_forward_with_bias_op_requires_a_bias():
     import mslk.attention.fmha.torch_attention_compat  # noqa: F401  (registers the op)
     q = torch.randn(2, 5, 3, 8)

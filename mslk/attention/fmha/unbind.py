@@ -30,9 +30,25 @@ def get_stack_strides(tensors: Sequence[torch.Tensor], dim: int) -> Optional[Tup
     return tuple(strides)
 
 
+class _StackView(torch.autograd.Function):
+    """The zero-copy stack as an autograd node of every piece: its gradient is unbound back into
+    one gradient a piece (an as_strided view of the first piece alone would send the whole
+    stacked gradient to that piece's geometry and drop the others')."""
+
+    @staticmethod
+    def forward(ctx, shape, strides, dim, *tensors):
+        ctx.dim = dim
+        t0 = tensors[0]
+        return t0.as_strided(shape, strides, t0.storage_offset())
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (None, None, None, *grad.unbind(ctx.dim))
+
+
 def stack_or_none(tensors: Sequence[torch.Tensor], dim: int) -> Optional[torch.Tensor]:
     """A zero-copy view equal to torch.stack(tensors, dim) when the storage allows it, else None.
-    (A view of the shared storage: it does not track autograd history of the individual tensors.)"""
+    Gradients flow back to every tensor, as through torch.stack."""
     strides = get_stack_strides(tensors, dim)
     if strides is None:
         return None
@@ -40,6 +56,8 @@ def stack_or_none(tensors: Sequence[torch.Tensor], dim: int) -> Optional[torch.T
     d = dim if dim >= 0 else dim + t0.ndim + 1
     shape = list(t0.shape)
     shape.insert(d, len(tensors))
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return _StackView.apply(shape, strides, d, *tensors)
     return t0.as_strided(shape, strides, t0.storage_offset())
 
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/checks.h"
+#include "gemm/dot_out_dtype.h"
 #include "gemm/grouped_glue.h"
 
 namespace mslk::gemm {
@@ -57,7 +58,8 @@ void run(const BlockwiseBackend& be, const Tensor& A, const Tensor& B, const Ten
 // x_scale [ceil(M / bm), ceil(K / bk)], w_scale [ceil(N / bn), ceil(K / bk)].
 Tensor block_scaled(const BlockwiseBackend& be, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,
                     const Tensor& w_scale, int64_t bm, int64_t bn, int64_t bk, const char* op, const char* xa,
-                    const char* wa, const char* xsa, const char* wsa, const char* quantizer) {
+                    const char* wa, const char* xsa, const char* wsa, const char* quantizer,
+                    at::ScalarType out_type = at::kBFloat16) {
   check_same_device(WQ, XQ, op, wa, xa);
   const int64_t K = XQ.size(-1), N = WQ.size(0);
   TORCH_CHECK_VALUE(WQ.size(1) == K, op, ": '", xa, "' [..., M, K] and '", wa,
@@ -73,7 +75,7 @@ Tensor block_scaled(const BlockwiseBackend& be, const Tensor& XQ, const Tensor& 
   c10::OptionalDeviceGuard guard(XQ.device());
   at::DimVector shape(XQ.sizes().begin(), XQ.sizes().end() - 1);
   shape.push_back(N);
-  Tensor out = at::empty(shape, XQ.options().dtype(at::kBFloat16));
+  Tensor out = at::empty(shape, XQ.options().dtype(out_type));
   const Tensor A = XQ.dim() == 2 ? XQ : XQ.reshape({M, K});
   run(be, A, WQ, x_scale, w_scale, out.view({M, N}), bm, bn, bk, op);
   return out;
@@ -97,16 +99,15 @@ Tensor matmul_fp8_block(const BlockwiseBackend& b, const Tensor& a, const Tensor
                         const Tensor& b_scale, int64_t scale_block_m, int64_t scale_block_n, int64_t scale_block_k,
                         std::optional<at::ScalarType> dot_out_dtype, bool /*allow_tf32*/, bool /*fp8_fast_accum*/) {
   constexpr const char* op = "matmul_fp8_block";
-  TORCH_CHECK_VALUE(!dot_out_dtype || *dot_out_dtype == at::kFloat, op,
-                    ": argument 'dot_out_dtype' (the accumulator type) must be None or torch.float32, got ",
-                    *dot_out_dtype);
+  const at::ScalarType out_type = dot_out_dtype_result(dot_out_dtype, op);
   check_fp8_operand(a, op, "a", 2, 64);
   check_fp8_operand(bmat, op, "b", 2, 2);
   check_block(scale_block_m, op, "scale_block_m");
   check_block(scale_block_n, op, "scale_block_n");
   check_block(scale_block_k, op, "scale_block_k");
   return block_scaled(b, a, bmat, a_scale, b_scale, scale_block_m, scale_block_n, scale_block_k, op, "a", "b",
-                      "a_scale", "b_scale", "quantize_fp8_block(x, scale_block_m, scale_block_k) (k_major=True)");
+                      "a_scale", "b_scale", "quantize_fp8_block(x, scale_block_m, scale_block_k) (k_major=True)",
+                      out_type);
 }
 
 Tensor f8f8bf16_groupwise(const BlockwiseBackend& b, const Tensor& XQ, const Tensor& WQ, const Tensor& x_scale,

@@ -1,9 +1,10 @@
 // CPU reference of the block/group-scaled FP8 GEMM contract (fp8_blockwise.h): the products of each
 // K block summed exactly in double (E4M3 products need 8 significant bits), each block sum scaled
 // by x_scale * w_scale (exact in double) and added in double, then one rounding to float32 and
-// round-to-nearest-even to bf16.
+// round-to-nearest-even to the result's dtype (bf16; fp16 or fp32 for matmul_fp8_block's dot_out_dtype).
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 #include <c10/util/Float8_e4m3fn.h>
 #include <torch/library.h>
 
@@ -30,7 +31,8 @@ void cpu_run(const BlockwiseCall& c) {
   const int64_t lda = c.A.stride(0), ldb = c.B.stride(0), ldd = c.out.stride(0);
   const auto* a = static_cast<const uint8_t*>(c.A.const_data_ptr());
   const auto* b = static_cast<const uint8_t*>(c.B.const_data_ptr());
-  auto* out = static_cast<c10::BFloat16*>(c.out.data_ptr());
+  const at::ScalarType out_type = c.out.scalar_type();
+  void* out = c.out.data_ptr();
   const float* xs = c.xs.const_data_ptr<float>();
   const float* ws = c.ws.const_data_ptr<float>();
   const int64_t xsm = c.xs.stride(0), xsk = c.xs.stride(1), wsn = c.ws.stride(0), wsk = c.ws.stride(1);
@@ -48,7 +50,13 @@ void cpu_run(const BlockwiseCall& c) {
           for (int64_t k = k0; k < k1; ++k) blk += lut[ar[k]] * lut[br[k]];
           acc += static_cast<double>(xr[kb * xsk]) * static_cast<double>(wr[kb * wsk]) * blk;
         }
-        out[m * ldd + n] = c10::BFloat16(static_cast<float>(acc));
+        const float v = static_cast<float>(acc);
+        if (out_type == at::kFloat)
+          static_cast<float*>(out)[m * ldd + n] = v;
+        else if (out_type == at::kHalf)
+          static_cast<c10::Half*>(out)[m * ldd + n] = c10::Half(v);
+        else
+          static_cast<c10::BFloat16*>(out)[m * ldd + n] = c10::BFloat16(v);
       }
     }
   });

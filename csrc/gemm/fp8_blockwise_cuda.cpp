@@ -22,6 +22,7 @@
 #include "gemm/kernels/fp8_blockwise_configs.h"
 #include "gemm/kernels/fp8_blockwise_grouped_configs.h"
 #include "gemm/kernels/fp8_blockwise_decode.h"
+#include "gemm/kernels/fp8_blockwise_simt.h"
 #include "mslk/utils/env.h"
 
 namespace mslk::gemm {
@@ -93,6 +94,24 @@ bool run_decode(const BlockwiseCall& c, const mslk::cuda::DeviceAttrs& attrs) {
   return true;
 }
 
+// The portable kernel, for the results the CUTLASS and decode kernels do not write.
+void run_simt(const BlockwiseCall& c) {
+  const int64_t M = c.A.size(0), K = c.A.size(1), N = c.B.size(0), kb = cdiv(K, 128), nb = cdiv(N, 128);
+  BlockwiseDecodeParams p{};
+  set_operands(p, c);
+  const Tensor sfa = sample(c.xs, M, c.block_m, kb, c.block_k);  // [M, kb]
+  const Tensor sfb = sample(c.ws, nb, c.block_n / 128, kb, c.block_k);  // [nb, kb]
+  p.sfa = sfa.const_data_ptr<float>(), p.sfa_sm = sfa.stride(0), p.sfa_sk = sfa.stride(1);
+  p.sfb = sfb.const_data_ptr<float>(), p.sfb_sn = sfb.stride(0), p.sfb_sk = sfb.stride(1);
+  const OutDtype out = c.out.scalar_type() == at::kFloat ? OutDtype::kFloat32
+                       : c.out.scalar_type() == at::kHalf ? OutDtype::kFloat16
+                                                          : OutDtype::kBFloat16;
+  const cudaError_t e = fp8_blockwise_simt(p, out, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK_VALUE(e != cudaErrorNotSupported, c.op, ": the portable CUDA kernel cannot take this problem (M=", M,
+                    ", N=", N, ")");
+  C10_CUDA_CHECK(e);
+}
+
 void cuda_run(const BlockwiseCall& c) {
   const int64_t M = c.A.size(0), K = c.A.size(1), N = c.B.size(0), kb = cdiv(K, 128), nb = cdiv(N, 128);
   const mslk::cuda::DeviceAttrs attrs = mslk::cuda::require_sm90(c.op);
@@ -100,6 +119,10 @@ void cuda_run(const BlockwiseCall& c) {
                     ": on CUDA the weight scale blocks must be multiples of 128 along N and K (the kernel applies "
                     "scales per 128 x 128 block), got block_n=",
                     c.block_n, ", block_k=", c.block_k);
+  if (c.out.scalar_type() != at::kBFloat16) {  // matmul_fp8_block's fp16 / fp32 results
+    run_simt(c);
+    return;
+  }
   if (run_decode(c, attrs)) return;
   BlockwiseKernelParams p;
   set_operands(p, c);

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "common/checks.h"
+#include "gemm/dot_out_dtype.h"
 #include "gemm/fp8_rowwise_glue.h"
 
 namespace mslk::gemm {
@@ -24,6 +25,13 @@ namespace mslk::gemm {
 namespace rowwise_glue {
 
 constexpr auto kFp8 = at::kFloat8_e4m3fn;
+
+at::ScalarType scalar_type(OutDtype d) {
+  return d == OutDtype::kFloat16 ? at::kHalf : d == OutDtype::kFloat32 ? at::kFloat : at::kBFloat16;
+}
+OutDtype out_dtype_of(at::ScalarType t) {
+  return t == at::kHalf ? OutDtype::kFloat16 : t == at::kFloat ? OutDtype::kFloat32 : OutDtype::kBFloat16;
+}
 
 void check_fp8(const Tensor& t, const char* op, const char* arg) {
   check_dtype(t, op, arg, {kFp8});
@@ -81,7 +89,7 @@ void run_gemm(const RowwiseBackend& be, const void* a, const Mat3& A, const void
   p.w_scale = ws.const_data_ptr<float>();
   p.bias = bias ? bias->const_data_ptr<float>() : nullptr;
   p.out = out;
-  p.out_dtype = out_type == at::kHalf ? OutDtype::kFloat16 : OutDtype::kBFloat16;
+  p.out_dtype = out_dtype_of(out_type);
   p.M = M, p.N = N, p.K = K, p.L = L;
   p.lda = M > 1 ? A.row_stride : K;
   p.ldb = N > 1 ? B.row_stride : K;
@@ -211,8 +219,7 @@ Tensor rowwise(const RowwiseBackend& b, const Tensor& XQ, const Tensor& WQ, cons
   const Tensor xs = scale_vec(x_scale, R, XQ, op, "x_scale", "one per row of XQ");
   const Tensor ws = scale_vec(w_scale, N, XQ, op, "w_scale", "one per row of WQ");
   const auto bv = bias_vec(bias, N, N, XQ, op);
-  Tensor out = at::empty(out_shape(XQ, N), XQ.options().dtype(out_dtype == OutDtype::kFloat16 ? at::kHalf
-                                                                                               : at::kBFloat16));
+  Tensor out = at::empty(out_shape(XQ, N), XQ.options().dtype(scalar_type(out_dtype)));
   gemm_rows(b, XQ, WQ, xs, ws, bv, out, use_fast_accum, op, /*out_is_arg=*/false);
   return out;
 }
@@ -265,9 +272,8 @@ Tensor matmul_fp8_row(const RowwiseBackend& b, const Tensor& a, const Tensor& bm
                       bool /*imprecise_acc*/, bool /*tma_persistent*/, std::optional<bool> /*no_use_persistent*/,
                       bool /*use_warp_specialization*/) {
   constexpr const char* op = "matmul_fp8_row";
-  TORCH_CHECK_VALUE(!dot_out_dtype || *dot_out_dtype == at::kFloat, op,
-                    ": argument 'dot_out_dtype' (the accumulator type) must be None or torch.float32, got ",
-                    *dot_out_dtype);
+  const at::ScalarType st = dot_out_dtype_result(dot_out_dtype, op);
+  const OutDtype out_dtype = out_dtype_of(st);
   // The spec names this op's arguments a / b / a_scale / b_scale; check them under those names
   // before the shared f8f8bf16_rowwise path (whose messages say XQ / WQ / x_scale / w_scale).
   check_fp8(a, op, "a");
@@ -284,7 +290,7 @@ Tensor matmul_fp8_row(const RowwiseBackend& b, const Tensor& a, const Tensor& bm
                     " values (one per row of a), got shape ", a_scale.sizes());
   TORCH_CHECK_VALUE(b_scale.numel() == bmat.size(0), op, ": argument 'b_scale' must hold ", bmat.size(0),
                     " values (one per row of b), got shape ", b_scale.sizes());
-  return rowwise(b, a, bmat, a_scale, b_scale, bias, fp8_fast_accum, OutDtype::kBFloat16, op);
+  return rowwise(b, a, bmat, a_scale, b_scale, bias, fp8_fast_accum, out_dtype, op);
 }
 
 }  // namespace mslk::gemm

@@ -41,6 +41,8 @@ void cpu_run(const RowwiseGemmParams& p) {
         const int64_t o = l * p.batch_d + m * p.ldd + n;
         if (p.out_dtype == OutDtype::kFloat16)
           static_cast<c10::Half*>(p.out)[o] = c10::Half(v);
+        else if (p.out_dtype == OutDtype::kFloat32)
+          static_cast<float*>(p.out)[o] = v;
         else
           static_cast<c10::BFloat16*>(p.out)[o] = c10::BFloat16(v);
       }

@@ -32,7 +32,9 @@ void cuda_run(const RowwiseGemmParams& p0) {
   const auto refused = [&] {
     return c10::str(kEnv, "=", env, " forces a kernel that cannot take this problem (M=", p0.M, ", N=", p0.N,
                     ", K=", p0.K, ", L=", p0.L, ", row strides ", p0.lda, "/", p0.ldb, ", ",
-                    p0.out_dtype == OutDtype::kFloat16 ? "fp16" : "bf16",
+                    p0.out_dtype == OutDtype::kFloat16   ? "fp16"
+                    : p0.out_dtype == OutDtype::kFloat32 ? "fp32"
+                                                         : "bf16",
                     " output); the skinny kernel needs sm_89+, M <= 64, K % 16 == 0 and 16-byte aligned rows, CUTLASS "
                     "bf16 output and TMA alignment; unset it or use auto");
   };

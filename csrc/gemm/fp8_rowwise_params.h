@@ -17,7 +17,7 @@
 
 namespace mslk::gemm {
 
-enum class OutDtype : int { kBFloat16 = 0, kFloat16 = 1 };
+enum class OutDtype : int { kBFloat16 = 0, kFloat16 = 1, kFloat32 = 2 };
 
 struct RowwiseGemmParams {
   const uint8_t* a = nullptr;  // [L, M, K] E4M3FN, element (l, m, k) at l*batch_a + m*lda + k

@@ -101,7 +101,8 @@ def _f8f8bf16_rowwise_grouped_mm_new(XQ, WQ, x_scale, w_scale, offsets=None):
 @torch.library.register_fake("triton::matmul_fp8_row")
 def _matmul_fp8_row(a, b, a_scale, b_scale, bias=None, dot_out_dtype=None, allow_tf32=True, fp8_fast_accum=True,
                     imprecise_acc=False, tma_persistent=True, no_use_persistent=None, use_warp_specialization=False):
-    return _mm_out(a, b)
+    # dot_out_dtype is the result's dtype (None: bf16); higher-rank a keeps its leading dims
+    return _mm_out(a, b, dot_out_dtype or torch.bfloat16)
 
 
 from mslk.gemm import _fake_bf16_grouped  # noqa: E402,F401  (BF16 grouped ops)

@@ -24,5 +24,5 @@ def _f8f8bf16_groupwise_grouped(XQ, WQ, x_scale, w_scale, M_sizes):
 @torch.library.register_fake("triton::matmul_fp8_block")
 def _matmul_fp8_block(a, b, a_scale, b_scale, scale_block_m=256, scale_block_n=256, scale_block_k=256,
                       dot_out_dtype=None, allow_tf32=True, fp8_fast_accum=True):
-    # keeps a's leading dims, as the op does
-    return a.new_empty((*a.shape[:-1], b.shape[0]), dtype=torch.bfloat16)
+    # keeps a's leading dims, as the op does; dot_out_dtype is the result's dtype (None: bf16)
+    return a.new_empty((*a.shape[:-1], b.shape[0]), dtype=dot_out_dtype or torch.bfloat16)

@@ -42,13 +42,16 @@ def grouped_x_scale(x_scale, sizes, g):
     return x_scale.reshape(-1)[s * kb:(s + m) * kb].view(kb, m)
 
 
-def check(out, expected, mag, device):
-    """|out - ref| <= bf16 rounding of ref (+ on CUDA the tensor core's sum inside each 128-K
-    block: 4 k32 steps of about 13 fraction bits, bounded by 2^-10 of sum |x * w|)."""
+def check(out, expected, mag, device, dtype=torch.bfloat16):
+    """|out - ref| <= rounding of ref to `dtype` (+ on CUDA the tensor core's sum inside each 128-K
+    block: 4 k32 steps of about 13 fraction bits, bounded by 2^-10 of sum |x * w|; the portable
+    kernel's float32 sums are well inside that)."""
     c = 2.0**-10 if torch.device(device).type == "cuda" else 0.0
-    bound = expected.abs() * 2.0**-8 + mag * c + 1e-30
+    ulp = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-23}[dtype]
+    tiny = 2.0**-25 if dtype == torch.float16 else 1e-30  # fp16's subnormal spacing is 2^-24
+    bound = expected.abs() * ulp + mag * c + tiny
     err = (out.cpu().double() - expected).abs()
-    assert out.dtype == torch.bfloat16 and out.shape == expected.shape, (out.dtype, out.shape, expected.shape)
+    assert out.dtype == dtype and out.shape == expected.shape, (out.dtype, out.shape, expected.shape)
     assert torch.all(err <= bound), f"max err {err.max().item()} (bound there {bound.flatten()[err.argmax()].item()})"
 
 

@@ -61,8 +61,9 @@ def check(out, xq, wq, xs, ws, bias=None, fast=True):
     x, w = xq.cpu().double(), wq.cpu().double()
     xs64 = xs.cpu().double().reshape(expected.shape[:-1])[..., None]
     ws64 = ws.cpu().double().reshape((*wq.shape[:-2], 1, wq.shape[-2]) if wq.dim() == 3 else (wq.shape[0],))
-    ulp = 2.0**-8 if out.dtype == torch.bfloat16 else 2.0**-11
-    bound = expected.abs() * ulp + accum_bound(x, w, fast) * (xs64.abs() * ws64.abs()) + 1e-30
+    ulp = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}[out.dtype]
+    tiny = 2.0**-25 if out.dtype == torch.float16 else 1e-30  # fp16's subnormal spacing is 2^-24
+    bound = expected.abs() * ulp + accum_bound(x, w, fast) * (xs64.abs() * ws64.abs()) + tiny
     err = (out.cpu().double() - expected).abs()
     assert out.shape == expected.shape, (out.shape, expected.shape)
     assert torch.all(err <= bound), f"max err {err.max().item()} (bound there {bound.flatten()[err.argmax()].item()})"

@@ -63,6 +63,19 @@ def test_matmul_fp8_block_default_256(device, M):
     assert out3.shape == (1, M, N) and torch.equal(out3[0], out)
 
 
+@pytest.mark.parametrize("dt", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("M,N,K", [(7, 520, 640), (130, 136, 208)])
+def test_matmul_fp8_block_dot_out_dtype(device, dt, M, N, K):
+    """dot_out_dtype is the result's dtype; the sums stay float32 (on CUDA the fp16 / fp32 results
+    come from the portable kernel)."""
+    xq, wq = rand_fp8((M, K), device), rand_fp8((N, K), device)
+    xs, ws = rand_grid(cdiv(M, 128), cdiv(K, 128), device), rand_grid(cdiv(N, 128), cdiv(K, 128), device)
+    out = matmul_fp8_block(xq, wq, xs, ws, 128, 128, 128, dot_out_dtype=dt)
+    check(out, *ref_blockwise(xq, wq, xs, ws, 128, 128, 128), device, dt)
+    out3 = torch.ops.triton.matmul_fp8_block(xq.view(1, M, K), wq, xs, ws, 128, 128, 128, dt)
+    assert out3.shape == (1, M, N) and torch.equal(out3[0], out)
+
+
 def test_blockwise_odd_blocks(device):
     M, N, K = 50, 72, 200
     bm, bn, bk = 16, 24, 40

@@ -22,6 +22,8 @@ def cases(device):
         (ops.f8f8bf16_groupwise_grouped.default, (xq, w3, rand_grid(M, 2, device),
                                                   rand_grid(4, 2, device).view(2, 2, 2), ms)),
         (torch.ops.triton.matmul_fp8_block.default, (xq, wq, rand_grid(1, 1, device), rand_grid(1, 1, device))),
+        (torch.ops.triton.matmul_fp8_block.default,
+         (xq, wq, rand_grid(1, 2, device), rand_grid(2, 2, device), 128, 128, 128, torch.float32)),
     ]
 
 
@@ -31,21 +33,22 @@ def _bits(t):
 
 def test_opcheck(device):
     for op, args in cases(device):
-        before = [a.clone() for a in args]
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        before = [a.clone() for a in tensors]
         torch.library.opcheck(op, args, {}, test_utils=NO_SCHEMA)
-        assert all(torch.equal(_bits(b), _bits(a)) for b, a in zip(before, args)), op
+        assert all(torch.equal(_bits(b), _bits(a)) for b, a in zip(before, tensors)), op
 
 
 def test_torch_compile_fullgraph(device):
     torch._dynamo.reset()
-    (_, gw), (_, bw), (_, gg), (_, tb) = cases(device)
+    (_, gw), (_, bw), (_, gg), (_, tb), (_, t32) = cases(device)
 
-    def f(gw, bw, gg, tb):
+    def f(gw, bw, gg, tb, t32):
         return (ops.f8f8bf16_groupwise(*gw), ops.f8f8bf16_blockwise(*bw), ops.f8f8bf16_groupwise_grouped(*gg),
-                matmul_fp8_block(*tb).float() * 2)
+                matmul_fp8_block(*tb).float() * 2, matmul_fp8_block(*t32) + 1)
 
-    eager = f(gw, bw, gg, tb)
-    compiled = torch.compile(f, fullgraph=True)(gw, bw, gg, tb)
+    eager = f(gw, bw, gg, tb, t32)
+    compiled = torch.compile(f, fullgraph=True)(gw, bw, gg, tb, t32)
     for e, c in zip(eager, compiled):
         assert e.shape == c.shape and e.dtype == c.dtype
         assert torch.equal(e, c)

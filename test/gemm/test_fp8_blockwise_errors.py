@@ -57,7 +57,7 @@ def test_blockwise_errors(device):
     with pytest.raises(ValueError, match=r"matmul_fp8_block: argument 'a_scale' must have shape \[1, 1\]"):
         matmul_fp8_block(xq, wq, xs, ws)  # the 256 default blocks
     with pytest.raises(ValueError, match="argument 'dot_out_dtype'"):
-        matmul_fp8_block(xq, wq, xs, ws, 128, 128, 128, torch.bfloat16)
+        matmul_fp8_block(xq, wq, xs, ws, 128, 128, 128, torch.int32)
 
 
 def test_groupwise_grouped_errors(device):

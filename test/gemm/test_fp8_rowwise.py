@@ -135,10 +135,13 @@ def test_matmul_fp8_row(device, shape):
     out = matmul_fp8_row(a, b, a_s, b_s, bias=bias, fp8_fast_accum=False)
     assert out.dtype == torch.bfloat16 and out.shape == (*shape[:-1], 24)
     check(out.reshape(-1, 24), a.reshape(-1, shape[-1]), b, a_s.reshape(-1), b_s, bias, False)
-    out2 = torch.ops.triton.matmul_fp8_row(a, b, a_s, b_s, bias, torch.float32)
-    check(out2.reshape(-1, 24), a.reshape(-1, shape[-1]), b, a_s.reshape(-1), b_s, bias)
-    with pytest.raises(ValueError, match="dot_out_dtype"):
-        matmul_fp8_row(a, b, a_s, b_s, dot_out_dtype=torch.bfloat16)
+    # dot_out_dtype is the result's dtype (the accumulator stays float32)
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        out2 = torch.ops.triton.matmul_fp8_row(a, b, a_s, b_s, bias, dt)
+        assert out2.dtype == dt and out2.shape == out.shape
+        check(out2.reshape(-1, 24), a.reshape(-1, shape[-1]), b, a_s.reshape(-1), b_s, bias, False)
+    with pytest.raises(ValueError, match="argument 'dot_out_dtype'.*got Int"):
+        matmul_fp8_row(a, b, a_s, b_s, dot_out_dtype=torch.int32)
 
 
 def test_dtype_passthrough_not_fp8(device):

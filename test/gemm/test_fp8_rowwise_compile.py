@@ -32,6 +32,8 @@ def op_cases(device):
         (ops.f8f8bf16_rowwise_grouped_mm.default, (xq, w3, xs, ws3, offs), {}),
         (ops.f8f8bf16_rowwise_grouped_mm.default, (x3, w3, xs3, ws3), {}),
         (torch.ops.triton.matmul_fp8_row.default, (xq, wq, xs, ws, bias), {}),
+        (torch.ops.triton.matmul_fp8_row.default, (xq, wq, xs, ws, bias, torch.float32), {}),
+        (torch.ops.triton.matmul_fp8_row.default, (xq, wq, xs, ws, None, torch.float16), {}),
     ]
 
 

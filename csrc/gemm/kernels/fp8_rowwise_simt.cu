@@ -25,6 +25,8 @@ template <>
 __device__ __forceinline__ __nv_bfloat16 to_out<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 template <>
 __device__ __forceinline__ __half to_out<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ float to_out<float>(float v) { return v; }
 
 template <typename OutT>
 __global__ void __launch_bounds__(kThreads) simt_kernel(RowwiseGemmParams p) {
@@ -84,6 +86,8 @@ cudaError_t fp8_rowwise_simt(const RowwiseGemmParams& p, cudaStream_t s) {
                   static_cast<unsigned>(p.L < 65535 ? p.L : 65535));
   if (p.out_dtype == OutDtype::kFloat16)
     simt_kernel<__half><<<grid, kThreads, 0, s>>>(p);
+  else if (p.out_dtype == OutDtype::kFloat32)
+    simt_kernel<float><<<grid, kThreads, 0, s>>>(p);
   else
     simt_kernel<__nv_bfloat16><<<grid, kThreads, 0, s>>>(p);
   return cudaGetLastError();

@@ -101,6 +101,8 @@ template <>
 __device__ __forceinline__ __nv_bfloat16 to_out<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 template <>
 __device__ __forceinline__ __half to_out<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ float to_out<float>(float v) { return v; }
 
 // The contract's epilogue for element (l, m, n) of accumulator acc.
 template <typename OutT>
@@ -300,8 +302,14 @@ cudaError_t fp8_rowwise_skinny(const RowwiseGemmParams& p, int splits, cudaStrea
   const int64_t kps = k_per_split(p.K, splits);
   splits = static_cast<int>(div_up(p.K, kps));  // <= the request: the workspace suffices
   if (splits > 1 && !p.workspace) return cudaErrorInvalidValue;
-  return p.out_dtype == OutDtype::kFloat16 ? launch_m<__half>(p, splits, kps, s)
-                                           : launch_m<__nv_bfloat16>(p, splits, kps, s);
+  switch (p.out_dtype) {
+    case OutDtype::kFloat16:
+      return launch_m<__half>(p, splits, kps, s);
+    case OutDtype::kFloat32:
+      return launch_m<float>(p, splits, kps, s);
+    default:
+      return launch_m<__nv_bfloat16>(p, splits, kps, s);
+  }
 }
 
 }  // namespace mslk::gemm

@@ -3,12 +3,14 @@
 The reference wrote these in Triton; here each is a thin call into mslk's native op (a CUTLASS
 sm90 kernel on Hopper tensors, a portable CUDA kernel for other shapes, the exact CPU reference
 on CPU tensors). Scales are reciprocal (dequantization multipliers):
-out = a_scale[..., m] * b_scale[n] * (a @ b.T)[..., m, n] (+ bias[n]), in BF16.
+out = a_scale[..., m] * b_scale[n] * (a @ b.T)[..., m, n] (+ bias[n]), in BF16 unless
+dot_out_dtype names another result dtype (torch.float16 or torch.float32; the accumulator is
+float32 either way). On CUDA a float16 / float32 result comes from the portable kernel.
 
 Differences from the reference: the Triton tuning knobs (allow_tf32, imprecise_acc,
 tma_persistent, no_use_persistent, use_warp_specialization) are accepted and ignored;
-dot_out_dtype names the accumulator type and must be None or torch.float32; higher-rank `a`
-works under torch.compile too (the fake implementation keeps the leading dims).
+higher-rank `a` works under torch.compile too, and the fake implementations report the
+dot_out_dtype result (the reference's always report BF16).
 matmul_fp8_block: a_scale [ceil(M / scale_block_m), ceil(K / scale_block_k)] and b_scale
 [ceil(N / scale_block_n), ceil(K / scale_block_k)] (K-major grids, as quantize_fp8_block writes
 them); the scales are applied per K block to float32 partial sums. On CUDA scale_block_n and

@@ -309,6 +309,9 @@ void scatter_add_padded_tokens(const MoeBackend& b, const Tensor& in, const Tens
                     ") must be divisible by the number of ranks (in_tokens.size(0) = ", EP, ")");
   TORCH_CHECK_VALUE(tok.numel() == T, op, ": 'token_indices' must have in_tokens.size(1) = ", T,
                     " entries, got ", tok.numel());
+  const int64_t N = out.size(0);  // the spec: T_K is a multiple of the token count
+  TORCH_CHECK_VALUE(N > 0 ? T % N == 0 : T == 0, op, ": in_tokens.size(1) (T_K = ", T,
+                    ") must be a multiple of the number of tokens (out_tokens.size(0) = ", N, ")");
   check_no_overlap(out, "out_tokens", in, "in_tokens", op);
   c10::OptionalDeviceGuard guard(in.device());
   if (is_integral_tokens(in)) {

@@ -5,7 +5,8 @@ Contracts (see the ops' C++ docs in csrc/moe):
   i < valid_token_count (all rows when None); later rows are unspecified.
 - scatter_add_dense_tokens: out_tokens[token_indices[i]] += in_tokens[i], rows added in
   ascending i and rounded after each addition (CPU and CUDA give the same bits).
-- scatter_add_padded_tokens: in_tokens [EP, T, D], token_counts [E] (E % EP == 0); slot s of
+- scatter_add_padded_tokens: in_tokens [EP, T, D], token_counts [E] (E % EP == 0), out_tokens
+  [N, D] (T % N == 0, as the spec requires); slot s of
   expert e (global prefix order) adds in_tokens[e // (E // EP), s] into out_tokens[token_indices[s]].
 """
 

@@ -84,7 +84,7 @@ def test_scatter_add_dense(device, dtype, D):
 
 
 def test_scatter_add_padded(device):
-    EP, E, T, D, N = 2, 4, 12, 64, 9
+    EP, E, T, D, N = 2, 4, 12, 64, 6
     inp = torch.randn(EP, T, D, device=device)
     counts = torch.tensor([3, 0, 5, 2], device=device, dtype=torch.int32)
     tok = torch.randint(0, N, (T,), device=device, dtype=torch.int32)
@@ -175,6 +175,9 @@ def test_errors():
     with pytest.raises(ValueError, match="divisible"):
         moe.scatter_add_padded_tokens(torch.randn(3, 4, 8), torch.ones(4, dtype=torch.int32),
                                       torch.zeros(4, dtype=torch.int32), torch.zeros(4, 8))
+    with pytest.raises(ValueError, match=r"T_K = 4\) must be a multiple of the number of tokens \(out_tokens.size\(0\) = 3"):
+        moe.scatter_add_padded_tokens(torch.randn(2, 4, 8), torch.ones(4, dtype=torch.int32),
+                                      torch.zeros(4, dtype=torch.int32), torch.zeros(3, 8))
     with pytest.raises(ValueError, match="sum to"):
         moe.scatter_add_padded_tokens(torch.randn(2, 4, 8), torch.full((4,), 2, dtype=torch.int32),
                                       torch.zeros(4, dtype=torch.int32), torch.zeros(4, 8))

@@ -160,7 +160,7 @@ CASES = [
                                                 expert_indices=i32(0, 1, 0, 1), scores=r(4, 2, dtype=F32)), {}),
     (mslk.scatter_add_dense_tokens, dict(out_tokens=r(4, 16), in_tokens=r(4, 16), token_indices=i32(3, 1, 2, 0)), {}),
     (mslk.scatter_add_padded_tokens, dict(in_tokens=r(2, 6, 16), token_counts=i32(1, 2, 0, 3),
-                                          token_indices=i32(0, 1, 2, 3, 0, 1), out_tokens=r(4, 16)), {}),
+                                          token_indices=i32(0, 1, 2, 0, 2, 1), out_tokens=r(3, 16)), {}),
     (mslk.scatter_add_along_first_dim, dict(Dst=r(4, 16, dtype=F32), Src=r(3, 16, dtype=F32), Index=i32(3, 1, 2)), {}),
     (mslk.silu_mul, dict(x0=r(4, 16), x1=r(4, 16)), {}),
     (mslk.silu_mul_quant, dict(x0=r(4, 16), x1=r(4, 16)), {}),

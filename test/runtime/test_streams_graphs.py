@@ -180,7 +180,7 @@ def _scatter_dense(g, dev):
 
 
 def _scatter_padded(g, dev):
-    EP, E, T, D, N = 2, 4, 12, 64, 9
+    EP, E, T, D, N = 2, 4, 12, 64, 6
     return _to(dev, (_randn(g, (EP, T, D), torch.float32), _parts(g, T - 2, E), _ids(g, N, (T,)),
                      _randn(g, (N, D), torch.float32)))
 

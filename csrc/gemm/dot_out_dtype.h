@@ -7,6 +7,8 @@
 
 #include <optional>
 
+#include "gemm/fp8_rowwise_params.h"
+
 namespace mslk::gemm {
 
 inline at::ScalarType dot_out_dtype_result(std::optional<at::ScalarType> d, const char* op) {
@@ -16,6 +18,14 @@ inline at::ScalarType dot_out_dtype_result(std::optional<at::ScalarType> d, cons
                     "torch.float32, got ",
                     *d);
   return *d;
+}
+
+// The kernels' OutDtype of a result dtype (bf16 unless fp16 / fp32), and back.
+inline OutDtype out_dtype_of(at::ScalarType t) {
+  return t == at::kHalf ? OutDtype::kFloat16 : t == at::kFloat ? OutDtype::kFloat32 : OutDtype::kBFloat16;
+}
+inline at::ScalarType scalar_type(OutDtype d) {
+  return d == OutDtype::kFloat16 ? at::kHalf : d == OutDtype::kFloat32 ? at::kFloat : at::kBFloat16;
 }
 
 }  // namespace mslk::gemm

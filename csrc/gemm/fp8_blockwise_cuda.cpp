@@ -14,6 +14,7 @@
 
 #include "common/checks.h"
 #include "common/require_sm90.h"
+#include "gemm/dot_out_dtype.h"
 #include "gemm/fp8_blockwise.h"
 #include "gemm/fp8_grouped_cuda.h"
 #include "gemm/gemm_env.h"
@@ -103,10 +104,7 @@ void run_simt(const BlockwiseCall& c) {
   const Tensor sfb = sample(c.ws, nb, c.block_n / 128, kb, c.block_k);  // [nb, kb]
   p.sfa = sfa.const_data_ptr<float>(), p.sfa_sm = sfa.stride(0), p.sfa_sk = sfa.stride(1);
   p.sfb = sfb.const_data_ptr<float>(), p.sfb_sn = sfb.stride(0), p.sfb_sk = sfb.stride(1);
-  const OutDtype out = c.out.scalar_type() == at::kFloat ? OutDtype::kFloat32
-                       : c.out.scalar_type() == at::kHalf ? OutDtype::kFloat16
-                                                          : OutDtype::kBFloat16;
-  const cudaError_t e = fp8_blockwise_simt(p, out, c10::cuda::getCurrentCUDAStream().stream());
+  const cudaError_t e = fp8_blockwise_simt(p, out_dtype_of(c.out.scalar_type()), c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK_VALUE(e != cudaErrorNotSupported, c.op, ": the portable CUDA kernel cannot take this problem (M=", M,
                     ", N=", N, ")");
   C10_CUDA_CHECK(e);

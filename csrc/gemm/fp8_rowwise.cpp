@@ -26,13 +26,6 @@ namespace rowwise_glue {
 
 constexpr auto kFp8 = at::kFloat8_e4m3fn;
 
-at::ScalarType scalar_type(OutDtype d) {
-  return d == OutDtype::kFloat16 ? at::kHalf : d == OutDtype::kFloat32 ? at::kFloat : at::kBFloat16;
-}
-OutDtype out_dtype_of(at::ScalarType t) {
-  return t == at::kHalf ? OutDtype::kFloat16 : t == at::kFloat ? OutDtype::kFloat32 : OutDtype::kBFloat16;
-}
-
 void check_fp8(const Tensor& t, const char* op, const char* arg) {
   check_dtype(t, op, arg, {kFp8});
   check_last_dim_contiguous(t, op, arg);

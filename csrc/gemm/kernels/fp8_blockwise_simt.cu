@@ -5,28 +5,18 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "common/cuda_utils.cuh"
+
 #include "gemm/kernels/fp8_blockwise_simt.h"
 
 namespace mslk::gemm {
 namespace {
 
+using cuda::e4m3_to_f32;
+using cuda::from_f32;
+
 constexpr int kBM = 64, kBN = 64, kBK = 32, kThreads = 256, kScaleK = 128;
 static_assert(kScaleK % kBK == 0, "a K tile never straddles a scale block");
-
-__device__ __forceinline__ float fp8_to_float(uint8_t v) {
-  __nv_fp8_e4m3 x;
-  x.__x = v;
-  return static_cast<float>(x);
-}
-
-template <typename OutT>
-__device__ __forceinline__ OutT to_out(float v);
-template <>
-__device__ __forceinline__ __nv_bfloat16 to_out<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ __forceinline__ __half to_out<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ float to_out<float>(float v) { return v; }
 
 template <typename OutT>
 __global__ void __launch_bounds__(kThreads) simt_kernel(BlockwiseDecodeParams p) {
@@ -39,8 +29,8 @@ __global__ void __launch_bounds__(kThreads) simt_kernel(BlockwiseDecodeParams p)
     for (int i = tid; i < kBM * kBK; i += kThreads) {
       const int r = i / kBK, c = i % kBK;
       const int64_t m = m0 + r, n = n0 + r, k = k0 + c;
-      As[c][r] = (m < p.M && k < p.K) ? fp8_to_float(p.a[m * p.lda + k]) : 0.f;
-      Bs[c][r] = (n < p.N && k < p.K) ? fp8_to_float(p.b[n * p.ldb + k]) : 0.f;
+      As[c][r] = (m < p.M && k < p.K) ? e4m3_to_f32(p.a[m * p.lda + k]) : 0.f;
+      Bs[c][r] = (n < p.N && k < p.K) ? e4m3_to_f32(p.b[n * p.ldb + k]) : 0.f;
     }
     __syncthreads();
 #pragma unroll 8
@@ -78,7 +68,7 @@ __global__ void __launch_bounds__(kThreads) simt_kernel(BlockwiseDecodeParams p)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t n = n0 + tx + 16 * j;
-      if (n < p.N) out[n] = to_out<OutT>(acc[i][j]);
+      if (n < p.N) out[n] = from_f32<OutT>(acc[i][j]);
     }
   }
 }

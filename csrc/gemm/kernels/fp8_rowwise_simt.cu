@@ -6,27 +6,17 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "common/cuda_utils.cuh"
+
 #include "gemm/kernels/fp8_rowwise.h"
 
 namespace mslk::gemm {
 namespace {
 
+using cuda::e4m3_to_f32;
+using cuda::from_f32;
+
 constexpr int kBM = 64, kBN = 64, kBK = 32, kThreads = 256;
-
-__device__ __forceinline__ float fp8_to_float(uint8_t v) {
-  __nv_fp8_e4m3 x;
-  x.__x = v;
-  return static_cast<float>(x);
-}
-
-template <typename OutT>
-__device__ __forceinline__ OutT to_out(float v);
-template <>
-__device__ __forceinline__ __nv_bfloat16 to_out<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ __forceinline__ __half to_out<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ float to_out<float>(float v) { return v; }
 
 template <typename OutT>
 __global__ void __launch_bounds__(kThreads) simt_kernel(RowwiseGemmParams p) {
@@ -42,8 +32,8 @@ __global__ void __launch_bounds__(kThreads) simt_kernel(RowwiseGemmParams p) {
       for (int i = tid; i < kBM * kBK; i += kThreads) {
         const int r = i / kBK, c = i % kBK;
         const int64_t m = m0 + r, n = n0 + r, k = k0 + c;
-        As[c][r] = (m < p.M && k < p.K) ? fp8_to_float(A[m * p.lda + k]) : 0.f;
-        Bs[c][r] = (n < p.N && k < p.K) ? fp8_to_float(B[n * p.ldb + k]) : 0.f;
+        As[c][r] = (m < p.M && k < p.K) ? e4m3_to_f32(A[m * p.lda + k]) : 0.f;
+        Bs[c][r] = (n < p.N && k < p.K) ? e4m3_to_f32(B[n * p.ldb + k]) : 0.f;
       }
       __syncthreads();
 #pragma unroll 8
@@ -70,7 +60,7 @@ __global__ void __launch_bounds__(kThreads) simt_kernel(RowwiseGemmParams p) {
         if (n >= p.N) continue;
         const float ws = p.w_scale[l * p.batch_ws + n];
         const float bias = p.bias ? p.bias[l * p.batch_bias + n] : 0.f;
-        out[n] = to_out<OutT>(fmaf(xs, ws * acc[i][j], bias));
+        out[n] = from_f32<OutT>(fmaf(xs, ws * acc[i][j], bias));
       }
     }
   }

@@ -40,6 +40,8 @@
 namespace mslk::gemm {
 namespace {
 
+using cuda::from_f32;
+
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr int kRowsPerCta = 16 * kWarps;  // weight rows n per CTA
 constexpr int kStep = 64;                 // k per step: 4 lanes x 16 bytes
@@ -95,22 +97,13 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-template <typename OutT>
-__device__ __forceinline__ OutT to_out(float v);
-template <>
-__device__ __forceinline__ __nv_bfloat16 to_out<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ __forceinline__ __half to_out<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ float to_out<float>(float v) { return v; }
-
 // The contract's epilogue for element (l, m, n) of accumulator acc.
 template <typename OutT>
 __device__ __forceinline__ void store_out(const RowwiseGemmParams& p, int64_t l, int64_t m, int64_t n, float acc) {
   const float xs = p.x_scale[l * p.batch_xs + m];
   const float ws = p.w_scale[l * p.batch_ws + n];
   const float bias = p.bias ? p.bias[l * p.batch_bias + n] : 0.f;
-  static_cast<OutT*>(p.out)[l * p.batch_d + m * p.ldd + n] = to_out<OutT>(fmaf(xs, ws * acc, bias));
+  static_cast<OutT*>(p.out)[l * p.batch_d + m * p.ldd + n] = from_f32<OutT>(fmaf(xs, ws * acc, bias));
 }
 
 // grid (ceil(N / 64), splits, min(L, 65535)); split s covers k [s * k_per_split, +k_per_split).

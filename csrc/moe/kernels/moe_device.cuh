@@ -25,11 +25,6 @@ __device__ __forceinline__ float load_any(const void* p, Dtype d, int64_t i) {
   }
 }
 
-template <typename T> __device__ __forceinline__ T from_f32(float x);
-template <> __device__ __forceinline__ float from_f32<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-
 template <typename T>
 __device__ __forceinline__ uint4 pack16(const float (&f)[kVec16<T>]) {
   uint4 u;

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mslk.attention.fmha import attn_bias as ab
-from mslk.attention.fmha import triton_splitk
+from mslk.attention.fmha import quantized_kv, triton_splitk
 from mslk.attention.fmha.common import _kernel_registered
 from test.attention.oracle import paginate
 from mslk.attention.fmha.tree_attention import (
@@ -211,19 +211,87 @@ def test_tree_attention_argument_errors():
     q = torch.zeros(1, 2, 1, 8)
     ck = torch.zeros(1, 4, 1, 8)
     bias = ab.BlockDiagonalPaddedKeysMask.from_seqlens([2], 4, [3])
-    with pytest.raises(NotImplementedError, match="quantized_kv_scales"):
+    with pytest.raises(ValueError, match="quantized_kv_scales.*not an int32"):
         tree_attention(q, q, q, ck, ck, meta, bias, quantized_kv_scales=(torch.ones(1), torch.ones(1)))
     with pytest.raises(NotImplementedError, match="q_fp8"):
         tree_attention(q, q, q, ck, ck, meta, bias, q_fp8=q.to(torch.float8_e4m3fn))
-    with pytest.raises(NotImplementedError, match="cache_k"):
+    with pytest.raises(TypeError, match="cache_k and cache_v both int32"):
         tree_attention(q, q, q, ck.to(torch.int32), ck, meta, bias)
+    with pytest.raises(TypeError, match="spec_k must be a floating-point"):
+        tree_attention(q, q.to(torch.int32), q, ck, ck, meta, bias)
+    kq = torch.zeros(1, 4, 1, 2, dtype=torch.int32)
+    with pytest.raises(TypeError, match="pair of tensors"):
+        tree_attention(q, q, q, kq, kq, meta, bias, quantized_kv_scales=torch.ones(1, 4, 1))
+    with pytest.raises(ValueError, match=r"quantized_kv_scales\[1\] must hold one entry per cache row"):
+        tree_attention(q, q, q, kq, kq, meta, bias, quantized_kv_scales=(torch.ones(1, 4, 1), torch.ones(1, 3, 1)))
+    with pytest.raises(TypeError, match=r"quantized_kv_scales\[0\] must be int32"):
+        tree_attention(q, q, q, kq, kq, meta, bias, quantized_kv_scales=(torch.ones(1, 4, 1).half(), torch.ones(1, 4, 1)))
     with pytest.raises(ValueError, match="query blocks"):
         tree_attention(q, q, q, ck, ck, meta, ab.BlockDiagonalPaddedKeysMask.from_seqlens([1, 1], 2, [1, 1]))
     with pytest.raises(ValueError, match="spec_attn_bias"):
         tree_attention(q, q, q, ck, ck, torch.zeros(3, 3), bias)
 
 
+def _quantize_cache(ck, cv, kind):
+    """(cache_k, cache_v, quantized_kv_scales, dequantized K, V) of an [1, N, G, H(expanded), D] cache:
+    the unexpanded heads are quantized and the int32 result expanded again, as a GQA cache would be."""
+    hk, H = ck.stride(-2) == 0, ck.shape[-2]
+    base = [c[..., :1, :] if hk else c for c in (ck, cv)]
+    if kind == "int4":
+        q = [quantized_kv.quantize_kv_int4(c, num_groups=2) for c in base]
+        deq = [quantized_kv.dequantize_kv_int4(x, 2) for x in q]
+        scales = None
+    else:
+        pairs = [quantized_kv.quantize_kv_fp8(c, use_fp32_scales=kind == "fp8_fp32") for c in base]
+        q, ss = [p[0] for p in pairs], [p[1] for p in pairs]
+        deq = [quantized_kv.dequantize_kv_fp8(x, s) for x, s in zip(q, ss)]
+        scales = tuple(s.expand(*ck.shape[:-1]) if hk else s for s in ss)
+    grow = (lambda x: x.expand(*x.shape[:-2], H, x.shape[-1])) if hk else (lambda x: x)
+    return grow(q[0]), grow(q[1]), scales, grow(deq[0]), grow(deq[1])
+
+
+@needs_ref
+@pytest.mark.parametrize("kind", ["int4", "fp8", "fp8_fp32"])
+def test_tree_attention_quantized_cache_cpu(kind):
+    """An int32 cache (INT4, or FP8 with quantized_kv_scales) gives the attention of its dequantized
+    values: float64 reference over the dequantized cache."""
+    gen = torch.Generator().manual_seed(21)
+    meta = TreeAttnMetadata.from_tree_choices(IRREGULAR)
+    B, T, P, D = 2, meta.tree_size, 24, 32
+    lens = [24, 13]
+    q, sk, sv, ck, cv = _inputs(B, T, 2, 3, D, lens, P, torch.float32, "cpu", gen, True)
+    kq, vq, scales, dk, dv = _quantize_cache(ck, cv, kind)
+    bias = ab.BlockDiagonalPaddedKeysMask.from_seqlens([T] * B, P, lens)
+    got = tree_attention(q, sk, sv, kq, vq, meta, bias, quantized_kv_scales=scales)
+    close(got, _expected(q, sk, sv, dk, dv, lens, P, meta.attention_bias), torch.float32)
+
+
 # ---- CUDA -------------------------------------------------------------------------------------------
+
+@needs_cuda
+@pytest.mark.parametrize("kind", ["int4", "fp8", "fp8_fp32"])
+@pytest.mark.parametrize("paged", [False, True])
+def test_tree_attention_quantized_cache_cuda(kind, paged):
+    """The split-K prefix reads the int32 cache itself (no dequantized copy)."""
+    gen = torch.Generator().manual_seed(22)
+    meta = TreeAttnMetadata.from_tree_choices(construct_full_tree_choices(2, 2), device="cuda")
+    B, T, G, H, D, P, page = 3, meta.tree_size, 2, 4, 128, 1024, 256
+    lens = [1024, 300, 777]
+    q, sk, sv, ck, cv = _inputs(B, T, G, H, D, lens, P, torch.bfloat16, "cuda", gen, True)
+    kq, vq, scales, dk, dv = _quantize_cache(ck, cv, kind)
+    want = _expected(q.cpu(), sk.cpu(), sv.cpu(), dk.cpu(), dv.cpu(), lens, P, meta.attention_bias.cpu())
+    if paged:
+        tables = torch.arange(B * P // page, dtype=torch.int32, device="cuda").flip(0).reshape(B, P // page)
+        kq, vq = paginate(kq, tables, page), paginate(vq, tables, page)
+        if scales is not None:
+            scales = tuple(paginate(s.unsqueeze(-1), tables, page)[..., 0] for s in scales)
+        bias = ab.PagedBlockDiagonalPaddedKeysMask.from_seqlens([T] * B, lens, tables, page, device="cuda")
+    else:
+        bias = ab.BlockDiagonalPaddedKeysMask.from_seqlens([T] * B, P, lens, device="cuda")
+    assert select_prefix_op(B, G, T, False, bias, kq.dtype) is triton_splitk.FwOp
+    got = tree_attention(q, sk, sv, kq, vq, meta, bias, quantized_kv_scales=scales)
+    assert_attention_close(got, want, torch.bfloat16)
+
 
 @needs_cuda
 @pytest.mark.parametrize("autotune", [False, True])

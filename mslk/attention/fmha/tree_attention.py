@@ -17,8 +17,11 @@ Trees are described Medusa-style by `tree_choices`: one tuple per non-root node,
 ranks from the root ((0,) is the root's first child, (0, 1) that child's second child), every
 prefix of a path present. Nodes are numbered 1.. in (depth, path) order; node 0 is the root.
 
-Quantized K/V caches (FP8 / INT4) and FP8 queries are not served by the decode path yet:
-`quantized_kv_scales`, `q_fp8` and a non-float cache raise NotImplementedError naming the argument.
+Quantized K/V caches (layouts: mslk.attention.fmha.quantized_kv) are int32 tensors: INT4 rows with
+their scale/shift inline, or FP8 E4M3 rows whose per-row scale/shift come as `quantized_kv_scales`
+= (k_scale_shift, v_scale_shift). The prefix then reads them in the split-K decode operator; where
+that operator has no kernel (CPU), the cache is dequantized first. FP8 queries (`q_fp8`) are not
+served by the decode operator and raise NotImplementedError.
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ from typing import List, Optional, Sequence, Tuple, Type, Union
 import torch
 
 from mslk.attention.fmha import attn_bias as _ab
-from mslk.attention.fmha import _decode, memory_efficient_attention_partial, merge_attentions, triton_splitk
-from mslk.attention.fmha.common import AttentionFwOpBase
+from mslk.attention.fmha import _decode, memory_efficient_attention_partial, merge_attentions, quantized_kv, triton_splitk
+from mslk.attention.fmha.common import AttentionFwOpBase, Inputs, InputsFp8
 
 __all__ = [
     "TreeAttnMetadata", "tree_attention", "use_triton_splitk_for_prefix", "select_prefix_op", "SplitKAutotune",
@@ -260,18 +263,21 @@ def tree_attention(q: torch.Tensor, spec_k: torch.Tensor, spec_v: torch.Tensor, 
     Returns the merged output in q's layout and dtype, head dim of V.
     """
     api = "tree_attention"
-    if quantized_kv_scales is not None:
-        raise NotImplementedError(f"{api}: quantized_kv_scales is not supported yet (FP8 / INT4 K/V caches are not "
-                                  "served by the decode path in this build)")
     if q_fp8 is not None:
-        raise NotImplementedError(f"{api}: q_fp8 is not supported yet (FP8 queries are not served by the decode "
-                                  "path in this build)")
+        raise NotImplementedError(f"{api}: q_fp8 is not supported (FP8 queries are not served by the split-K decode "
+                                  "operator in this build; pass q in bf16 / fp16 with a quantized K/V cache)")
     for name, x in (("q", q), ("spec_k", spec_k), ("spec_v", spec_v), ("cache_k", cache_k), ("cache_v", cache_v)):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{api}: {name} must be a tensor, got {type(x).__name__}")
-        if not x.dtype.is_floating_point or x.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
-            raise NotImplementedError(f"{api}: {name} of dtype {x.dtype} is not supported yet (quantized K/V caches "
-                                      "and queries are not served by the decode path in this build)")
+        quantized_cache = name.startswith("cache") and x.dtype == torch.int32
+        if not quantized_cache and (not x.dtype.is_floating_point or x.dtype in (torch.float8_e4m3fn, torch.float8_e5m2)):
+            raise TypeError(f"{api}: {name} must be a floating-point tensor"
+                            f"{' (or int32: a quantized K/V cache)' if name.startswith('cache') else ''}, got {x.dtype}")
+    quantized = cache_k.dtype == torch.int32 or cache_v.dtype == torch.int32
+    if quantized and cache_k.dtype != cache_v.dtype:
+        raise TypeError(f"{api}: a quantized cache needs cache_k and cache_v both int32, got {cache_k.dtype} and "
+                        f"{cache_v.dtype}")
+    kv_scales = _kv_scales(quantized_kv_scales, quantized, cache_k, cache_v, api)
     if q.ndim not in (4, 5):
         raise ValueError(f"{api}: q must be [B, T, H, D] or [B, T, G, H, D], got {tuple(q.shape)}")
     B, T = q.shape[0], q.shape[1]
@@ -305,7 +311,21 @@ def tree_attention(q: torch.Tensor, spec_k: torch.Tensor, spec_v: torch.Tensor, 
         prefix_op = select_prefix_op(B, kv_heads, T, autotune, prefix_attn_bias, cache_k.dtype)
         if prefix_op is not None and (q.device.type not in prefix_op.SUPPORTED_DEVICES or not prefix_op.is_available()):
             prefix_op = None
-    out_pre, lse_pre = memory_efficient_attention_partial(q_pre, cache_k, cache_v, prefix_attn_bias, op=prefix_op)
+    if not quantized:
+        out_pre, lse_pre = memory_efficient_attention_partial(q_pre, cache_k, cache_v, prefix_attn_bias, op=prefix_op)
+    elif prefix_op is None or not getattr(prefix_op, "SUPPORTS_QUANTIZED_KV", False):
+        # No operator here reads the packed cache (CPU, or a float-only prefix_op): dequantize it.
+        ck, cv = _dequantize_cache(cache_k, cache_v, kv_scales, q.shape[-1], q.dtype)
+        out_pre, lse_pre = memory_efficient_attention_partial(q_pre, ck, cv, prefix_attn_bias, op=prefix_op)
+    else:
+        from mslk.attention.fmha import _run_forward
+
+        common = dict(query=q_pre, key=cache_k, value=cache_v, attn_bias=prefix_attn_bias, is_partial=True)
+        inp = Inputs(**common) if kv_scales is None else InputsFp8(
+            **common, k_fp8_scale_shift=kv_scales[0], v_fp8_scale_shift=kv_scales[1],
+            use_fp32_scales=kv_scales[0].dtype == torch.float32)
+        out_pre, ctx = _run_forward(inp, prefix_op, needs_gradient=True)
+        lse_pre = ctx.lse
     out_pre = out_pre.reshape(B, T, *heads, out_pre.shape[-1])
     lse_pre = _batched_lse(lse_pre, B, T, heads)
 
@@ -314,6 +334,39 @@ def tree_attention(q: torch.Tensor, spec_k: torch.Tensor, spec_v: torch.Tensor, 
     out, _ = merge_attentions([out_pre, out_suf], [lse_pre, lse_suf.to(lse_pre.dtype)], write_lse=False,
                               output_dtype=q.dtype)
     return out
+
+
+def _kv_scales(scales, quantized: bool, cache_k: torch.Tensor, cache_v: torch.Tensor, api: str
+               ) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+    """quantized_kv_scales as (k_scale_shift, v_scale_shift): per cache row, int32 fp16 (scale, shift)
+    pairs or float32 scales (mslk.attention.fmha.quantized_kv.quantize_kv_fp8); None: INT4 or float."""
+    if scales is None:
+        return None
+    if not quantized:
+        raise ValueError(f"{api}: quantized_kv_scales is given but the cache is {cache_k.dtype}, not an int32 "
+                         "quantized cache")
+    if not isinstance(scales, (tuple, list)) or len(scales) != 2 or not all(isinstance(x, torch.Tensor) for x in scales):
+        raise TypeError(f"{api}: quantized_kv_scales must be a pair of tensors (k_scale_shift, v_scale_shift), got "
+                        f"{type(scales).__name__}")
+    for name, x, c in (("quantized_kv_scales[0]", scales[0], cache_k), ("quantized_kv_scales[1]", scales[1], cache_v)):
+        if x.dtype not in (torch.int32, torch.float32):
+            raise TypeError(f"{api}: {name} must be int32 (fp16 scale/shift pairs) or float32 (scales), got {x.dtype}")
+        if tuple(x.shape) not in (tuple(c.shape[:-1]), tuple(c.shape[:-1]) + (1,)):
+            raise ValueError(f"{api}: {name} must hold one entry per cache row, shape {tuple(c.shape[:-1])}, got "
+                             f"{tuple(x.shape)}")
+    if scales[0].dtype != scales[1].dtype:
+        raise TypeError(f"{api}: quantized_kv_scales must share a dtype, got {scales[0].dtype} and {scales[1].dtype}")
+    return scales[0], scales[1]
+
+
+def _dequantize_cache(cache_k, cache_v, kv_scales, head_dim: int, dtype: torch.dtype):
+    """The int32 cache as `dtype` K/V: FP8 rows with kv_scales, else INT4 rows (groups implied by the
+    row length)."""
+    if kv_scales is not None:
+        return (quantized_kv.dequantize_kv_fp8(cache_k, kv_scales[0], dtype),
+                quantized_kv.dequantize_kv_fp8(cache_v, kv_scales[1], dtype))
+    return tuple(quantized_kv.dequantize_kv_int4(c, quantized_kv.int4_num_groups(head_dim, c.shape[-1]), dtype)
+                 for c in (cache_k, cache_v))
 
 
 def _batched_lse(lse: torch.Tensor, B: int, T: int, heads: Tuple[int, ...]) -> torch.Tensor:

@@ -1,6 +1,5 @@
-// Argument checks and shape logic of the INT8 GEMM ops (int8_gemm.h). K must be a multiple of 16
-// on every device (the tensor-core kernel reads 16-byte rows), so a call that works on the CPU
-// works on the GPU.
+// Argument checks and shape logic of the INT8 GEMM ops (int8_gemm.h). Any K: the CUDA backend
+// zero-pads K to the kernel's 16-byte rows itself.
 #include "gemm/int8_gemm.h"
 
 #include <ATen/ops/empty.h>
@@ -23,8 +22,6 @@ void check_operands(const Tensor& XQ, const Tensor& WQ, int64_t split_k, const c
   check_same_device(WQ, XQ, op, "WQ", "XQ");
   TORCH_CHECK_VALUE(XQ.size(1) == WQ.size(1), op, ": 'XQ' [M, K] and 'WQ' [N, K] must have the same K, got shapes ",
                     XQ.sizes(), " and ", WQ.sizes());
-  TORCH_CHECK_VALUE(XQ.size(1) % 16 == 0, op, ": K (the last dimension of 'XQ' and 'WQ') must be a multiple of 16 ",
-                    "(the tensor-core kernel reads 16-byte rows), got K=", XQ.size(1));
   check_positive(split_k, op, "split_k");
 }
 

@@ -1,8 +1,10 @@
 // CUDA backend of the INT8 GEMM ops: the CUTLASS sm90 kernel of kernels/int8_gemm.h (at M <=
 // kInt8SwapMaxM its swap-AB row, which writes out^T as a column-major D: out itself). Operands
-// whose rows or bases break TMA's 16-byte rule are copied contiguous first; an output row stride
+// whose rows or bases break TMA's 16-byte rule are copied contiguous first (zero-padded along K to
+// a multiple of 16 when K is not one: exact, the padding adds nothing); an output row stride
 // that breaks it (N % 8, M > 1) gets a padded temporary, copied back. The dynamic scale stays on
 // the device (the epilogue reads it): no host sync.
+#include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
@@ -18,9 +20,11 @@ namespace {
 
 int64_t row_stride(const Tensor& t) { return t.size(0) > 1 ? t.stride(0) : t.size(1); }
 
-// The operand itself when TMA can read it, else a fresh contiguous copy (K % 16 == 0, so a
-// contiguous operand only fails on its base address).
+// The operand itself when TMA can read it, else a fresh contiguous copy, zero-padded along K to a
+// multiple of 16 when K is not one (then a contiguous operand only fails on its base address).
 Tensor tma_ready(const Tensor& t) {
+  const int64_t pad = (16 - t.size(1) % 16) % 16;
+  if (pad) return at::constant_pad_nd(t, {0, pad});
   if (row_stride(t) % 16 == 0 && aligned(t.const_data_ptr(), 16)) return t;
   return t.is_contiguous() ? t.clone() : t.contiguous();
 }

@@ -107,6 +107,21 @@ def time_pair_ms(fn_a, fn_b, arg_sets, rounds: int = 2, **kw) -> tuple[float, fl
     return min(ta), min(tb) if all(t == t for t in tb) else float("nan")
 
 
+def time_rotated_ms(timers: dict, rounds: int = 3) -> dict:
+    """{name: ms} of zero-argument timers (each returns one time_ms), run round-robin for `rounds`
+    rounds with the starting timer rotated each round; each keeps its best round. Configurations of
+    one kernel timed once each, in a fixed order, differed by up to 5% from the same configuration
+    timed again in that run (the clock state at each one's turn, 2026-12-05): too coarse to rank
+    rows a few percent apart."""
+    names = list(timers)
+    best = {n: float("inf") for n in names}
+    for r in range(rounds):
+        k = r * max(1, len(names) // rounds)
+        for n in names[k:] + names[:k]:
+            best[n] = min(best[n], timers[n]())
+    return best
+
+
 def copy_bandwidth_tbs(nbytes: int = 2 * 2**30) -> float:
     """Device copy bandwidth, bytes read + written per second (TB/s), the memory ceiling."""
     x = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()

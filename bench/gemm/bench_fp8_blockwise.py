@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 
 import mslk  # noqa: F401
-from bench.common import copies_to_exceed_l2, copy_bandwidth_tbs, env_var, time_ms, time_pair_ms, write_results
+from bench.common import (copies_to_exceed_l2, copy_bandwidth_tbs, env_var, time_ms, time_pair_ms, time_rotated_ms,
+                          write_results)
 from bench.gemm.bench_bf16_grouped import SHAPES, sizes_for
 
 FP8 = torch.float8_e4m3fn
@@ -158,7 +159,7 @@ def grouped_rows():
 GROUPED_CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/gemm/kernels/fp8_blockwise_grouped_configs.h"
 
 
-def walk_sweep(only_rows=None, only_e=None, swizzles=("1", "2", "8")):
+def walk_sweep(only_rows=None, only_e=None, swizzles=("1", "2", "8"), walk_rounds=3):
     import re
 
     # --walk-rows as given (a library built with more rows than this tree's table), else the table's
@@ -181,14 +182,21 @@ def walk_sweep(only_rows=None, only_e=None, swizzles=("1", "2", "8")):
             return torch.ops.mslk.f8f8bf16_groupwise_grouped(*a)
 
         ref = op(*sets[0])
-        times = {"default": time_ms(op, sets)}
+
+        def timer(row=None, raster=None, sw=None):
+            def run():
+                with env_var("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", row), env_var("MSLK_GEMM_RASTER", raster), \
+                        env_var("MSLK_GEMM_SWIZZLE", sw):
+                    assert torch.equal(op(*sets[0]), ref), (row, raster, sw)
+                    return time_ms(op, sets)
+            return run
+
+        timers = {"default": timer()}
         for row in rows:
             for raster in ("m", "n"):
                 for sw in swizzles:
-                    with env_var("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", str(row)), env_var("MSLK_GEMM_RASTER", raster), \
-                            env_var("MSLK_GEMM_SWIZZLE", sw):
-                        assert torch.equal(op(*sets[0]), ref), (row, raster, sw)
-                        times[f"row{row} {raster}{sw}"] = time_ms(op, sets)
+                    timers[f"row{row} {raster}{sw}"] = timer(str(row), raster, sw)
+        times = time_rotated_ms(timers, rounds=walk_rounds)
         best = min(times, key=times.get)
         print(f"E {E} x {tpe} N {N} K {K} {'skewed' if skewed else 'uniform'}: best {best} {times[best] * 1e3:.1f} us; "
               + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in times.items()), flush=True)
@@ -206,10 +214,11 @@ def main():
     ap.add_argument("--walk-rows", type=str, default="", help="--walks: only these rows (comma list)")
     ap.add_argument("--walk-e", type=str, default="", help="--walks: only these expert counts (comma list)")
     ap.add_argument("--walk-swizzles", type=str, default="1,2,8", help="--walks: swizzles to try")
+    ap.add_argument("--walk-rounds", type=int, default=3, help="--walks: round-robin rounds (best kept)")
     args = ap.parse_args()
     if args.walks:
         ints = lambda v: [int(x) for x in v.split(",")] if v else None  # noqa: E731
-        walk_sweep(ints(args.walk_rows), ints(args.walk_e), tuple(args.walk_swizzles.split(",")))
+        walk_sweep(ints(args.walk_rows), ints(args.walk_e), tuple(args.walk_swizzles.split(",")), args.walk_rounds)
         return
     if not args.grouped_only:
         bw = copy_bandwidth_tbs() * 1e12

@@ -213,8 +213,10 @@ def test_tree_attention_argument_errors():
     bias = ab.BlockDiagonalPaddedKeysMask.from_seqlens([2], 4, [3])
     with pytest.raises(ValueError, match="quantized_kv_scales.*not an int32"):
         tree_attention(q, q, q, ck, ck, meta, bias, quantized_kv_scales=(torch.ones(1), torch.ones(1)))
-    with pytest.raises(NotImplementedError, match="q_fp8"):
-        tree_attention(q, q, q, ck, ck, meta, bias, q_fp8=q.to(torch.float8_e4m3fn))
+    with pytest.raises(TypeError, match="q_fp8 must be a tensor"):
+        tree_attention(q, q, q, ck, ck, meta, bias, q_fp8=[1.0])
+    with pytest.raises(ValueError, match="q_fp8 must hold q's tokens"):
+        tree_attention(q, q, q, ck, ck, meta, bias, q_fp8=q[:, :1].to(torch.float8_e4m3fn))
     with pytest.raises(TypeError, match="cache_k and cache_v both int32"):
         tree_attention(q, q, q, ck.to(torch.int32), ck, meta, bias)
     with pytest.raises(TypeError, match="spec_k must be a floating-point"):
@@ -264,6 +266,10 @@ def test_tree_attention_quantized_cache_cpu(kind):
     bias = ab.BlockDiagonalPaddedKeysMask.from_seqlens([T] * B, P, lens)
     got = tree_attention(q, sk, sv, kq, vq, meta, bias, quantized_kv_scales=scales)
     close(got, _expected(q, sk, sv, dk, dv, lens, P, meta.attention_bias), torch.float32)
+    # an FP8 copy of the queries is accepted and not read: the result is q's
+    q8 = q.to(torch.float8_e4m3fn)
+    torch.testing.assert_close(tree_attention(q, sk, sv, kq, vq, meta, bias, quantized_kv_scales=scales, q_fp8=q8), got,
+                               rtol=0, atol=0)
 
 
 # ---- CUDA -------------------------------------------------------------------------------------------

@@ -20,8 +20,9 @@ prefix of a path present. Nodes are numbered 1.. in (depth, path) order; node 0 
 Quantized K/V caches (layouts: mslk.attention.fmha.quantized_kv) are int32 tensors: INT4 rows with
 their scale/shift inline, or FP8 E4M3 rows whose per-row scale/shift come as `quantized_kv_scales`
 = (k_scale_shift, v_scale_shift). The prefix then reads them in the split-K decode operator; where
-that operator has no kernel (CPU), the cache is dequantized first. FP8 queries (`q_fp8`) are not
-served by the decode operator and raise NotImplementedError.
+that operator has no kernel (CPU), the cache is dequantized first. `q_fp8` (an FP8 copy of the
+queries for a kernel that multiplies FP8 queries) is accepted and not read: the decode kernel
+multiplies q itself, in bf16 / fp16, so the result is that of q (no query quantization error).
 """
 
 from __future__ import annotations
@@ -263,9 +264,14 @@ def tree_attention(q: torch.Tensor, spec_k: torch.Tensor, spec_v: torch.Tensor, 
     Returns the merged output in q's layout and dtype, head dim of V.
     """
     api = "tree_attention"
-    if q_fp8 is not None:
-        raise NotImplementedError(f"{api}: q_fp8 is not supported (FP8 queries are not served by the split-K decode "
-                                  "operator in this build; pass q in bf16 / fp16 with a quantized K/V cache)")
+    if q_fp8 is not None:  # not read (module docstring); checked so that a misplaced argument still fails
+        parts = q_fp8 if isinstance(q_fp8, (tuple, list)) else (q_fp8,)
+        if not parts or not all(isinstance(x, torch.Tensor) for x in parts):
+            raise TypeError(f"{api}: q_fp8 must be a tensor or a tuple of tensors (the FP8 queries and their "
+                            f"scales), got {type(q_fp8).__name__}")
+        if isinstance(q, torch.Tensor) and parts[0].shape[:2] != q.shape[:2]:
+            raise ValueError(f"{api}: q_fp8 must hold q's tokens, shape {tuple(q.shape[:2])} + (...), got "
+                             f"{tuple(parts[0].shape)}")
     for name, x in (("q", q), ("spec_k", spec_k), ("spec_v", spec_v), ("cache_k", cache_k), ("cache_v", cache_v)):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{api}: {name} must be a tensor, got {type(x).__name__}")

@@ -36,7 +36,8 @@ from typing import List, Optional, Sequence, Tuple, Type, Union
 import torch
 
 from mslk.attention.fmha import attn_bias as _ab
-from mslk.attention.fmha import _decode, memory_efficient_attention_partial, merge_attentions, quantized_kv, triton_splitk
+from mslk.attention.fmha import (_decode, _run_forward, memory_efficient_attention_partial, merge_attentions, quantized_kv,
+                                 triton_splitk)
 from mslk.attention.fmha.common import AttentionFwOpBase, Inputs, InputsFp8
 
 __all__ = [
@@ -324,8 +325,6 @@ def tree_attention(q: torch.Tensor, spec_k: torch.Tensor, spec_v: torch.Tensor, 
         ck, cv = _dequantize_cache(cache_k, cache_v, kv_scales, q.shape[-1], q.dtype)
         out_pre, lse_pre = memory_efficient_attention_partial(q_pre, ck, cv, prefix_attn_bias, op=prefix_op)
     else:
-        from mslk.attention.fmha import _run_forward
-
         common = dict(query=q_pre, key=cache_k, value=cache_v, attn_bias=prefix_attn_bias, is_partial=True)
         inp = Inputs(**common) if kv_scales is None else InputsFp8(
             **common, k_fp8_scale_shift=kv_scales[0], v_fp8_scale_shift=kv_scales[1],

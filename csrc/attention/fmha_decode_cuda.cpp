@@ -74,27 +74,30 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
   const char* op = kDecodeOp;
   const bool quant = decode_kv_quantized(k_in, v_in, k_scale_shift, v_scale_shift);
   DecodeKvQuant qf{};
+  bool fold = false;
   if (quant) {
     qf = decode_kv_quant_check(q_in, k_in, v_in, k_scale_shift, v_scale_shift, op);
-    // auto: fused where it applies (measured 2.9-4.7x faster than separate on the H200,
-    // bench/attention/results_decode_quantized.md), else separate.
-    const int route =
-        int(read_env([] { return env::choice(env::Var::kDecodeKvDequant, {"auto", "separate", "fused"}, 0); }));
+    // auto: folded for FP8 and one-group INT4, fused for other INT4 where the head dim allows, else
+    // separate (bench/attention/results_decode_quantized.md). folded falls back to fused for INT4
+    // with several groups (their scales differ along the head dim).
+    const int route = int(
+        read_env([] { return env::choice(env::Var::kDecodeKvDequant, {"auto", "separate", "fused", "folded"}, 0); }));
     // One tile row per head dim (the table's), so that both routes give the same bits.
     const int forced = int(read_env([] { return env::integer(env::Var::kDecodeTileCfg, -1, 0, 3); }));
     const int row = fmha_decode_tile_cfg(int(std::max<int64_t>(qf.head_dim, 1)));
     // The kernel dequantizes eight elements at a time, each eight within one INT4 group.
     const bool shape_ok = qf.head_dim % 8 == 0 && qf.head_dim <= 256 && (qf.fp8 || (qf.head_dim / qf.groups) % 8 == 0);
-    const bool fused = route == 2 || (route == 0 && shape_ok && (forced < 0 || forced == row));
+    const bool fused = route >= 2 || (route == 0 && shape_ok && (forced < 0 || forced == row));
+    fold = fused && route != 2 && (qf.fp8 || qf.groups == 1);
     if (!fused) {  // dequantize into q-dtype temporaries, then the unquantized kernel
       auto [kd, vd] = decode_kv_dequantize(q_in, k_in, v_in, k_scale_shift, v_scale_shift, qf);
       return fmha_decode_cuda(q_in, kd, vd, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q, mask_kind, window_left,
                               window_right, scale, block_tables, page_size, num_splits, output_dtype, std::nullopt,
                               std::nullopt);
     }
-    TORCH_CHECK_VALUE(forced < 0 || forced == row, op, ": MSLK_DECODE_KV_DEQUANT=fused runs tile row ", row,
+    TORCH_CHECK_VALUE(forced < 0 || forced == row, op, ": MSLK_DECODE_KV_DEQUANT=fused / folded run tile row ", row,
                       " for head dim ", qf.head_dim, "; MSLK_DECODE_TILE_CFG=", forced, " cannot be honoured");
-    TORCH_CHECK_VALUE(shape_ok, op, ": MSLK_DECODE_KV_DEQUANT=fused needs a head dim that is a multiple of 8 and at "
+    TORCH_CHECK_VALUE(shape_ok, op, ": MSLK_DECODE_KV_DEQUANT=fused / folded need a head dim that is a multiple of 8 and at "
                       "most 256 (INT4: groups of a multiple of 8 elements), got head dim ", qf.head_dim, " with ",
                       qf.groups, " INT4 groups a row");
   }
@@ -198,6 +201,7 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
   p.tile_cfg = tile_cfg;
   at::Tensor kss, vss;
   if (quant) set_quant(p, k, v, k_scale_shift, v_scale_shift, qf, kss, vss);
+  p.kv_fold = fold;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   C10_CUDA_CHECK(fmha_decode_splits(p, stream));
   if (direct) {

@@ -1,10 +1,13 @@
 """torch.ops.mslk.fmha_decode_splitk over quantized K/V caches given as they are (int32 rows, with
 k_scale_shift / v_scale_shift for FP8): equal to the op on the caches dequantized to q's dtype, on
 the CPU and, on the GPU, for both routes of MSLK_DECODE_KV_DEQUANT: `separate` (dequantize into a
-temporary, then the unquantized kernel) and `fused` (each tile dequantized inside the kernel; the
-default where it applies), which must give the same bits: dense, ragged, paged, every format, head dims 64 / 128 / 256, fp16 / bf16,
-GQA and one head per group, fixed and heuristic split counts, rows that allow 16-byte copies and rows
-that do not. Also argument errors that name the argument, and opcheck."""
+temporary, then the unquantized kernel) and `fused` (each tile dequantized inside the kernel),
+which must give the same bits, and `folded` (FP8 and one-group INT4: raw values in fp16 MMAs, the
+rows' scale and shift applied to scores and probabilities; the default for those caches), which
+does not round the dequantized values to q's dtype and must agree within the attention tolerance:
+dense, ragged, paged, every format, head dims 64 / 128 / 256, fp16 / bf16, GQA and one head per
+group, fixed and heuristic split counts, rows that allow 16-byte copies and rows that do not. Also
+argument errors that name the argument, and opcheck."""
 
 import pytest
 import torch
@@ -13,6 +16,7 @@ from mslk.attention.fmha import quantized_kv as qkv
 from mslk.attention.fmha.common import _kernel_registered
 from test.attention.test_decode_quantized import _quantize as quantize
 from test.attention.test_splitk_decode import rand
+from test.attention.tolerance import assert_attention_close
 
 HAS_OP = hasattr(torch.ops.mslk, "fmha_decode_splitk") and hasattr(torch.ops.mslk, "dequantize_kv_int4")
 HAS_CUDA_KERNEL = HAS_OP and torch.cuda.is_available() and _kernel_registered("mslk::fmha_decode_splitk", "CUDA")
@@ -21,8 +25,9 @@ pytestmark = pytest.mark.skipif(not HAS_OP, reason="native library not loaded")
 DEVICES = ["cpu", pytest.param("cuda", marks=needs_cuda)]
 # (device, MSLK_DECODE_KV_DEQUANT): the CPU backend has one route (dequantize, then the reference).
 PLACES = [("cpu", None), pytest.param("cuda", "separate", marks=needs_cuda),
-          pytest.param("cuda", "fused", marks=needs_cuda)]
+          pytest.param("cuda", "fused", marks=needs_cuda), pytest.param("cuda", "folded", marks=needs_cuda)]
 FORMATS = ["int4_g1", "int4_g2", "int4_g4", "int4_g8", "fp8", "fp8_fp32"]
+FOLDED = {"int4_g1", "fp8", "fp8_fp32"}  # the caches the folded route reads as they are (else: fused)
 
 
 def caches(B, Mkv, Hkv, D, fmt, dtype, device, gen, scale=2.0):
@@ -43,6 +48,33 @@ def assert_same(a, b):
     assert torch.equal(a[1], b[1])
 
 
+def exact(q, kq, vq, kss, vss, fmt, **kw):
+    """The op on the CPU in float64 over the caches dequantized without rounding (float32 q * scale
+    + shift): the attention the folded route computes."""
+    def dq(c, ss):
+        c = c.cpu().contiguous()
+        if ss is None:
+            return qkv.dequantize_kv_int4(c, int(fmt[-1]), torch.float32).double()
+        ss = ss.cpu()[..., 0] if ss.dim() == c.dim() else ss.cpu()  # a trailing 1 as the op takes it
+        return qkv.dequantize_kv_fp8(c, ss.contiguous(), torch.float32).double()
+    kw = {n: x.cpu() if isinstance(x, torch.Tensor) else x for n, x in kw.items()}
+    return decode(q.double().cpu(), dq(kq, kss), dq(vq, vss), **kw)
+
+
+def assert_route(got, want, rt, fmt, ref=None):
+    """got (the op on a quantized cache through route rt) against want (the op on the cache
+    dequantized to q's dtype): the same bits, except where the folded route folds: it keeps the
+    dequantized values unrounded, so it is held to the attention tolerance against ref() (exact(),
+    float64), LSE within 2e-3."""
+    if rt != "folded" or fmt not in FOLDED:
+        return assert_same(got, want)
+    out, lse = ref()
+    assert_attention_close(got[0].cpu(), out, want[0].dtype)
+    fin = torch.isfinite(lse)
+    assert torch.equal(torch.isfinite(got[1].cpu()), fin)
+    torch.testing.assert_close(got[1].cpu().double()[fin], lse[fin], atol=2e-3, rtol=1e-5)
+
+
 def route(monkeypatch, name):
     if name is not None:
         monkeypatch.setenv("MSLK_DECODE_KV_DEQUANT", name)
@@ -61,10 +93,11 @@ def test_dense_gqa(device, fmt, D, dtype, splits, rt, monkeypatch):
     B, Mq, Hkv, R, Mkv = 2, 1, 2, 4, 333  # keys not a multiple of any tile
     q = rand((B, Mq, Hkv, R, D), dtype, device, g)
     (kq, kss, kd), (vq, vss, vd) = caches(B, Mkv, Hkv, D, fmt, dtype, device, g)
-    got = decode(q, kq, vq, kss, vss, num_splits=splits, scale=D ** -0.5)
-    want = decode(q, kd, vd, num_splits=splits, scale=D ** -0.5)
+    kw = dict(num_splits=splits, scale=D ** -0.5)
+    got = decode(q, kq, vq, kss, vss, **kw)
+    want = decode(q, kd, vd, **kw)
     assert got[0].shape == (B, Mq, Hkv, R, D)
-    assert_same(got, want)
+    assert_route(got, want, rt, fmt, lambda: exact(q, kq, vq, kss, vss, fmt, **kw))
 
 
 @pytest.mark.parametrize("device,rt", PLACES)
@@ -80,7 +113,8 @@ def test_ragged_causal_multi_query(device, fmt, rt, monkeypatch):
     i32 = lambda x: torch.tensor(x, dtype=torch.int32, device=device)  # noqa: E731
     desc = dict(seqstart_q=i32([i * mq for i in range(n + 1)]), seqstart_k=i32([i * pad for i in range(n + 1)]),
                 seqlen_k=i32(lens), max_seqlen_q=mq, mask_kind=2, scale=0.1, num_splits=2)
-    assert_same(decode(q, kq, vq, kss, vss, **desc), decode(q, kd, vd, **desc))
+    assert_route(decode(q, kq, vq, kss, vss, **desc), decode(q, kd, vd, **desc), rt, fmt,
+                 lambda: exact(q, kq, vq, kss, vss, fmt, **desc))
 
 
 @pytest.mark.parametrize("device,rt", PLACES)
@@ -99,7 +133,8 @@ def test_paged(device, fmt, page_size, rt, monkeypatch):
     i32 = lambda x: torch.tensor(x, dtype=torch.int32, device=device)  # noqa: E731
     # Paged lanes: seqstart_k is each lane's first key within its own pages.
     desc = dict(seqstart_q=i32(list(range(n + 1))), seqstart_k=i32([0] * (n + 1)), seqlen_k=i32(lens), max_seqlen_q=1, mask_kind=2, block_tables=bt, page_size=page_size, num_splits=3)
-    assert_same(decode(q, kq, vq, kss, vss, **desc), decode(q, kd, vd, **desc))
+    assert_route(decode(q, kq, vq, kss, vss, **desc), decode(q, kd, vd, **desc), rt, fmt,
+                 lambda: exact(q, kq, vq, kss, vss, fmt, **desc))
 
 
 @pytest.mark.parametrize("device,rt", PLACES)
@@ -116,7 +151,8 @@ def test_strided_caches_and_trailing_scale_dim(device, fmt, rt, monkeypatch):
     kss = None if ss is None else ss[:, :, :, 0:1]
     vss = None if ss is None else ss[:, :, :, 1:2]
     got = decode(q, kq, vq, kss, vss, mask_kind=1, scale=0.2)
-    assert_same(got, decode(q, xd[:, :, :, 0], xd[:, :, :, 1], mask_kind=1, scale=0.2))
+    assert_route(got, decode(q, xd[:, :, :, 0], xd[:, :, :, 1], mask_kind=1, scale=0.2), rt, fmt,
+                 lambda: exact(q, kq, vq, kss, vss, fmt, mask_kind=1, scale=0.2))
 
 
 @needs_cuda
@@ -131,6 +167,49 @@ def test_long_cache_fused_equals_separate(fmt, D, monkeypatch):
     want = decode(q, kq, vq, kss, vss, scale=D ** -0.5)
     route(monkeypatch, "fused")
     assert_same(decode(q, kq, vq, kss, vss, scale=D ** -0.5), want)
+
+
+@needs_cuda
+@pytest.mark.parametrize("fmt", sorted(FOLDED))
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_long_cache_folded(fmt, D, monkeypatch):
+    # Many key tiles per warp at the heuristic split count, against the op on the dequantized cache.
+    g = torch.Generator().manual_seed(61 + D)
+    q = rand((2, 1, 2, 8, D), torch.bfloat16, "cuda", g)
+    (kq, kss, kd), (vq, vss, vd) = caches(2, 5000, 2, D, fmt, torch.bfloat16, "cuda", g)
+    route(monkeypatch, "folded")
+    assert_route(decode(q, kq, vq, kss, vss, scale=D ** -0.5), decode(q, kd, vd, scale=D ** -0.5), "folded", fmt,
+                 lambda: exact(q, kq, vq, kss, vss, fmt, scale=D ** -0.5))
+
+
+@needs_cuda
+@pytest.mark.parametrize("fmt", sorted(FOLDED))
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_folded_extreme_scales(fmt, dtype, monkeypatch):
+    # What the folded kernel's power-of-two bookkeeping must survive: query rows whose largest |q|
+    # runs from 1e-3 to 3e4 (fp16 tops out at 65504; each row is scaled into range) and one all-zero
+    # row; V rows whose scales span 2^-6 .. 2^6, growing along the keys (each warp raises its V
+    # exponent and rescales O mid-stream); K rows small enough that the scores stay within a few
+    # units (with scores of 100 and V rows of 2^12, a float32 rounding of a score moves the output
+    # by more than the tolerance in any kernel).
+    g = torch.Generator().manual_seed(71)
+    B, Mkv, Hkv, R, D = 1, 700, 2, 8, 128
+    q = torch.randn((B, 1, Hkv, R, D), generator=g)
+    q = q / q.abs().amax(-1, keepdim=True) * torch.logspace(-3, 4.5, R).reshape(1, 1, 1, R, 1)
+    q[0, 0, 1, 0] = 0
+    q = q.to(dtype).cuda()
+    grow = {"k": torch.exp2(torch.linspace(-15, -13, Mkv)), "v": torch.exp2(torch.linspace(-6, 6, Mkv))}
+    cs = []
+    for name in ("k", "v"):
+        x = (torch.randn((B, Mkv, Hkv, D), generator=g) + 0.5) * grow[name].reshape(1, Mkv, 1, 1)
+        xq, ss, _ = quantize(x, fmt, torch.float32)
+        cs.append((xq.cuda(), None if ss is None else ss.cuda()))
+    (kq, kss), (vq, vss) = cs
+    route(monkeypatch, "folded")
+    out, lse = decode(q, kq, vq, kss, vss, scale=0.05, num_splits=3)
+    want, want_lse = exact(q, kq, vq, kss, vss, fmt, scale=0.05, num_splits=3)
+    assert_attention_close(out.cpu(), want, dtype)
+    torch.testing.assert_close(lse.cpu().double(), want_lse, atol=2e-3, rtol=1e-5)
 
 
 @needs_cuda
@@ -218,10 +297,17 @@ def test_fused_refuses_int4_groups_under_eight(monkeypatch):
 
 @needs_cuda
 def test_auto_route(monkeypatch):
-    # Unset (auto): the fused kernel where it applies, so the bits are fused's; where it does not
-    # (INT4 groups under 8 elements, a forced tile row it lacks), the separate route, with no error.
+    # Unset (auto): the folded kernel for FP8 and one-group INT4, the fused one for other INT4, so the
+    # bits are theirs; where neither applies (INT4 groups under 8 elements, a forced tile row they
+    # lack), the separate route, with no error.
+    for fmt in ("int4_g1", "int4_g2"):
+        q, kq, vq, kss, vss = _small("cuda", fmt)
+        route(monkeypatch, "folded" if fmt in FOLDED else "fused")
+        want = decode(q, kq, vq)
+        monkeypatch.delenv("MSLK_DECODE_KV_DEQUANT")
+        assert_same(decode(q, kq, vq), want)
     q, kq, vq, kss, vss = _small("cuda")
-    route(monkeypatch, "fused")
+    route(monkeypatch, "folded")
     want = decode(q, kq, vq, kss, vss)
     monkeypatch.delenv("MSLK_DECODE_KV_DEQUANT")
     assert_same(decode(q, kq, vq, kss, vss), want)

@@ -49,6 +49,26 @@ def copy(M=8192, K=8192):
     return lambda: y.copy_(x)
 
 
+def decode(fmt, route=None, B=8, Hkv=8, R=4, keys=8192, D=128):
+    """Split-K decode of one query per sequence over a bf16, FP8 or INT4 (int4_g<groups>) cache."""
+    from mslk.attention.fmha import quantized_kv as qkv
+    q = torch.randn(B, 1, Hkv, R, D, device="cuda", dtype=torch.bfloat16)
+    kv, ss = [], []
+    for _ in range(2):
+        x = torch.randn(B, keys, Hkv, D, device="cuda", dtype=torch.bfloat16)
+        s = None
+        if fmt == "fp8":
+            x, s = qkv.quantize_kv_fp8(x)
+        elif fmt.startswith("int4"):
+            x = qkv.quantize_kv_int4(x, int(fmt[-1]))
+        kv.append(x)
+        ss.append(s)
+    if route is not None:
+        os.environ["MSLK_DECODE_KV_DEQUANT"] = route
+    return lambda: torch.ops.mslk.fmha_decode_splitk(q, kv[0], kv[1], scale=D ** -0.5, k_scale_shift=ss[0],
+                                                     v_scale_shift=ss[1])
+
+
 def forced_kernel(name, fn):
     """fn with MSLK_FP8_GEMM_KERNEL=name (the op reads it per call; this process profiles one target)."""
     os.environ["MSLK_FP8_GEMM_KERNEL"] = name
@@ -74,6 +94,11 @@ TARGETS = {
     # and torch's copy of the same tensor for the memory-side reference
     "quant-row": lambda: quant("row"), "quant-block128": lambda: quant("block128"),
     "quant-group128": lambda: quant("group128"), "copy-8192sq": copy,
+    # split-K decode, B8 Hq32 Hkv8 d128 8192 keys: bf16 cache; FP8 folded and fused; INT4 one group
+    # (4-byte copies: 68-byte rows) and four groups (16-byte copies)
+    "decode-bf16": lambda: decode("bf16"), "decode-fp8-folded": lambda: decode("fp8", "folded"),
+    "decode-fp8-fused": lambda: decode("fp8", "fused"), "decode-int4g1-folded": lambda: decode("int4_g1", "folded"),
+    "decode-int4g4-fused": lambda: decode("int4_g4", "fused"),
 }
 
 if __name__ == "__main__":

@@ -11,6 +11,11 @@ cudaError_t fmha_decode_splits(const FmhaDecodeParams& p, cudaStream_t stream) {
   if (d <= 0 || d > 256 || p.K % 8 != 0 || p.Kv % 8 != 0) return cudaErrorInvalidValue;
   if (p.kv_quant != kKvPlain) {
     if (p.K != p.Kv) return cudaErrorInvalidValue;
+    if (p.kv_fold) {
+      if (d <= 64) return fmha_decode_fold_d64(p, stream);
+      if (d <= 128) return fmha_decode_fold_d128(p, stream);
+      return fmha_decode_fold_d256(p, stream);
+    }
     if (d <= 64) return fmha_decode_quant_d64(p, stream);
     if (d <= 128) return fmha_decode_quant_d128(p, stream);
     return fmha_decode_quant_d256(p, stream);

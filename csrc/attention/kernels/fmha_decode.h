@@ -63,6 +63,8 @@ struct FmhaDecodeParams {
   int64_t ks_sb, ks_sm, ks_sg;
   int64_t vs_sb, vs_sm, vs_sg;
   int ss_fp32;
+  // Fold the rows' scale/shift outside the MMAs (FP8, INT4 with kv_groups == 1; fmha_decode_kernel.cuh).
+  int kv_fold;
 };
 
 // FmhaDecodeParams::kv_quant.
@@ -81,5 +83,9 @@ cudaError_t fmha_decode_d256(const FmhaDecodeParams& p, cudaStream_t stream);
 cudaError_t fmha_decode_quant_d64(const FmhaDecodeParams& p, cudaStream_t stream);
 cudaError_t fmha_decode_quant_d128(const FmhaDecodeParams& p, cudaStream_t stream);
 cudaError_t fmha_decode_quant_d256(const FmhaDecodeParams& p, cudaStream_t stream);
+// Folded quantized caches (kv_fold: FP8, INT4 with one group), one TU per padded head dim.
+cudaError_t fmha_decode_fold_d64(const FmhaDecodeParams& p, cudaStream_t stream);
+cudaError_t fmha_decode_fold_d128(const FmhaDecodeParams& p, cudaStream_t stream);
+cudaError_t fmha_decode_fold_d256(const FmhaDecodeParams& p, cudaStream_t stream);
 
 }  // namespace mslk::attention

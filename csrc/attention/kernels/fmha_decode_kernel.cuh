@@ -16,6 +16,15 @@
 // one rounding to T), and the rest of the step is the unquantized kernel's on that tile. The result
 // has the bits of dequantizing the cache into a T tensor, then running the unquantized kernel with
 // the same tile row and split count.
+//
+// Folded (kFold: FP8, and INT4 with one group, i.e. one scale and shift a cache row): the raw values
+// (E4M3, or the nibbles 0..15) are exact in fp16, so the tile is converted to fp16 without the
+// scale (one cvt or LOP3 + HSUB2 a pair), Q is converted to fp16 once (each row times a power of
+// two), and the MMAs run in fp16. The row's scale and shift are applied outside the MMAs: K's on
+// the scores (s = scale * q.k + shift * sum(q)), V's on P (P * scale, relative to a power of two
+// kept per warp, as the softmax keeps its running max) and as a per-row sum of P * shift. No
+// rounding of the dequantized value: the result is closer to the exact attention over the
+// dequantized cache than the routes above, not bit-identical to them.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -23,6 +32,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "attention/kernels/fmha_decode.h"
 #include "attention/kernels/fmha_sm80_device.cuh"
@@ -129,11 +139,97 @@ __device__ __forceinline__ uint4 dequant_int4x8(uint32_t w, float scale, float s
   return make_uint4(o[0], o[1], o[2], o[3]);
 }
 
-template <typename T, int D, int V, int QK = kKvPlain>
+// Folded caches: eight raw elements as four fp16 pairs, without scale or shift (exact). FP8: E4M3
+// pairs in order. INT4: nibbles j and j + 4 of the word in pair j, so the eight columns come out
+// as 0 4 1 5 2 6 3 7 (fold_q stores Q's columns in that order; the output undoes it).
+__device__ __forceinline__ uint4 raw_fp8x8(uint32_t w0, uint32_t w1) {
+  const uint32_t w[2] = {w0, w1};
+  uint32_t o[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(w[i / 2] >> (16 * (i % 2))), __NV_E4M3);
+    o[i] = uint32_t(hr.x) | (uint32_t(hr.y) << 16);
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+__device__ __forceinline__ uint4 raw_int4x8(uint32_t w) {
+  constexpr uint32_t kMagic = 0x64006400u;  // fp16 1024 twice: its mantissa holds a nibble exactly
+  const uint32_t magic = kMagic;
+  const __half2 bias = *reinterpret_cast<const __half2*>(&magic);
+  uint32_t o[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t x = ((w >> (4 * i)) & 0x000F000Fu) | kMagic;
+    const __half2 v = __hsub2(*reinterpret_cast<const __half2*>(&x), bias);  // 1024 + q - 1024: exact
+    o[i] = *reinterpret_cast<const uint32_t*>(&v);
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+// INT4 folded: the column held at stored position c (raw_int4x8's order within each chunk of eight).
+__device__ __forceinline__ int int4_fold_col(int c) { return (c & ~7) | ((c & 7) >> 1) | ((c & 1) << 2); }
+
+// Folded caches: the Q tile (kRows x D of T, swizzled) to fp16 in place, row r times 2^s_r with s_r
+// putting its largest |q| in [2^14, 2^15) (exact for every element within 2^28 of it); qmul[r] =
+// 2^-s_r * scale_log2 (what the scores take back), qsum[r] = sum(q) * scale_log2 (the shift's term).
+// kPerm: chunks stored in raw_int4x8's column order. Each thread converts the chunks it reads.
+template <typename T, int D, int THREADS, bool kPerm>
+__device__ __forceinline__ void fold_q(T* sQ, float* qmul, float* qsum, float scale_log2, int tid) {
+  constexpr int TPR = THREADS / kRows, CH = D / 8, NC = (CH + TPR - 1) / TPR;
+  static_assert(THREADS % kRows == 0 && TPR <= 32 && 32 % TPR == 0, "threads a Q row");
+  const int row = tid / TPR, sub = tid % TPR;
+  float x[NC][8];
+  float mx = 0.f, sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < NC; ++i) {
+    const int c = sub + i * TPR;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) x[i][j] = 0.f;
+    if (c < CH) {
+      const uint4 u = *reinterpret_cast<const uint4*>(sQ + swz<D>(row, c * 8));
+      const T* e = reinterpret_cast<const T*>(&u);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        x[i][j] = Traits<T>::to_float(e[j]);
+        mx = fmaxf(mx, fabsf(x[i][j]));
+        sum += x[i][j];
+      }
+    }
+  }
+#pragma unroll
+  for (int o = 1; o < TPR; o *= 2) {
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  }
+  int ex = 0;
+  frexpf(mx, &ex);  // mx < 2^ex
+  const int s = mx > 0.f ? min(15 - ex, 126) : 0;
+  const float up = ldexpf(1.f, s);
+#pragma unroll
+  for (int i = 0; i < NC; ++i) {
+    const int c = sub + i * TPR;
+    if (c >= CH) continue;
+    uint32_t o[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int a = kPerm ? j : 2 * j, b = kPerm ? j + 4 : 2 * j + 1;
+      const __half2 h = __floats2half2_rn(x[i][a] * up, x[i][b] * up);
+      o[j] = *reinterpret_cast<const uint32_t*>(&h);
+    }
+    *reinterpret_cast<uint4*>(sQ + swz<D>(row, c * 8)) = make_uint4(o[0], o[1], o[2], o[3]);
+  }
+  if (sub == 0) {
+    qmul[row] = ldexpf(scale_log2, -s);
+    qsum[row] = sum * scale_log2;
+  }
+}
+
+template <typename T, int D, int V, int QK = kKvPlain, bool kFold = false>
 __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>::kCtasPerSm)
     fmha_decode_kernel(const FmhaDecodeParams p) {
   using C = DecodeCfg<D, V>;
+  using TM = std::conditional_t<kFold, __half, T>;  // the MMA operands' type
   constexpr bool kQuant = QK != kKvPlain;
+  static_assert(!kFold || kQuant, "folding is for quantized caches");
   constexpr int NW = C::kWarps, BN = C::kBN, STAGES = kQuant ? quant_stages<D, QK>() : C::kStages;
   constexpr int THREADS = NW * 32;
   constexpr int NB = BN / 8;  // score n-blocks per warp tile
@@ -181,7 +277,7 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
   // Quantized caches: this warp's raw ring, then its dequantized [K, V][BN][D] tile.
   constexpr int QP = kQuant ? quant_pitch<D, QK>() : 16, QSB = kQuant ? quant_stage_bytes<D, QK, BN>() : 16;
   unsigned char* qring = reinterpret_cast<unsigned char*>(ring) + warp * (STAGES * QSB + 2 * BN * D * sizeof(T));
-  T* deq = reinterpret_cast<T*>(qring + STAGES * QSB);
+  TM* deq = reinterpret_cast<TM*>(qring + STAGES * QSB);
   // Warp tile `it` (keys [n, n + BN) of the lane) into ring stage st, by this warp's lanes.
   auto tile_key = [&](int it) { return base + (t_begin + warp + it * NW) * BN; };
   // A dense tile with every row below the sequence's end and K == Kv == D (the common case) skips
@@ -283,7 +379,7 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
     for (int kv = 0; kv < 2; ++kv) {
       const unsigned char* raw = src + kv * BN * QP;
       const uint32_t* ss = reinterpret_cast<const uint32_t*>(src + 2 * BN * QP) + kv * BN;
-      T* out = deq + kv * BN * D;
+      T* out = reinterpret_cast<T*>(deq) + kv * BN * D;
 #pragma unroll
       for (int j = 0; j < QN; ++j) {
         const int r = qr0 + j * QRSTEP;
@@ -306,6 +402,43 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
       }
     }
   };
+  // Folded caches: ring stage st to the warp's fp16 tile of raw values (raw_fp8x8 / raw_int4x8).
+  auto dequant_fold = [&](int st) {
+    const unsigned char* src = qring + st * QSB;
+#pragma unroll
+    for (int kv = 0; kv < 2; ++kv) {
+      const unsigned char* raw = src + kv * BN * QP;
+      TM* out = deq + kv * BN * D;
+#pragma unroll
+      for (int j = 0; j < QN; ++j) {
+        const int r = qr0 + j * QRSTEP;
+        uint4 val = make_uint4(0u, 0u, 0u, 0u);
+        if (qcol) {
+          const unsigned char* row = raw + r * QP;
+          if constexpr (QK == kKvFp8) {
+            const uint2 w = *reinterpret_cast<const uint2*>(row + qc * 8);
+            val = raw_fp8x8(w.x, w.y);
+          } else {
+            val = raw_int4x8(reinterpret_cast<const uint32_t*>(row)[1 + qc]);  // one scale/shift word first
+          }
+        }
+        *reinterpret_cast<uint4*>(out + swz<D>(r, qc * 8)) = val;
+      }
+    }
+  };
+  // Folded caches: the scale and shift of row r (of K: kv 0, of V: 1) in ring stage st.
+  auto row_scale = [&](int st, int kv, int r, float& scale, float& shift) {
+    const unsigned char* src = qring + st * QSB;
+    if constexpr (QK == kKvFp8) {
+      const uint32_t w = reinterpret_cast<const uint32_t*>(src + 2 * BN * QP)[kv * BN + r];
+      scale = p.ss_fp32 ? __uint_as_float(w) : half_bits(w & 0xFFFFu);
+      shift = p.ss_fp32 ? 0.0f : half_bits(w >> 16);
+    } else {
+      const uint32_t w = *reinterpret_cast<const uint32_t*>(src + kv * BN * QP + r * QP);
+      scale = half_bits(w & 0xFFFFu);
+      shift = half_bits(w >> 16);
+    }
+  };
   auto load_any = [&](int it, int st) {
     if constexpr (kQuant)
       qload(it, st);
@@ -325,7 +458,17 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
     cp_async_commit();  // possibly empty: keeps the group count uniform
   }
   cp_async_wait<STAGES - 2>();  // Q and this thread's part of tile 0 landed
-  __syncthreads();              // ... every thread's Q chunks (the only CTA-wide barrier before the combine)
+  __syncthreads();              // ... every thread's Q chunks (the only CTA-wide barriers before the combine)
+  const float scale_log2 = p.scale * kLog2e;
+  __shared__ float sQmul[kFold ? kRows : 1], sQsum[kFold ? kRows : 1];
+  float qmul[2] = {0.f, 0.f}, qsum[2] = {0.f, 0.f};
+  if constexpr (kFold) {
+    fold_q<T, D, THREADS, QK == kKvInt4>(sQ, sQmul, sQsum, scale_log2, tid);
+    __syncthreads();
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) qmul[rr] = sQmul[g + 8 * rr], qsum[rr] = sQsum[g + 8 * rr];
+  }
+  const TM* sQm = reinterpret_cast<const TM*>(sQ);
 
   // Rows g and g + 8 of the chunk held by this thread: their query index and whether they exist.
   int qi[2];
@@ -339,7 +482,6 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
   const bool rows_full = rows_used == kRows;
   const int k_steps = (p.K + 15) / 16;
   const int v_steps = (p.Kv + 15) / 16;
-  const float scale_log2 = p.scale * kLog2e;
 
   // Q's A fragments stay in registers up to d128 (32 registers: 8 fewer ldmatrix a key tile)
   // unless three CTAs must share an SM's registers.
@@ -347,7 +489,7 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
   uint32_t qa[kQRegs ? D / 16 : 1][4];
   if constexpr (kQRegs) {
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) load_a_frag<D>(qa[kk], sQ, 0, kk, lane);
+    for (int kk = 0; kk < D / 16; ++kk) load_a_frag<D>(qa[kk], sQm, 0, kk, lane);
   }
 
   float o[OB][4];
@@ -355,20 +497,41 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
   for (int i = 0; i < OB; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float m_i[2] = {-INFINITY, -INFINITY};
   float l_i[2] = {0.f, 0.f};
+  // Folded caches: O is kept in units of 2^(ev - 15), ev the largest V scale's power of two seen so
+  // far (at least 2^-110): P * scale / 2^(ev - 15) < 2^15 stays an fp16 normal down to P ~ 2^-29,
+  // where relative to 2^ev it would lose bits below 2^-14 (large V rows with small weights).
+  // osh is the row's sum of P * V shift.
+  int ev = -110;
+  float ev_inv = ldexpf(1.f, 15 + 110);
+  float osh[2] = {0.f, 0.f};
 
   for (int it = 0; it < my_tiles; ++it) {
     cp_async_wait<STAGES - 2>();  // this lane's part of tile it landed
     __syncwarp();                 // ... every lane's; and every lane is done with stage (it - 1) % STAGES
     if (it + STAGES - 1 < my_tiles) load_any(it + STAGES - 1, (it + STAGES - 1) % STAGES);
     cp_async_commit();
-    const T* sKc = deq;  // quantized caches: the warp's dequantized tile
-    if constexpr (kQuant) {
-      dequant(it % STAGES);
+    const TM* sKc = deq;  // quantized caches: the warp's dequantized tile
+    if constexpr (kFold) {
+      dequant_fold(it % STAGES);
       __syncwarp();  // the tile is whole before any lane's ldmatrix
+    } else if constexpr (kQuant) {
+      dequant(it % STAGES);
+      __syncwarp();
     } else {
-      sKc = wring + (it % STAGES) * 2 * BN * D;
+      sKc = reinterpret_cast<const TM*>(wring + (it % STAGES) * 2 * BN * D);
     }
-    const T* sVc = sKc + BN * D;
+    const TM* sVc = sKc + BN * D;
+    // Folded caches: the scale and shift of K and V for this lane's keys nb * 8 + 2 t4 + c.
+    float ksc[kFold ? NB : 1][2], ksh[kFold ? NB : 1][2], vsc[kFold ? NB : 1][2], vsh[kFold ? NB : 1][2];
+    if constexpr (kFold) {
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          row_scale(it % STAGES, 0, nb * 8 + 2 * t4 + c, ksc[nb][c], ksh[nb][c]);
+          row_scale(it % STAGES, 1, nb * 8 + 2 * t4 + c, vsc[nb][c], vsh[nb][c]);
+        }
+    }
     const int n0 = tile_key(it);
 
     // ---- S = Q K^T, 16 rows x BN keys
@@ -379,9 +542,9 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
     for (int kk = 0; kk < D / 16; ++kk) {
       if (kk >= k_steps) continue;
       if constexpr (kQRegs)
-        mma_frag_rows<T, D, NB>(sc, qa[kk], sKc, kk, lane);
+        mma_frag_rows<TM, D, NB>(sc, qa[kk], sKc, kk, lane);
       else
-        mma_rows_rows<T, D, NB>(sc, sQ, 0, sKc, kk, lane);
+        mma_rows_rows<TM, D, NB>(sc, sQm, 0, sKc, kk, lane);
     }
 
     // ---- scale and mask (log2 domain)
@@ -392,7 +555,11 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
       for (int e = 0; e < 4; ++e) {
         const int rr = e >> 1;
         const int j = n0 + nb * 8 + 2 * t4 + (e & 1);
-        float x = sc[nb][e] * scale_log2;
+        float x;
+        if constexpr (kFold)
+          x = sc[nb][e] * (ksc[nb][e & 1] * qmul[rr]) + ksh[nb][e & 1] * qsum[rr];  // K's scale and shift
+        else
+          x = sc[nb][e] * scale_log2;
         if (need_mask && (!rv[rr] || j >= sb.lk || !band.allowed(qi[rr], j))) x = -INFINITY;
         sc[nb][e] = x;
       }
@@ -420,6 +587,32 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
       }
       l_i[rr] = l_i[rr] * alpha + sum;
       alpha_r[rr] = alpha;
+      if constexpr (kFold) {
+        float sh = 0.f;
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb) sh += sc[nb][2 * rr] * vsh[nb][0] + sc[nb][2 * rr + 1] * vsh[nb][1];
+        osh[rr] = osh[rr] * alpha + sh;
+      }
+    }
+    if constexpr (kFold) {
+      // V's scale on P, relative to 2^ev; a tile with a larger scale raises ev and rescales O.
+      float vmax = 0.f;
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb) vmax = fmaxf(vmax, fmaxf(fabsf(vsc[nb][0]), fabsf(vsc[nb][1])));
+      vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, 1));
+      vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, 2));  // the tile's keys are the t4 lanes'
+      int ex = 0;
+      frexpf(vmax, &ex);  // vmax < 2^ex; uniform over the warp
+      if (ex > ev) {
+        const float f = ldexpf(1.f, ev - ex);
+        alpha_r[0] *= f, alpha_r[1] *= f;
+        ev = ex;
+        ev_inv = ldexpf(1.f, 15 - ev);
+      }
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sc[nb][e] *= vsc[nb][e & 1] * ev_inv;
     }
     // Rescale O only when some row's running max moved (rare once it settles): 2 x OB x 2
     // multiplies a tile otherwise.
@@ -437,11 +630,11 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
       uint32_t a[4];
-      acc_to_a<T>(sc, kk, a);
+      acc_to_a<TM>(sc, kk, a);
       const int key = trans_row(kk, lane);
 #pragma unroll
       for (int ob2 = 0; ob2 < OB / 2; ++ob2) {
-        if (ob2 < v_steps) mma_a_trans<T, D>(o[2 * ob2], o[2 * ob2 + 1], a, sVc, key, ob2 * 16, lane);
+        if (ob2 < v_steps) mma_a_trans<TM, D>(o[2 * ob2], o[2 * ob2 + 1], a, sVc, key, ob2 * 16, lane);
       }
     }
   }
@@ -458,10 +651,23 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
     const int row = g + rr * 8;
     if (t4 == 0) sM[warp][row] = m_i[rr], sL[warp][row] = l;
     float* orow = sO + (warp * kRows + row) * D;
+    if constexpr (kFold) {  // O back in units of 1 plus the shift's sum; INT4 columns back in order
+      float sh = osh[rr];
+      sh += __shfl_xor_sync(0xffffffffu, sh, 1);
+      sh += __shfl_xor_sync(0xffffffffu, sh, 2);
 #pragma unroll
-    for (int ob = 0; ob < OB; ++ob) {
-      orow[ob * 8 + 2 * t4] = o[ob][2 * rr];
-      orow[ob * 8 + 2 * t4 + 1] = o[ob][2 * rr + 1];
+      for (int ob = 0; ob < OB; ++ob)
+#pragma unroll
+        for (int x = 0; x < 2; ++x) {
+          const int c = ob * 8 + 2 * t4 + x;
+          orow[QK == kKvInt4 ? int4_fold_col(c) : c] = ldexpf(o[ob][2 * rr + x], ev - 15) + sh;
+        }
+    } else {
+#pragma unroll
+      for (int ob = 0; ob < OB; ++ob) {
+        orow[ob * 8 + 2 * t4] = o[ob][2 * rr];
+        orow[ob * 8 + 2 * t4 + 1] = o[ob][2 * rr + 1];
+      }
     }
   }
   __syncthreads();
@@ -499,14 +705,14 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
   }
 }
 
-template <typename T, int D, int V, int QK = kKvPlain>
+template <typename T, int D, int V, int QK = kKvPlain, bool kFold = false>
 cudaError_t launch(const FmhaDecodeParams& p, cudaStream_t stream) {
   if (p.num_seqs <= 0 || p.Hkv <= 0 || p.R <= 0 || p.max_seqlen_q <= 0 || p.num_splits <= 0) return cudaSuccess;
   const int64_t n_chunks = (int64_t(p.R) * p.max_seqlen_q + kRows - 1) / kRows;
   const int64_t z = n_chunks * p.num_seqs;
   if (z > 65535 || p.Hkv > 65535 || int64_t(p.R) * p.max_seqlen_q > (int64_t(1) << 30)) return cudaErrorInvalidValue;
   const size_t smem = smem_bytes<D, V, QK>(sizeof(T));
-  auto kern = fmha_decode_kernel<T, D, V, QK>;
+  auto kern = fmha_decode_kernel<T, D, V, QK, kFold>;
   static mslk::cuda::SmemLimitOnce smem_limit;  // the cap raised once per device
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
@@ -537,6 +743,20 @@ cudaError_t launch_quant(const FmhaDecodeParams& p, cudaStream_t stream) {
     return p.is_bf16 ? launch<__nv_bfloat16, D, V, kKvFp8>(p, stream) : launch<__half, D, V, kKvFp8>(p, stream);
   if (p.kv_quant == kKvInt4)
     return p.is_bf16 ? launch<__nv_bfloat16, D, V, kKvInt4>(p, stream) : launch<__half, D, V, kKvInt4>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+// Folded quantized caches (FP8, INT4 with one group): the same tile row.
+template <int D>
+cudaError_t launch_fold(const FmhaDecodeParams& p, cudaStream_t stream) {
+  constexpr int V = kQuantRow<D>;
+  if (p.tile_cfg != V || (p.kv_quant == kKvInt4 && p.kv_groups != 1)) return cudaErrorInvalidValue;
+  if (p.kv_quant == kKvFp8)
+    return p.is_bf16 ? launch<__nv_bfloat16, D, V, kKvFp8, true>(p, stream)
+                     : launch<__half, D, V, kKvFp8, true>(p, stream);
+  if (p.kv_quant == kKvInt4)
+    return p.is_bf16 ? launch<__nv_bfloat16, D, V, kKvInt4, true>(p, stream)
+                     : launch<__half, D, V, kKvInt4, true>(p, stream);
   return cudaErrorInvalidValue;
 }
 

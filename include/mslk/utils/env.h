@@ -46,10 +46,11 @@ namespace mslk::env {
     "FA2-style kernel (0)")                                                                                        \
   X(kDecodeTileCfg, MSLK_DECODE_TILE_CFG, "0 to 3", "by head dim",                                                 \
     "tuning: force the split-K decode attention kernel's tile row (fmha_decode_kernel.cuh, DecodeCfg)")            \
-  X(kDecodeKvDequant, MSLK_DECODE_KV_DEQUANT, "auto, separate, fused", "auto",                                    \
-    "split-K decode over quantized (FP8 / INT4) K/V caches: dequantize each tile inside the decode kernel "        \
-    "(fused; auto where the head dim allows), or the cache into a temporary, then the decode kernel (separate; "   \
-    "same bits)")                                                                                                  \
+  X(kDecodeKvDequant, MSLK_DECODE_KV_DEQUANT, "auto, separate, fused, folded", "auto",                            \
+    "split-K decode over quantized (FP8 / INT4) K/V caches: raw values in fp16 MMAs with the rows' scale and "     \
+    "shift applied to scores and probabilities (folded; FP8 and one-group INT4, auto's choice there), each tile "  \
+    "dequantized to the query dtype inside the kernel (fused; auto for other INT4 where the head dim allows), "    \
+    "or the cache into a temporary, then the decode kernel (separate; the same bits as fused)")                   \
   X(kFp8Schedule, MSLK_FP8_SCHEDULE,                                                                               \
     "auto, oneshot, staged, cluster, bulk, warp, hybrid-persistent, ring", "auto",                                 \
     "FP8 quantizer kernel schedule (benchmarking switch)")                                                         \

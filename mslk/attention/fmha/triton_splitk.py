@@ -12,10 +12,12 @@ split count beyond rounding.
 Quantized K/V caches (layouts: mslk.attention.fmha.quantized_kv): int32 K/V of rows D // 8 +
 NUM_GROUPS (INT4, the group count implied by the row length; a subclass may pin NUM_GROUPS) or,
 with InputsFp8's k_fp8_scale_shift / v_fp8_scale_shift, rows of D // 4 (FP8 E4M3 rowwise; fp16
-scale/shift pairs, or float32 scales with use_fp32_scales). Semantics: dequantize to q's dtype,
-then attend. The op takes the caches as they are: by default it dequantizes each tile inside the
-kernel; MSLK_DECODE_KV_DEQUANT=separate dequantizes them into a temporary for the unquantized kernel
-(the same bits; docs/design/attention_decode.md).
+scale/shift pairs, or float32 scales with use_fp32_scales). Semantics: attention over the
+dequantized cache. The op takes the caches as they are. On the GPU, FP8 and one-group INT4 caches
+are read raw by fp16 tensor-core MMAs with each row's scale and shift applied to the scores and
+probabilities (the dequantized values are never rounded); other INT4 caches are dequantized to q's
+dtype tile by tile inside the kernel, with the bits of dequantizing into a temporary first
+(MSLK_DECODE_KV_DEQUANT=separate; the CPU backend's rule). docs/design/attention_decode.md.
 """
 
 import dataclasses

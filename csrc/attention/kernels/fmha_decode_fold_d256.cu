@@ -1,0 +1,9 @@
+// Instantiation of the split-K decode attention over folded quantized K/V caches (FP8, INT4 with
+// one group: scale and shift applied outside the MMAs) for head dims padded to 256.
+#include "attention/kernels/fmha_decode_kernel.cuh"
+
+namespace mslk::attention {
+cudaError_t fmha_decode_fold_d256(const FmhaDecodeParams& p, cudaStream_t stream) {
+  return decode_detail::launch_fold<256>(p, stream);
+}
+}  // namespace mslk::attention

@@ -326,8 +326,49 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
   const int64_t vq_head = (paged ? 0 : int64_t(sb.bq) * p.v_sb) + int64_t(kvh) * p.v_sg;
   const int64_t ks_head = (paged ? 0 : int64_t(sb.bq) * p.ks_sb) + int64_t(kvh) * p.ks_sg;
   const int64_t vs_head = (paged ? 0 : int64_t(sb.bq) * p.vs_sb) + int64_t(kvh) * p.vs_sg;
+  // Dense full tiles (the common case) skip the per-row lookup below: lane l copies row l / LPR of
+  // the tile (LPR lanes a row), its units [qu0, qu1) (16-byte chunks, or words where rows are not
+  // 16-byte aligned), from a lane-constant pointer: no shuffle, division or page lookup a tile.
+  constexpr int LPR = BN <= 32 ? 32 / BN : 1;  // (the unquantized rows' BN 64 never gets here)
+  static_assert(!kQuant || (BN <= 32 && 32 % BN == 0), "quantized tiles of at most 32 keys");
+  const int q_row = lane / LPR;
+  const int q_units = p.kv_vec16 ? p.kv_row_words / 4 : p.kv_row_words;
+  const int q_upl = (q_units + LPR - 1) / LPR;
+  const int qu0 = min(q_units, (lane % LPR) * q_upl), qu1 = min(q_units, qu0 + q_upl);
+  const int32_t* kq_lane = kq + kq_head + (int64_t(sb.k0) + q_row) * p.k_sm;
+  const int32_t* vq_lane = vq + vq_head + (int64_t(sb.k0) + q_row) * p.v_sm;
+  const int32_t* ks_lane = nullptr;
+  const int32_t* vs_lane = nullptr;
+  if constexpr (QK == kKvFp8) {
+    ks_lane = static_cast<const int32_t*>(p.k_ss) + ks_head + (int64_t(sb.k0) + lane) * p.ks_sm;
+    vs_lane = static_cast<const int32_t*>(p.v_ss) + vs_head + (int64_t(sb.k0) + lane) * p.vs_sm;
+  }
   auto qload = [&](int it, int st) {
     const int n = tile_key(it);
+    if (!paged && n + BN <= sb.lk) {
+      const uint32_t d_k = smem_u32(qring + st * QSB), d_v = d_k + BN * QP, o = uint32_t(q_row * QP);
+      const int32_t* gk = kq_lane + int64_t(n) * p.k_sm;
+      const int32_t* gv = vq_lane + int64_t(n) * p.v_sm;
+      if (p.kv_vec16) {
+#pragma unroll 4
+        for (int u = qu0; u < qu1; ++u) {
+          cp_async_16_full(d_k + o + u * 16, gk + u * 4);
+          cp_async_16_full(d_v + o + u * 16, gv + u * 4);
+        }
+      } else {
+#pragma unroll 4
+        for (int u = qu0; u < qu1; ++u) {
+          cp_async_4(d_k + o + u * 4, gk + u, 4);
+          cp_async_4(d_v + o + u * 4, gv + u, 4);
+        }
+      }
+      if (QK == kKvFp8 && lane < BN) {
+        const uint32_t d_ss = d_k + 2 * BN * QP + lane * 4;
+        cp_async_4(d_ss, ks_lane + int64_t(n) * p.ks_sm, 4);
+        cp_async_4(d_ss + BN * 4, vs_lane + int64_t(n) * p.vs_sm, 4);
+      }
+      return;
+    }
     int64_t my_row = -1;
     if (lane < BN && lane < sb.lk - n) {
       const int64_t x = int64_t(sb.k0) + n + lane;

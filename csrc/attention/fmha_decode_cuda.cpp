@@ -60,6 +60,9 @@ void set_quant(FmhaDecodeParams& p, const at::Tensor& k, const at::Tensor& v,
   }
 }
 
+// The folded quantized-cache kernel's tile row up to d128 (DecodeCfg row 3: three CTAs an SM).
+constexpr int kFoldRow = 3;
+
 Dtype merge_dtype(at::ScalarType t) {
   return t == at::kHalf ? Dtype::kFloat16 : t == at::kBFloat16 ? Dtype::kBFloat16 : Dtype::kFloat32;
 }
@@ -82,20 +85,24 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
     // with several groups (their scales differ along the head dim).
     const int route = int(
         read_env([] { return env::choice(env::Var::kDecodeKvDequant, {"auto", "separate", "fused", "folded"}, 0); }));
-    // One tile row per head dim (the table's), so that both routes give the same bits.
+    // One tile row per head dim (the table's), so that fused and separate give the same bits; the
+    // folded kernel runs row 3 up to d128 (three CTAs an SM: 0.75-0.86x row 2's time on the H100,
+    // bench/attention/results_decode_quantized.md) and also takes row 2 there.
     const int forced = int(read_env([] { return env::integer(env::Var::kDecodeTileCfg, -1, 0, 3); }));
     const int row = fmha_decode_tile_cfg(int(std::max<int64_t>(qf.head_dim, 1)));
+    const bool foldable = qf.fp8 || qf.groups == 1;
+    const bool row_ok = forced < 0 || forced == row || (foldable && route != 2 && forced == kFoldRow && qf.head_dim <= 128);
     // The kernel dequantizes eight elements at a time, each eight within one INT4 group.
     const bool shape_ok = qf.head_dim % 8 == 0 && qf.head_dim <= 256 && (qf.fp8 || (qf.head_dim / qf.groups) % 8 == 0);
-    const bool fused = route >= 2 || (route == 0 && shape_ok && (forced < 0 || forced == row));
-    fold = fused && route != 2 && (qf.fp8 || qf.groups == 1);
+    const bool fused = route >= 2 || (route == 0 && shape_ok && row_ok);
+    fold = fused && route != 2 && foldable;
     if (!fused) {  // dequantize into q-dtype temporaries, then the unquantized kernel
       auto [kd, vd] = decode_kv_dequantize(q_in, k_in, v_in, k_scale_shift, v_scale_shift, qf);
       return fmha_decode_cuda(q_in, kd, vd, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q, mask_kind, window_left,
                               window_right, scale, block_tables, page_size, num_splits, output_dtype, std::nullopt,
                               std::nullopt);
     }
-    TORCH_CHECK_VALUE(forced < 0 || forced == row, op, ": MSLK_DECODE_KV_DEQUANT=fused / folded run tile row ", row,
+    TORCH_CHECK_VALUE(row_ok, op, ": MSLK_DECODE_KV_DEQUANT=fused / folded run tile row ", row,
                       " for head dim ", qf.head_dim, "; MSLK_DECODE_TILE_CFG=", forced, " cannot be honoured");
     TORCH_CHECK_VALUE(shape_ok, op, ": MSLK_DECODE_KV_DEQUANT=fused / folded need a head dim that is a multiple of 8 and at "
                       "most 256 (INT4: groups of a multiple of 8 elements), got head dim ", qf.head_dim, " with ",
@@ -139,8 +146,10 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
                                      : Mkv;
   const int head_dim = int(std::max(q.size(4), Kvp));
   const int forced = int(read_env([] { return env::integer(env::Var::kDecodeTileCfg, -1, 0, 3); }));
-  // The quantized-cache kernel has one tile row per head dim: the table's (forcing another refused above).
-  const int tile_cfg = forced >= 0 && !quant ? forced : fmha_decode_tile_cfg(head_dim);
+  // The quantized-cache kernels have the table's tile row (the folded one also row 3 up to d128; others refused above).
+  const int tile_cfg = forced >= 0 && (!quant || fold) ? forced
+                       : fold && head_dim <= 128     ? kFoldRow
+                                                     : fmha_decode_tile_cfg(head_dim);
   int S = int(num_splits);
   if (S == 0) {
     int dev = 0, sms = 0;

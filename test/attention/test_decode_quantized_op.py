@@ -184,6 +184,34 @@ def test_long_cache_folded(fmt, D, monkeypatch):
 
 @needs_cuda
 @pytest.mark.parametrize("fmt", sorted(FOLDED))
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("paged", [False, True])
+@pytest.mark.parametrize("row", ["2", "3"])
+def test_folded_tile_rows(fmt, D, paged, row, monkeypatch):
+    # The folded kernel's two tile rows up to d128: 3 (its default: three CTAs an SM, a two-stage
+    # ring; the fused kernel refuses it) and 2 (the table's), dense and paged, against float64.
+    route(monkeypatch, "folded")
+    monkeypatch.setenv("MSLK_DECODE_TILE_CFG", row)
+    g = torch.Generator().manual_seed(81 + D + paged)
+    lens, Hkv, R, page_size = [1, 700, 129], 2, 4, 64
+    n = len(lens)
+    q = rand((1, n, Hkv, R, D), torch.bfloat16, "cuda", g)
+    i32 = lambda x: torch.tensor(x, dtype=torch.int32, device="cuda")  # noqa: E731
+    pages = -(-max(lens) // page_size)
+    rows = (n * pages + 1) * page_size if paged else n * 704
+    (kq, kss, kd), (vq, vss, vd) = caches(1, rows, Hkv, D, fmt, torch.bfloat16, "cuda", g)
+    desc = dict(seqstart_q=i32(list(range(n + 1))), seqlen_k=i32(lens), max_seqlen_q=1, mask_kind=2, scale=D ** -0.5)
+    if paged:
+        bt = torch.randperm(n * pages + 1, generator=g)[: n * pages].reshape(n, pages).to(torch.int32).cuda()
+        desc.update(seqstart_k=i32([0] * (n + 1)), block_tables=bt, page_size=page_size)
+    else:
+        desc.update(seqstart_k=i32([i * 704 for i in range(n + 1)]))
+    assert_route(decode(q, kq, vq, kss, vss, **desc), decode(q, kd, vd, **desc), "folded", fmt,
+                 lambda: exact(q, kq, vq, kss, vss, fmt, **desc))
+
+
+@needs_cuda
+@pytest.mark.parametrize("fmt", sorted(FOLDED))
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_folded_extreme_scales(fmt, dtype, monkeypatch):
     # What the folded kernel's power-of-two bookkeeping must survive: query rows whose largest |q|

@@ -73,7 +73,9 @@ constexpr int kRows = 16;  // query rows per CTA (one mma row tile)
 // (tuning data: about the unquantized ring's bytes in flight, within the row's shared memory).
 template <int D> constexpr int kQuantRow = D <= 128 ? 2 : 0;
 template <int D, int QK> constexpr int quant_pitch() { return QK == kKvFp8 ? D : (32 + D / 2 + 15) / 16 * 16; }
-template <int D, int QK> constexpr int quant_stages() { return QK == kKvFp8 ? 4 : D <= 64 ? 4 : D <= 128 ? 5 : 6; }
+template <int D, int QK, int V = kQuantRow<D>> constexpr int quant_stages() {
+  return V == 3 ? 2 : QK == kKvFp8 ? 4 : D <= 64 ? 4 : D <= 128 ? 5 : 6;
+}
 // One ring stage of a warp: raw K rows, raw V rows, K scale/shift words, V scale/shift words.
 template <int D, int QK, int BN> constexpr int quant_stage_bytes() { return 2 * BN * quant_pitch<D, QK>() + 2 * BN * 4; }
 
@@ -83,7 +85,7 @@ constexpr size_t smem_bytes(size_t elem) {
   if constexpr (QK == kKvPlain) {
     return (size_t(kRows) * D + size_t(C::kWarps) * C::kStages * 2 * C::kBN * D) * elem;
   } else {
-    const size_t per_warp = size_t(quant_stages<D, QK>()) * quant_stage_bytes<D, QK, C::kBN>() + 2 * C::kBN * D * elem;
+    const size_t per_warp = size_t(quant_stages<D, QK, V>()) * quant_stage_bytes<D, QK, C::kBN>() + 2 * C::kBN * D * elem;
     return size_t(kRows) * D * elem + C::kWarps * per_warp;
   }
 }
@@ -230,7 +232,7 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
   using TM = std::conditional_t<kFold, __half, T>;  // the MMA operands' type
   constexpr bool kQuant = QK != kKvPlain;
   static_assert(!kFold || kQuant, "folding is for quantized caches");
-  constexpr int NW = C::kWarps, BN = C::kBN, STAGES = kQuant ? quant_stages<D, QK>() : C::kStages;
+  constexpr int NW = C::kWarps, BN = C::kBN, STAGES = kQuant ? quant_stages<D, QK, V>() : C::kStages;
   constexpr int THREADS = NW * 32;
   constexpr int NB = BN / 8;  // score n-blocks per warp tile
   constexpr int OB = D / 8;   // output n-blocks
@@ -787,17 +789,25 @@ cudaError_t launch_quant(const FmhaDecodeParams& p, cudaStream_t stream) {
   return cudaErrorInvalidValue;
 }
 
-// Folded quantized caches (FP8, INT4 with one group): the same tile row.
-template <int D>
-cudaError_t launch_fold(const FmhaDecodeParams& p, cudaStream_t stream) {
-  constexpr int V = kQuantRow<D>;
-  if (p.tile_cfg != V || (p.kv_quant == kKvInt4 && p.kv_groups != 1)) return cudaErrorInvalidValue;
+// Folded quantized caches (FP8, INT4 with one group): the same tile row, or up to d128 row 3 (three
+// CTAs an SM with a two-stage ring; MSLK_DECODE_TILE_CFG=3).
+template <int D, int V>
+cudaError_t launch_fold_row(const FmhaDecodeParams& p, cudaStream_t stream) {
   if (p.kv_quant == kKvFp8)
     return p.is_bf16 ? launch<__nv_bfloat16, D, V, kKvFp8, true>(p, stream)
                      : launch<__half, D, V, kKvFp8, true>(p, stream);
   if (p.kv_quant == kKvInt4)
     return p.is_bf16 ? launch<__nv_bfloat16, D, V, kKvInt4, true>(p, stream)
                      : launch<__half, D, V, kKvInt4, true>(p, stream);
+  return cudaErrorInvalidValue;
+}
+template <int D>
+cudaError_t launch_fold(const FmhaDecodeParams& p, cudaStream_t stream) {
+  if (p.kv_quant == kKvInt4 && p.kv_groups != 1) return cudaErrorInvalidValue;
+  if (p.tile_cfg == kQuantRow<D>) return launch_fold_row<D, kQuantRow<D>>(p, stream);
+  if constexpr (D <= 128) {
+    if (p.tile_cfg == 3) return launch_fold_row<D, 3>(p, stream);
+  }
   return cudaErrorInvalidValue;
 }
 

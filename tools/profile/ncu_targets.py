@@ -50,23 +50,13 @@ def copy(M=8192, K=8192):
 
 
 def decode(fmt, route=None, B=8, Hkv=8, R=4, keys=8192, D=128):
-    """Split-K decode of one query per sequence over a bf16, FP8 or INT4 (int4_g<groups>) cache."""
-    from mslk.attention.fmha import quantized_kv as qkv
-    q = torch.randn(B, 1, Hkv, R, D, device="cuda", dtype=torch.bfloat16)
-    kv, ss = [], []
-    for _ in range(2):
-        x = torch.randn(B, keys, Hkv, D, device="cuda", dtype=torch.bfloat16)
-        s = None
-        if fmt == "fp8":
-            x, s = qkv.quantize_kv_fp8(x)
-        elif fmt.startswith("int4"):
-            x = qkv.quantize_kv_int4(x, int(fmt[-1]))
-        kv.append(x)
-        ss.append(s)
+    """Split-K decode of one query per sequence over a bf16, FP8 or INT4 (int4_g<groups>) cache
+    (the decode benchmark's inputs; MSLK_DECODE_KV_DEQUANT=route when given)."""
+    from bench.attention.bench_decode_quantized import decode as call, make
+    args = make(B, Hkv * R, Hkv, keys, D, fmt)
     if route is not None:
         os.environ["MSLK_DECODE_KV_DEQUANT"] = route
-    return lambda: torch.ops.mslk.fmha_decode_splitk(q, kv[0], kv[1], scale=D ** -0.5, k_scale_shift=ss[0],
-                                                     v_scale_shift=ss[1])
+    return lambda: call(*args)
 
 
 def forced_kernel(name, fn):

@@ -106,51 +106,57 @@ FmhaDropout fmha_fwd_check(const FmhaFwdArgs& a) {
   return d;
 }
 
+std::tuple<at::Tensor, at::Tensor> fmha_fwd_exact(const FmhaFwdArgs& a, const FmhaDropout& drop, bool chunked) {
+  const at::Tensor &q = a.q, &k = a.k, &v = a.v;
+  if (given(a.block_tables)) {
+    // Paged: gather every lane's pages into one padded logical K/V, then the unpaged path.
+    auto bt = a.block_tables->to(at::kCPU).to(at::kLong);
+    const int64_t page_size = a.page_size, n = bt.size(0), row = bt.size(1) * page_size, phys = k.size(1);
+    const int64_t lo = bt.numel() ? bt.min().item<int64_t>() : 0, hi = bt.numel() ? bt.max().item<int64_t>() : 0;
+    TORCH_CHECK_VALUE(lo >= 0 && (bt.numel() == 0 || (hi + 1) * page_size <= phys), a.op,
+                      ": block_tables names pages outside the ", phys / page_size, " pages of k/v (values in [", lo,
+                      ", ", hi, "])");
+    auto offs = at::arange(page_size, at::TensorOptions().dtype(at::kLong));
+    auto idx = (bt.unsqueeze(-1) * page_size + offs).reshape({n * row}).to(k.device());
+    auto kl = k.index_select(1, idx), vl = v.index_select(1, idx);
+    auto sk = a.seqstart_k->to(at::kCPU).to(at::kLong).narrow(0, 0, n) +
+              at::arange(n, at::TensorOptions().dtype(at::kLong)) * row;
+    auto lk = a.seqlen_k->to(at::kCPU).to(at::kLong);
+    for (int64_t s = 0; s < n; ++s) {
+      const int64_t st = sk[s].item<int64_t>() - s * row, len = lk[s].item<int64_t>();
+      TORCH_CHECK_VALUE(st >= 0 && len >= 0 && st + len <= row, a.op, ": lane ", s, " keys [", st, ", ", st + len,
+                        ") run past its ", row, " paged keys (block_tables.shape[1] * page_size)");
+    }
+    const std::optional<at::Tensor> sk_dev = sk.to(at::kInt).to(q.device()), none;
+    return fmha_fwd_exact({q, kl, vl, a.bias, a.seqstart_q, sk_dev, a.seqlen_k, a.max_seqlen_q, a.mask_kind,
+                           a.window_left, a.window_right, a.scale, none, 0, 0.0, none, a.op},
+                          FmhaDropout{}, chunked);
+  }
+  const int64_t B = q.size(0), Mq = q.size(1), H = q.size(2), Mkv = k.size(1);
+  const FmhaMask mask = fmha_mask_make(B, Mq, Mkv, a.seqstart_q, a.seqstart_k, a.seqlen_k, a.mask_kind,
+                                       a.window_left, a.window_right, a.op);
+  if (drop.p > 0.f || chunked) {
+    const FmhaKeepFn keep = [&](int64_t h0, int64_t nh, int64_t r0, int64_t nr) {
+      return fmha_dropout_keep(drop, B, H, h0, nh, r0, nr, Mkv, q.device());
+    };
+    return fmha_reference_fwd_dropout({q, k, v, a.bias, mask, a.scale, drop.p > 0.f ? a.dropout_p : 0.0, &keep});
+  }
+  if (fmha_mask_trivial(mask)) return fmha_reference_fwd(q, k, v, a.bias, a.scale, q.scalar_type());
+  const auto acc = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  auto dense = fmha_mask_additive(mask, 0, Mq, acc, q.device());
+  if (given(a.bias)) dense = dense + a.bias->to(acc);
+  return fmha_reference_fwd(q, k, v, dense, a.scale, q.scalar_type());
+}
+
 std::tuple<at::Tensor, at::Tensor> fmha_fwd_cpu(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& seqstart_q, const std::optional<at::Tensor>& seqstart_k,
     const std::optional<at::Tensor>& seqlen_k, int64_t max_seqlen_q, int64_t mask_kind, int64_t window_left,
     int64_t window_right, double scale, const std::optional<at::Tensor>& block_tables, int64_t page_size,
     double dropout_p, const std::optional<at::Tensor>& rng_state) {
-  const FmhaDropout drop = fmha_fwd_check({q, k, v, bias, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q, mask_kind,
-                                           window_left, window_right, scale, block_tables, page_size, dropout_p,
-                                           rng_state});
-  if (given(block_tables)) {
-    // Paged: gather every lane's pages into one padded logical K/V, then the unpaged path.
-    auto bt = block_tables->to(at::kCPU).to(at::kLong);
-    const int64_t n = bt.size(0), row = bt.size(1) * page_size, phys = k.size(1);
-    const int64_t lo = bt.numel() ? bt.min().item<int64_t>() : 0, hi = bt.numel() ? bt.max().item<int64_t>() : 0;
-    TORCH_CHECK_VALUE(lo >= 0 && (bt.numel() == 0 || (hi + 1) * page_size <= phys), kOp,
-                      ": block_tables names pages outside the ", phys / page_size, " pages of k/v (values in [", lo,
-                      ", ", hi, "])");
-    auto offs = at::arange(page_size, at::TensorOptions().dtype(at::kLong));
-    auto idx = (bt.unsqueeze(-1) * page_size + offs).reshape({n * row}).to(k.device());
-    auto kl = k.index_select(1, idx), vl = v.index_select(1, idx);
-    auto sk = seqstart_k->to(at::kCPU).to(at::kLong).narrow(0, 0, n) +
-              at::arange(n, at::TensorOptions().dtype(at::kLong)) * row;
-    auto lk = seqlen_k->to(at::kCPU).to(at::kLong);
-    for (int64_t s = 0; s < n; ++s) {
-      const int64_t st = sk[s].item<int64_t>() - s * row, len = lk[s].item<int64_t>();
-      TORCH_CHECK_VALUE(st >= 0 && len >= 0 && st + len <= row, kOp, ": lane ", s, " keys [", st, ", ", st + len,
-                        ") run past its ", row, " paged keys (block_tables.shape[1] * page_size)");
-    }
-    return fmha_fwd_cpu(q, kl, vl, bias, seqstart_q, sk.to(at::kInt).to(q.device()), seqlen_k, max_seqlen_q,
-                        mask_kind, window_left, window_right, scale, std::nullopt, 0, 0.0, std::nullopt);
-  }
-  const int64_t B = q.size(0), Mq = q.size(1), H = q.size(2), Mkv = k.size(1);
-  const FmhaMask mask =
-      fmha_mask_make(B, Mq, Mkv, seqstart_q, seqstart_k, seqlen_k, mask_kind, window_left, window_right, kOp);
-  if (drop.p > 0.f) {
-    const FmhaKeepFn keep = [&](int64_t h0, int64_t nh, int64_t r0, int64_t nr) {
-      return fmha_dropout_keep(drop, B, H, h0, nh, r0, nr, Mkv, q.device());
-    };
-    return fmha_reference_fwd_dropout({q, k, v, bias, mask, scale, dropout_p, &keep});
-  }
-  if (fmha_mask_trivial(mask)) return fmha_reference_fwd(q, k, v, bias, scale, q.scalar_type());
-  const auto acc = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  auto dense = fmha_mask_additive(mask, 0, Mq, acc, q.device());
-  if (given(bias)) dense = dense + bias->to(acc);
-  return fmha_reference_fwd(q, k, v, dense, scale, q.scalar_type());
+  const FmhaFwdArgs a{q,           k,     v,           bias,      seqstart_q, seqstart_k, seqlen_k,  max_seqlen_q,
+                      mask_kind,   window_left, window_right, scale, block_tables, page_size, dropout_p, rng_state};
+  return fmha_fwd_exact(a, fmha_fwd_check(a), false);
 }
 
 }  // namespace mslk::attention

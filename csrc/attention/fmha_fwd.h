@@ -1,6 +1,6 @@
 // Torch glue shared by the CPU and CUDA implementations of mslk::fmha_fused_fwd (schema in
-// attention_ops.cpp): argument checks and the CPU path (dense mask + reference forward, with
-// dropout through fmha_reference_bwd.h).
+// attention_ops.cpp): argument checks and the exact path on ATen ops (the CPU backend; the CUDA
+// backend's for float32 / float64 and head dims over 256).
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>
@@ -34,6 +34,13 @@ struct FmhaFwdArgs {
 // Shape, dtype, device, descriptor and dropout checks common to every backend (no device sync).
 // Returns the dropout parameters read from rng_state (p = 0: none).
 FmhaDropout fmha_fwd_check(const FmhaFwdArgs& a);
+
+// The exact forward on ATen ops, on q's device (after fmha_fwd_check): paged K/V gathered into one
+// padded logical K/V (a host read of block_tables), then the reference attention in float32
+// (float64 for float64) with the mask and dropout of the descriptor. chunked: scores a chunk of
+// heads / query rows at a time (bounded memory: the CUDA backend's path for what its kernels do
+// not take); else the CPU backend's choice (the whole score matrix unless dropout is on).
+std::tuple<at::Tensor, at::Tensor> fmha_fwd_exact(const FmhaFwdArgs& a, const FmhaDropout& drop, bool chunked);
 
 std::tuple<at::Tensor, at::Tensor> fmha_fwd_cpu(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& bias,

@@ -1,6 +1,7 @@
 // CUDA backend of mslk::fmha_fused_fwd: the fused kernels of kernels/fmha_fwd_kernel.cuh (FA2,
 // mma.sync) and kernels/fmha_fwd_sm90_kernel.cuh (Hopper, TMA + wgmma), fp16/bf16, head dims
-// <= 256, chosen by kernels/fmha_fwd.cu (MSLK_FMHA_KERNEL, read here with the other switches).
+// <= 256, chosen by kernels/fmha_fwd.cu (MSLK_FMHA_KERNEL, read here with the other switches);
+// everything else (float32 / float64, head dims up to 65536) on the exact path (fmha_fwd.h).
 // Operands go through fmha_operands.h (head dims padded to a multiple of 8, 16-byte loadable);
 // dropout travels as FmhaDropout (only FA2 applies it).
 #include <ATen/ATen.h>
@@ -46,21 +47,27 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
     const std::optional<at::Tensor>& seqlen_k, int64_t max_seqlen_q, int64_t mask_kind, int64_t window_left,
     int64_t window_right, double scale, const std::optional<at::Tensor>& block_tables, int64_t page_size,
     double dropout_p, const std::optional<at::Tensor>& rng_state) {
-  const FmhaDropout drop = fmha_fwd_check({q_in, k_in, v_in, bias, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q,
-                                           mask_kind, window_left, window_right, scale, block_tables, page_size,
-                                           dropout_p, rng_state});
-  check_dtype(q_in, kOp, "q", {at::kHalf, at::kBFloat16});
+  const FmhaFwdArgs args{q_in,      k_in,        v_in,         bias,  seqstart_q,   seqstart_k, seqlen_k,  max_seqlen_q,
+                         mask_kind, window_left, window_right, scale, block_tables, page_size,  dropout_p, rng_state};
+  const FmhaDropout drop = fmha_fwd_check(args);
   const int64_t B = q_in.size(0), Mq = q_in.size(1), H = q_in.size(2), Mkv = k_in.size(1);
   const int64_t K = q_in.size(3), Kv = v_in.size(3);
-  TORCH_CHECK_VALUE(K >= 1 && K <= 256 && Kv >= 1 && Kv <= 256, kOp,
-                    ": the CUDA kernel supports head dims 1..256; got K=", K, ", Kv=", Kv);
-  TORCH_CHECK_VALUE(H <= 65535, kOp, ": at most 65535 heads; got ", H);
-  TORCH_CHECK_VALUE(Mq < (int64_t(1) << 31) && Mkv < (int64_t(1) << 31), kOp, ": sequence lengths must be < 2^31");
   const c10::cuda::CUDAGuard guard(q_in.device());
-
   const bool varlen = given(seqstart_q);
   const int64_t num_seqs = varlen ? seqstart_q->numel() - 1 : B;
-  TORCH_CHECK_VALUE(num_seqs <= 65535, kOp, ": at most 65535 sequences; got ", num_seqs);
+  const bool half = q_in.scalar_type() == at::kHalf || q_in.scalar_type() == at::kBFloat16;
+  const FmhaFwdTuning tuning = read_tuning();
+  if (!half || K < 1 || K > 256 || Kv < 1 || Kv > 256 || H > 65535 || num_seqs > 65535 ||
+      Mq >= (int64_t(1) << 31) || Mkv >= (int64_t(1) << 31)) {
+    // What the fused kernels do not take (float32 / float64, head dims over 256, grids past their
+    // limits) runs the exact path on the GPU, a chunk of heads / query rows at a time, as the
+    // backward does: same results as the CPU backend, dropout masks included.
+    TORCH_CHECK_VALUE(tuning.kernel == FmhaKernelChoice::kAuto, kOp, ": MSLK_FMHA_KERNEL forces a fused kernel, "
+                      "which takes fp16/bf16 with head dims 1..256, at most 65535 heads and sequences; got ",
+                      q_in.scalar_type(), ", K=", K, ", Kv=", Kv, ", H=", H, ", ", num_seqs,
+                      " sequences; unset MSLK_FMHA_KERNEL");
+    return fmha_fwd_exact(args, drop, true);
+  }
   const at::Tensor q = fmha_prepare_operand(q_in), k = fmha_prepare_operand(k_in), v = fmha_prepare_operand(v_in);
   const int64_t Kvp = v.size(3);
 
@@ -89,7 +96,6 @@ std::tuple<at::Tensor, at::Tensor> fmha_fwd_cuda(
   // / `lse` come from at::empty: a smaller grid would leave rows >= max_seqlen_q uninitialized
   // (the CPU path ignores max_seqlen_q), so the dense case always launches for Mq rows.
   p.max_seqlen_q = int(!varlen || max_seqlen_q < 0 || max_seqlen_q > Mq ? Mq : max_seqlen_q);
-  const FmhaFwdTuning tuning = read_tuning();
   at::Tensor workspace;  // the sm90 kernel's stream-K partials (stream-ordered, freed after the launch)
   if (const int64_t bytes = fmha_fwd_workspace_bytes(p, tuning); bytes > 0) {
     workspace = at::empty({bytes}, q.options().dtype(at::kByte));

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from mslk.attention import fmha
 from mslk.attention.fmha import attn_bias as ab
 from mslk.attention.fmha import cutlass, dispatch, reference
 from mslk.attention.fmha.common import Inputs, _kernel_registered
@@ -197,11 +198,14 @@ def test_operator_class_availability():
     assert cutlass.FwOp.is_available() == (HAS_OP and _kernel_registered("mslk::fmha_fused_fwd", "CUDA"))
     if not cutlass.FwOp.is_available():
         assert any("CUDA build" in r for r in cutlass.FwOp.not_supported_reasons(Inputs(q, q, q)))
-    # honest limits
+    # the spec's limits: float32 and head dims up to 65536 (the exact path past the kernels' 256)
     reasons = cutlass.FwOp.not_supported_reasons(Inputs(q.float(), q.float(), q.float()))
-    assert any("dtype" in r for r in reasons)
-    big = torch.zeros(1, 4, 2, 320, dtype=torch.half)
-    assert any("> 256" in r for r in cutlass.FwOp.not_supported_reasons(Inputs(big, big, big)))
+    assert not any("dtype" in r for r in reasons)
+    big = torch.zeros(1, 4, 2, 1024, dtype=torch.half)
+    assert not any("> " in r for r in cutlass.FwOp.not_supported_reasons(Inputs(big, big, big)))
+    huge = torch.zeros(1, 1, 1, 65537, dtype=torch.half)
+    assert any("> 65536" in r for r in cutlass.FwOp.not_supported_reasons(Inputs(huge, huge, huge)))
+    assert any("dtype" in r for r in cutlass.FwOp.not_supported_reasons(Inputs(q.double(), q.double(), q.double())))
     assert not any("dropout" in r for r in cutlass.FwOp.not_supported_reasons(Inputs(q, q, q, p=0.1)))
     for t in (ab.PagedBlockDiagonalPaddedKeysMask, ab.PagedBlockDiagonalGappyKeysMask):
         assert t in cutlass.FwOp.SUPPORTED_ATTN_BIAS_TYPES  # paged K/V read through the block table
@@ -299,6 +303,40 @@ def test_cuda_head_dims(dtype, K, Kv, bias):
     q, k, v = (rand((2, 130, 2, K), dtype, "cuda", g), rand((2, 200, 2, K), dtype, "cuda", g),
                rand((2, 200, 2, Kv), dtype, "cuda", g))
     check_cuda(q, k, v, bias, scale=0.3)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype,K,Kv", [(torch.float32, 64, 64), (torch.float32, 40, 72), (torch.float16, 320, 320),
+                                        (torch.bfloat16, 512, 384), (torch.float32, 1024, 8)])
+@pytest.mark.parametrize("bias", [None, ab.LowerTriangularFromBottomRightMask(), "tensor", "varlen", "paged"])
+def test_cuda_exact_path(monkeypatch, dtype, K, Kv, bias):
+    # float32 and head dims over 256 (the spec's cutlass.FwOp limits): the exact path on the GPU,
+    # through the op and through cutlass.FwOp, against the float64 oracle and the CPU backend
+    monkeypatch.delenv("MSLK_FMHA_KERNEL")
+    g = torch.Generator().manual_seed(K + Kv)
+    B, H, mq, mkv = 2, 2, 130, 200
+    if bias == "varlen":
+        bias = varlen_masks()[2].to("cuda")
+        B, mq, mkv = 1, bias.q_seqinfo.total, bias._kv_total()
+    elif bias == "paged":
+        bias = paged_masks("cuda", 16)[1]
+        B, mq, mkv = 1, bias.q_seqinfo.total, 14 * 16
+    q, k, v = (rand((B, mq, H, K), dtype, "cuda", g), rand((B, mkv, H, K), dtype, "cuda", g),
+               rand((B, mkv, H, Kv), dtype, "cuda", g))
+    bias = make_bias(bias, B, H, mq, mkv, dtype, "cuda", g)
+    check_cuda(q, k, v, bias, scale=0.3)
+    got, lse = run_op(q, k, v, bias, 0.3)
+    host = bias.cpu() if isinstance(bias, torch.Tensor) else bias.to("cpu") if bias is not None else None
+    want, want_lse = run_op(q.cpu(), k.cpu(), v.cpu(), host, 0.3)
+    tol = dict(atol=1e-5, rtol=1e-4) if dtype == torch.float32 else dict(atol=2e-2, rtol=1e-2)
+    torch.testing.assert_close(got.cpu(), want, **tol)
+    torch.testing.assert_close(lse.cpu(), want_lse, atol=1e-4, rtol=1e-4)
+    assert not cutlass.FwOp.not_supported_reasons(Inputs(q, k, v, bias, scale=0.3))
+    out = fmha.memory_efficient_attention_forward(q, k, v, bias, scale=0.3, op=cutlass.FwOp)
+    torch.testing.assert_close(out, got)
+    monkeypatch.setenv("MSLK_FMHA_KERNEL", "sm80")  # a forced fused kernel cannot take it: a clear error
+    with pytest.raises(ValueError, match="MSLK_FMHA_KERNEL forces a fused kernel"):
+        run_op(q, k, v, bias, 0.3)
 
 
 @needs_cuda

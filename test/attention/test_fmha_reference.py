@@ -265,6 +265,25 @@ def test_pinned_unsupported_op_lists_reasons():
     assert fmha.reference.FwOp.not_supported_reasons(inp) == []
 
 
+def test_platform_backends_state_the_spec_limits():
+    # backends of absent hardware cannot run here, but their reasons follow the spec's constraints
+    from mslk.attention.fmha import ck, cute_blackwell
+    from mslk.attention.fmha.common import Inputs
+
+    def reasons(op, K, Kv=None, dtype=torch.float16):
+        q = torch.zeros(1, 4, 2, K, dtype=torch.float16)
+        v = torch.zeros(1, 4, 2, K if Kv is None else Kv, dtype=torch.float16)
+        return op.not_supported_reasons(Inputs(q.to(dtype), q.to(dtype), v.to(dtype)))
+
+    assert any("> 256" in r for r in reasons(ck.FwOp, 512))  # ck: head dims up to 256
+    assert not any("shape" in r or "embed" in r for r in reasons(ck.FwOp, 128, 64))  # different V dim
+    assert ck.FwOp.SUPPORTS_PARTIAL and ck.FwOp.SUPPORTS_BMGHK and ck.FwOp.SUPPORTS_DROPOUT
+    # cute_blackwell prefill: FP16, BF16 and FP8 E4M3, head dims 64 / 96 / 128
+    assert not any("dtype" in r for r in reasons(cute_blackwell.FwOp, 128, dtype=torch.float8_e4m3fn))
+    assert not any("embed_dim" in r for r in reasons(cute_blackwell.FwOp, 96))
+    assert any("embed_dim" in r for r in reasons(cute_blackwell.FwOp, 80))
+
+
 def test_operator_classes_and_dispatch():
     from mslk.attention.fmha import (ck, ck_decoder, ck_splitk, cute_blackwell, cute_hopper, cutlass,
                                      cutlass_blackwell, dispatch, flash, flash3, flash_mtia, reference,
@@ -294,7 +313,7 @@ def test_operator_classes_and_dispatch():
                      "NAME", "SUPPORTED_DEVICES"):
             assert hasattr(op, attr)
     assert cutlass.BwOp.SUPPORTED_MAX_K == 65536 and flash.FwOp.SUPPORTED_MAX_K == 256
-    assert cutlass.FwOp.SUPPORTED_MAX_K == 256  # mslk's kernel today (spec allows 65536)
+    assert cutlass.FwOp.SUPPORTED_MAX_K == 65536 and torch.float32 in cutlass.FwOp.SUPPORTED_DTYPES
     assert sorted(triton_splitk.FwOp_Map) == [1, 2, 4, 8, 16, 32, 48, 64, 72, 80, 96, 112, 128]
     assert triton_splitk.FwOp_S16.NUM_SPLITS == 16 and triton_splitk.FwOp_Map[48].NUM_SPLITS == 48
     assert reference.FwOp.is_available()

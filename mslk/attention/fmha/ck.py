@@ -14,8 +14,10 @@ class _Ck:
 
 class FwOp(_Ck, AttentionFwOpBase):
     NAME = "ckF"
-    SUPPORTED_MAX_K = 512
+    SUPPORTED_MAX_K = 256
     SUPPORTS_BMGHK = True
+    SUPPORTS_PARTIAL = True
+    SUPPORTS_DIFFERENT_VALUE_EMBED = True
 
 
 class BwOp(_Ck, AttentionBwOpBase):

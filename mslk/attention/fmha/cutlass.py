@@ -134,15 +134,18 @@ def _packed_to_padded_lse(lse: torch.Tensor, seqstart_py, max_len: int) -> torch
 
 
 class FwOp(AttentionFwOpBase):
-    """mslk's fused attention forward (fp16/bf16, K, Kv <= 256, in-kernel masks, dropout): the
-    Hopper kernel on sm_90 where it applies, the FlashAttention-2 style kernel elsewhere."""
+    """mslk's attention forward (torch.ops.mslk.fmha_fused_fwd): for fp16/bf16 with K, Kv <= 256 the
+    fused kernels (in-kernel masks, dropout): the Hopper kernel on sm_90 where it applies, the
+    FlashAttention-2 style kernel elsewhere. float32 and head dims up to 65536 run an exact path on
+    the GPU (ATen matmuls over chunks of heads and query rows, float32 accumulation; the CPU
+    backend's results and dropout masks), as cutlass.BwOp's backward does for them."""
 
     OPERATOR = None  # resolved lazily: torch.ops.mslk.fmha_fused_fwd
     NAME = "cutlassF-pt"
     SUPPORTED_DEVICES = {"cuda"}
     CUDA_MINIMUM_COMPUTE_CAPABILITY = (8, 0)
-    SUPPORTED_DTYPES = set(_b.HALF)
-    SUPPORTED_MAX_K = 256
+    SUPPORTED_DTYPES = set(_b.FP)
+    SUPPORTED_MAX_K = 65536
     SUPPORTED_MIN_K = 1
     SUPPORTED_ATTN_BIAS_TYPES = (*_DENSE_MASKS, *_VARLEN_MASKS, *_b.PAGED_MASKS)
     SUPPORTS_DROPOUT = True

@@ -4,7 +4,8 @@
 # Logs and benchmark tables go to $OUT/round.tgz (OUT default ./out), re-packed after every step so
 # a call cut short by the device's time limit still returns what was done. Args: optional pytest
 # selection (default: each test/<domain> folder in its own pytest process, so a hang or crash in
-# one domain costs only that domain). Env: BENCHES (see below), SKIP_TESTS=1 (build + benchmarks
+# one domain costs only that domain). Env: BENCHES (see below), BENCH_ARGS_<script stem> (extra
+# arguments of that benchmark script), SKIP_TESTS=1 (build + benchmarks
 # only), TUNE=1 (also the FP8 rowwise and sm90 attention tile sweeps; TUNE=attention / TUNE=fp8: one), MICROBENCH=1 (tools/microbench ceilings; MICROBENCH=tiles: the quantizer stream's tile sweep only), PROFILE=1 (ncu on attention and FP8 GEMM vs peers), PREBUILT=1 (use the carried mslk/lib and build/test/cpp of tools/prebuild.sh), TEST_TIMEOUT (seconds per pytest process, default 300), MSLK_TEST_TIMEOUT (seconds per
 # test, default 120: a hung test dumps its traceback and ends its process; see test/conftest.py).
 set -uo pipefail
@@ -82,7 +83,10 @@ for item in $sel; do   # a domain ("gemm") or one script's stem ("bench_fp8_roww
     [ -f "$b" ] || continue
     n=$(basename "$b" .py)
     if [ "$(left)" -lt 20 ]; then status+=("$n: skipped (deadline)"); continue; fi
-    timeout "$(left)" python3 -m "bench.$(basename "$(dirname "$b")").$n" --out "$OUT/${n#bench_}.md" >"$OUT/$n.log" 2>&1
+    args_var="BENCH_ARGS_$n"   # e.g. BENCH_ARGS_bench_fp8_blockwise="--grouped-only": that script's extra arguments
+    # shellcheck disable=SC2086
+    timeout "$(left)" python3 -m "bench.$(basename "$(dirname "$b")").$n" --out "$OUT/${n#bench_}.md" ${!args_var:-} \
+      >"$OUT/$n.log" 2>&1
     rc=$?
     [ $rc = 0 ] && status+=("$n: ok") || { status+=("$n: FAILED rc $rc"); tail -20 "$OUT/$n.log"; }
     pack

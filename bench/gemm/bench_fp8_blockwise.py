@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -98,6 +99,11 @@ def dense_rows(ms, bw):
     return rows
 
 
+GROUPED_CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/gemm/kernels/fp8_blockwise_grouped_configs.h"
+# mslk's wgmma kernel: the row after the table's CUTLASS rows
+WGMMA_ROW = str(len(re.findall(r"^\s*X\((\d+),", GROUPED_CONFIGS_H.read_text(), re.M)))
+
+
 def grouped_rows():
     """The grouped form on the BF16 grouped table's shapes (bench_bf16_grouped.SHAPES), uniform and
     skewed routing: against a loop of cuBLAS blockwise calls over the groups and against mslk's
@@ -136,6 +142,10 @@ def grouped_rows():
             def rowwise(xq, wq, xs, ws, ms):
                 return torch.ops.mslk.f8f8bf16_rowwise_grouped_stacked(xq, wq, xr, wr, ms)
 
+            def wgmma(xq, wq, xs, ws, ms):
+                with env_var("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", WGMMA_ROW):
+                    return grouped(xq, wq, xs, ws, ms)
+
             sets = [(xq, wq, xs, ws, ms)]
             g0, _, xg0, sg0 = padded[0]
             pick_peer_layout((xg0, wq[g0], sg0, ws[g0]))
@@ -146,22 +156,22 @@ def grouped_rows():
             with env_var("MSLK_FP8_GROUPED_KERNEL", "host"):
                 t_host = time_ms(grouped, sets)
             _, t_row = time_pair_ms(grouped, rowwise, sets)
+            _, t_w = time_pair_ms(grouped, wgmma, sets)
+            wdiff = (wgmma(*sets[0]).float() - out).abs().max().item()
             flops = 2.0 * M * N * K
             rows.append([E, tpe, N, K, "skewed" if skewed else "uniform", f"{t_g * 1e3:.1f}",
                          f"{flops / (t_g * 1e-3) / 1e12:.0f}", f"{t_loop * 1e3:.1f}", f"{t_loop / t_g:.2f}x",
-                         f"{t_row * 1e3:.1f}", f"{t_g / t_row:.2f}", f"{t_host * 1e3:.1f}", f"{rel:.1e}"])
+                         f"{t_row * 1e3:.1f}", f"{t_g / t_row:.2f}", f"{t_host * 1e3:.1f}", f"{t_w * 1e3:.1f}",
+                         f"{t_loop / t_w:.2f}x", f"{wdiff:.1e}", f"{rel:.1e}"])
             print(" | ".join(str(c) for c in rows[-1]), flush=True)
             del sets, xq, wq
             torch.cuda.empty_cache()
     return rows
 
 
-GROUPED_CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/gemm/kernels/fp8_blockwise_grouped_configs.h"
 
 
 def walk_sweep(only_rows=None, only_e=None, swizzles=("1", "2", "8"), walk_rounds=3):
-    import re
-
     # --walk-rows as given (a library built with more rows than this tree's table), else the table's
     rows = only_rows or [int(r) for r in re.findall(r"^\s*X\((\d+),", GROUPED_CONFIGS_H.read_text(), re.M)]
     E8, tpe8, N8, K8 = SHAPES[0]
@@ -237,11 +247,12 @@ def main():
                       "calls and mslk's rowwise grouped kernel",
                       ["E", "tokens/expert", "N", "K", "routing", "mslk us", "mslk TFLOP/s", "cuBLAS loop us",
                        "speedup vs loop", "rowwise grouped us", "mslk / rowwise", "mslk host-path us",
-                       "max rel diff vs loop"], g,
+                       "mslk wgmma us", "wgmma vs loop", "wgmma max abs diff vs mslk", "max rel diff vs loop"], g,
                       notes="XQ [E*m, K] @ WQ[g]^T, 1 x 128 activation groups, 128 x 128 weight blocks, BF16 "
                       "out; skewed: half the tokens on expert 0 (the BF16 grouped table's shapes and routing). "
                       "mslk: the device-side CUTLASS grouped kernel (sizes stay on the GPU); host path: "
-                      "MSLK_FP8_GROUPED_KERNEL=host, one GEMM a group. 'mslk / rowwise' < 1.15 is the bar.")
+                      "MSLK_FP8_GROUPED_KERNEL=host, one GEMM a group; wgmma: mslk's own kernel "
+                      f"(MSLK_FP8_BLOCKWISE_GROUPED_CONFIG={WGMMA_ROW}). 'mslk / rowwise' < 1.15 is the bar.")
         print(f"wrote {out}")
 
 

@@ -1,6 +1,6 @@
 // Generic Hopper (sm_90) PTX helpers, the one home of each: shared-memory addresses, mbarriers
 // (the parity wait with a watchdog), TMA tensor loads and stores, stmatrix, named barriers and
-// tensor-map prefetch. Domain helpers (softmax exp2, packing, accumulator views) stay with their
+// tensor-map prefetch, wgmma descriptors and groups, register budgets. Domain helpers (softmax exp2, packing, accumulator views) stay with their
 // kernels. No CUTLASS here: include it before or after CUTLASS headers alike.
 #pragma once
 #include <cuda.h>  // CUtensorMap (a type only: no -lcuda)
@@ -173,24 +173,24 @@ __device__ __forceinline__ void red_add_f32x2(float* base, float a, float b, boo
       "f"(a), "f"(b), "r"(int(pred)), "n"(kOffsetBytes));
 }
 
-// Keeps a tensor map (a __grid_constant__ parameter's address) in the descriptor cache.
 // The 128-byte line holding ptr into L1 (no register waits on it).
 __device__ __forceinline__ void prefetch_l1(const void* ptr) {
   asm volatile("prefetch.global.L1 [%0];\n" ::"l"(ptr));
 }
 
+// Keeps a tensor map (a __grid_constant__ parameter's address) in the descriptor cache.
 __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
-// Four 8x8 16-bit matrices from the registers of a warp (an mma accumulator's pair layout) to shared
-// memory: lane l gives the address of row l % 8 of matrix l / 8, register i holds its pair of matrix i.
 // One 32-bit word to shared memory at a shared-state address (st.shared: a generic store would have
 // to resolve the window first).
 __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
+// Four 8x8 16-bit matrices from the registers of a warp (an mma accumulator's pair layout) to shared
+// memory: lane l gives the address of row l % 8 of matrix l / 8, register i holds its pair of matrix i.
 __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
   asm volatile("stmatrix.sync.aligned.x4.m8n8.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
                "r"(r2), "r"(r3)
@@ -203,6 +203,35 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
 }
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---- warpgroup MMA (wgmma) bookkeeping and register budgets
+// A shared-memory matrix descriptor for a K-major operand laid out as TMA's SWIZZLE_128B writes it:
+// rows of 128 bytes, 8-row atoms 1024 bytes apart (the stride byte offset), the tile 1024-byte
+// aligned (base offset 0). A K step of b bytes inside the 128-byte row adds b / 16 to the descriptor.
+__device__ __forceinline__ uint64_t gmma_desc_sw128(uint32_t smem_addr) {
+  return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
+}
+// Before the first wgmma of a batch: orders earlier register accesses of its operands.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// Waits until at most N committed wgmma groups of this warpgroup are pending.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// An accumulator register redefined here for the compiler: its uses stay after a wgmma wait.
+__device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+// The warpgroup's register budget (a multiple of 8, 24..256): producers give registers away so
+// consumer warpgroups can hold more accumulators than an even split of the register file allows.
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 }
 
 }  // namespace mslk::ptx

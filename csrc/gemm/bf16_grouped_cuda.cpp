@@ -42,7 +42,7 @@ bool run_cutlass(const Bf16GroupedParams& p0, bool wgrad) {
   const cudaError_t e = wgrad ? bf16_wgrad_cutlass_run(p, stream) : bf16_grouped_cutlass_run(p, stream);
   if (e == cudaErrorNotSupported) {
     TORCH_CHECK_VALUE(p.tuning.forced_row < 0, env::name(row_var(p)), "=", p.tuning.forced_row,
-                      " forces a CUTLASS row that cannot take this problem (G=", p.G, ", total_M=", p.total_M,
+                      " forces a row that cannot take this problem (G=", p.G, ", total_M=", p.total_M,
                       ", N=", p.N, ", K=", p.K, "; TMA needs 16-byte aligned operands and strides); unset it");
     return false;
   }

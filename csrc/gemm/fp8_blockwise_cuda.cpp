@@ -165,11 +165,12 @@ void cuda_run(const BlockwiseCall& c) {
   C10_CUDA_CHECK(e);
 }
 
-// The device-side grouped kernel (fp8_grouped_cuda.h); MSLK_FP8_BLOCKWISE_GROUPED_CONFIG forces its row.
+// The device-side grouped kernel (fp8_grouped_cuda.h); MSLK_FP8_BLOCKWISE_GROUPED_CONFIG forces its row
+// (the CUTLASS rows, then mslk's wgmma kernel).
 bool cuda_grouped(const Fp8GroupedParams& p) {
   mslk::cuda::require_sm90("f8f8bf16_groupwise_grouped");
   return run_fp8_grouped(p, env::Var::kFp8BlockwiseGroupedConfig, "MSLK_FP8_BLOCKWISE_GROUPED_CONFIG",
-                         kNumFp8BlockwiseGroupedConfigs, fp8_blockwise_grouped_run);
+                         kFp8BlockwiseGroupedWgmmaRow + 1, fp8_blockwise_grouped_run);
 }
 
 constexpr BlockwiseBackend kCudaBackend{cuda_run, cuda_grouped};

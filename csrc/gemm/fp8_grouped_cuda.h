@@ -22,7 +22,7 @@ inline bool run_fp8_grouped(const Fp8GroupedParams& p0, env::Var row_var, const 
   const cudaError_t e = run(p, c10::cuda::getCurrentCUDAStream().stream());
   if (e == cudaErrorNotSupported) {  // nothing launched
     TORCH_CHECK_VALUE(p.tuning.forced_row < 0, row_name, "=", p.tuning.forced_row,
-                      " forces a CUTLASS row that cannot take this problem (G=", p.G, ", total_M=", p.total_M,
+                      " forces a row that cannot take this problem (G=", p.G, ", total_M=", p.total_M,
                       ", N=", p.N, ", K=", p.K,
                       "; TMA needs 16-byte aligned operands and strides and N % 8 == 0); unset it");
     return false;

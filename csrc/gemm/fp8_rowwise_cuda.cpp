@@ -40,7 +40,7 @@ void cuda_run(const RowwiseGemmParams& p0) {
   };
   // A forced CUTLASS row never falls back to another kernel silently.
   const auto row_refused = [&] {
-    return c10::str(kTileEnv, "=", p.tuning.forced_row, " forces a CUTLASS row that cannot take this problem (M=",
+    return c10::str(kTileEnv, "=", p.tuning.forced_row, " forces a row that cannot take this problem (M=",
                     p0.M, ", N=", p0.N, ", K=", p0.K, ", L=", p0.L,
                     "; CUTLASS needs bf16 output and TMA alignment); unset it");
   };

@@ -133,11 +133,11 @@ def _grouped_case(device, sizes, N=256, K=256, extra=5, quantizer=True):
     G, total = len(sizes), sum(sizes) + extra
     ms = torch.tensor(sizes, dtype=torch.int64, device=device)
     wq = rand_fp8((G, N, K), device)
-    ws = rand_grid(G * (K // 128), cdiv(N, 128), device).view(G, K // 128, cdiv(N, 128))
+    ws = rand_grid(G * cdiv(K, 128), cdiv(N, 128), device).view(G, cdiv(K, 128), cdiv(N, 128))
     if quantizer:
         xq, xs = quantize_fp8_group(torch.randn(total, K, device=device), 128, m_sizes=ms, k_major=False)
     else:
-        xq, xs = rand_fp8((total, K), device), rand_grid(total, K // 128, device)
+        xq, xs = rand_fp8((total, K), device), rand_grid(total, cdiv(K, 128), device)
     return xq, wq, xs, ws, ms
 
 
@@ -208,6 +208,33 @@ def test_cuda_grouped_rows(monkeypatch, row):
     check_grouped(ops.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms), xq, wq, xs, ws, sizes, "cuda")
 
 
+WGMMA_ROW = str(len(_table_rows("fp8_blockwise_grouped_configs.h")))  # the row after the CUTLASS rows
+
+
+@requires_cuda
+@pytest.mark.parametrize(
+    "sizes,N,K",
+    [
+        ([130, 0, 7, 64], 384, 512),
+        ([0, 3, 1, 200], 256, 256),  # empty and tiny groups
+        ([1] * 300, 256, 384),  # many one-row groups
+        ([2048, 1000, 0, 2304], 512, 1024),  # 18 M tiles: a full band of 16 and a partial one
+        ([5, 17], 136, 384),  # N not a multiple of the tile
+        ([300, 41], 256, 400),  # K not a multiple of 128: the last K block is partial
+    ],
+)
+def test_cuda_grouped_wgmma(monkeypatch, sizes, N, K):
+    # mslk's wgmma kernel, forced: against the float64 reference, and bit for bit against the
+    # CUTLASS row of the same tile (128 x 128 cooperative, no cluster), which promotes the same way
+    xq, wq, xs, ws, ms = _grouped_case("cuda", sizes, N=N, K=K, quantizer=K % 128 == 0)
+    monkeypatch.setenv("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", WGMMA_ROW)
+    out = ops.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms)
+    check_grouped(out, xq, wq, xs, ws, sizes, "cuda")
+    assert torch.all(out[sum(sizes):] == 0)
+    monkeypatch.setenv("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", "2")
+    assert torch.equal(out, ops.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms))
+
+
 @requires_cuda
 @pytest.mark.parametrize("row", _table_rows("fp8_blockwise_configs.h"))
 @pytest.mark.parametrize("swizzle", [None, "8"])
@@ -223,9 +250,12 @@ def test_cuda_dense_rows(monkeypatch, row, swizzle):
 
 
 @requires_cuda
-def test_cuda_graph_capture_grouped():
+@pytest.mark.parametrize("row", [None, WGMMA_ROW])  # the default pick, mslk's wgmma kernel
+def test_cuda_graph_capture_grouped(monkeypatch, row):
     # M_sizes stays on the GPU: the captured graph reads it at replay, so new sizes written into
     # the same tensor take effect without a re-capture
+    if row is not None:
+        monkeypatch.setenv("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", row)
     sizes = [40, 0, 300, 9]
     xq, wq, xs, ws, ms = _grouped_case("cuda", sizes, N=256, K=384, quantizer=False)
     eager = ops.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms)

@@ -34,7 +34,7 @@ def test_bf16_grouped_row_that_does_not_exist(monkeypatch, value):
 
 def test_bf16_grouped_row_that_cannot_take_the_problem(monkeypatch):
     monkeypatch.setenv("MSLK_BF16_GROUPED_CONFIG", "0")
-    with pytest.raises(ValueError, match="MSLK_BF16_GROUPED_CONFIG=0 forces a CUTLASS row that cannot take"):
+    with pytest.raises(ValueError, match="MSLK_BF16_GROUPED_CONFIG=0 forces a row that cannot take"):
         ops.bf16bf16bf16_grouped_stacked(*bf16_stacked(K=60))  # K % 8 != 0: no TMA
 
 
@@ -67,7 +67,7 @@ def test_fp8_grouped_row_that_does_not_exist(monkeypatch):
 
 def test_fp8_grouped_row_that_cannot_take_the_problem(monkeypatch):
     monkeypatch.setenv("MSLK_FP8_GROUPED_CONFIG", "0")
-    with pytest.raises(ValueError, match="MSLK_FP8_GROUPED_CONFIG=0 forces a CUTLASS row that cannot take"):
+    with pytest.raises(ValueError, match="MSLK_FP8_GROUPED_CONFIG=0 forces a row that cannot take"):
         ops.f8f8bf16_rowwise_grouped_stacked(*fp8_stacked(K=40))  # K % 16 != 0: no TMA
 
 
@@ -79,12 +79,15 @@ def blockwise_grouped(N=256, K=256):
 
 
 def test_fp8_blockwise_grouped_row_errors(monkeypatch):
-    monkeypatch.setenv("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", "3")
-    with pytest.raises(ValueError, match="MSLK_FP8_BLOCKWISE_GROUPED_CONFIG must be a whole number from 0 to 2"):
+    monkeypatch.setenv("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", "4")
+    with pytest.raises(ValueError, match="MSLK_FP8_BLOCKWISE_GROUPED_CONFIG must be a whole number from 0 to 3"):
         ops.f8f8bf16_groupwise_grouped(*blockwise_grouped())
     monkeypatch.setenv("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", "0")
-    with pytest.raises(ValueError, match="MSLK_FP8_BLOCKWISE_GROUPED_CONFIG=0 forces a CUTLASS row that cannot take"):
+    with pytest.raises(ValueError, match="MSLK_FP8_BLOCKWISE_GROUPED_CONFIG=0 forces a row that cannot take"):
         ops.f8f8bf16_groupwise_grouped(*blockwise_grouped(N=132))  # N % 8 != 0: no TMA store
+    monkeypatch.setenv("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", "3")  # mslk's wgmma kernel: TMA as well
+    with pytest.raises(ValueError, match="MSLK_FP8_BLOCKWISE_GROUPED_CONFIG=3 forces a row that cannot take"):
+        ops.f8f8bf16_groupwise_grouped(*blockwise_grouped(N=132))
 
 
 def test_fp8_blockwise_row_that_does_not_exist(monkeypatch):
@@ -102,10 +105,10 @@ def test_fp8_rowwise_tile_errors(monkeypatch):
     monkeypatch.setenv("MSLK_FP8_ROWWISE_TILE", "0")
     monkeypatch.setenv("MSLK_FP8_GEMM_KERNEL", "cutlass")
     x40, w40 = rand_fp8((256, 40)), rand_fp8((256, 40))  # K % 16 != 0: no TMA
-    with pytest.raises(ValueError, match="MSLK_FP8_ROWWISE_TILE=0 forces a CUTLASS row that cannot take"):
+    with pytest.raises(ValueError, match="MSLK_FP8_ROWWISE_TILE=0 forces a row that cannot take"):
         ops.f8f8bf16_rowwise(x40, w40, scales(256), scales(256))
     monkeypatch.setenv("MSLK_FP8_GEMM_KERNEL", "auto")
-    with pytest.raises(ValueError, match="MSLK_FP8_ROWWISE_TILE=0 forces a CUTLASS row that cannot take"):
+    with pytest.raises(ValueError, match="MSLK_FP8_ROWWISE_TILE=0 forces a row that cannot take"):
         ops.f8f8bf16_rowwise(x40, w40, scales(256), scales(256))
 
 

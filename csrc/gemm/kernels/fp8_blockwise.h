@@ -46,4 +46,9 @@ cudaError_t fp8_blockwise_grouped_run(const Fp8GroupedParams& p, cudaStream_t st
 template <int ID>
 cudaError_t fp8_blockwise_grouped_cutlass(const Fp8GroupedParams& p, cudaStream_t stream);
 
+// mslk's own wgmma kernel for the same problem (fp8_blockwise_grouped_wgmma.cu): the row after the
+// CUTLASS rows of fp8_blockwise_grouped_configs.h. Needs K % 16 == 0, N % 8 == 0 and TMA's 16-byte
+// rules, else cudaErrorNotSupported with nothing launched.
+cudaError_t fp8_blockwise_grouped_wgmma_run(const Fp8GroupedParams& p, cudaStream_t stream);
+
 }  // namespace mslk::gemm

@@ -26,6 +26,12 @@
 
 namespace mslk::gemm {
 
+// MSLK_FP8_BLOCKWISE_GROUPED_CONFIG=<number of X rows> forces mslk's own kernel
+// (fp8_blockwise_grouped_wgmma.cu: 128 x 128 tiles, no cluster) instead of a CUTLASS row.
+#define MSLK_FP8_BLOCKWISE_GROUPED_COUNT_ROW(...) +1
+inline constexpr int kFp8BlockwiseGroupedWgmmaRow = 0 MSLK_FP8_BLOCKWISE_GROUPED_CONFIGS(MSLK_FP8_BLOCKWISE_GROUPED_COUNT_ROW);
+#undef MSLK_FP8_BLOCKWISE_GROUPED_COUNT_ROW
+
 #define MSLK_FP8_BLOCKWISE_GROUPED_CONFIG_ENTRY(id, tm, tn, tk, cm, cn, coop) \
   TileConfig{tm, tn, tk, cm, cn, (coop) != 0, false, false},
 inline constexpr TileConfig kFp8BlockwiseGroupedConfigs[] = {

@@ -1,5 +1,5 @@
-// Picks the CUTLASS row of fp8_blockwise_grouped_configs.h for one device-side grouped
-// block/group-scaled FP8 GEMM, when the operands meet TMA's rules.
+// Picks the row of fp8_blockwise_grouped_configs.h for one device-side grouped block/group-scaled
+// FP8 GEMM, when the operands meet TMA's rules: a CUTLASS row, or mslk's wgmma kernel.
 #include <climits>
 #include <cstdint>
 
@@ -38,6 +38,7 @@ bool cutlass_applies(const Fp8GroupedParams& p) {
 #endif  // MSLK_HAS_CUTLASS
 
 cudaError_t fp8_blockwise_grouped_run(const Fp8GroupedParams& p, cudaStream_t stream) {
+  if (p.tuning.forced_row == kFp8BlockwiseGroupedWgmmaRow) return fp8_blockwise_grouped_wgmma_run(p, stream);
 #if MSLK_HAS_CUTLASS
   if (!cutlass_applies(p)) return cudaErrorNotSupported;
   return run_row(kRun,

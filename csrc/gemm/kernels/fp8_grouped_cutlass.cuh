@@ -17,13 +17,6 @@
 
 namespace mslk::gemm::detail {
 
-// m_g of the contract: a count, or the difference of cumulative ends; negatives count as 0.
-__device__ __forceinline__ long long fp8_group_rows(const Fp8GroupedParams& p, int64_t g) {
-  const long long at = size_at(p.sizes, p.sizes_int64, g);
-  const long long m = p.sizes_are_ends ? at - (g > 0 ? size_at(p.sizes, p.sizes_int64, g - 1) : 0) : at;
-  return m < 0 ? 0 : m;
-}
-
 // Group g's scale vectors, from the row where its rows start.
 __device__ __forceinline__ const float* fp8_group_xs(const Fp8GroupedParams& p, long long start) {
   return p.x_scale + start * p.xs_rs;

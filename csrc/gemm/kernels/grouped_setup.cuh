@@ -9,16 +9,12 @@
 
 #include <cstdint>
 
+#include "gemm/kernels/group_sizes.cuh"
+
 
 namespace mslk::gemm::detail {
 
 constexpr int kGroupSetupThreads = 256;
-
-// Size i of a device size vector (int32 or int64), as stored.
-__device__ __forceinline__ long long size_at(const void* sizes, bool int64, int64_t i) {
-  return int64 ? static_cast<long long>(static_cast<const int64_t*>(sizes)[i])
-               : static_cast<long long>(static_cast<const int32_t*>(sizes)[i]);
-}
 
 // f(g) for every group g, spread over the grid's threads (groups known one by one).
 template <class F>

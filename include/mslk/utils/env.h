@@ -67,7 +67,8 @@ namespace mslk::env {
   X(kFp8BlockwiseConfig, MSLK_FP8_BLOCKWISE_CONFIG, "a row of fp8_blockwise_configs.h", "by shape",                \
     "tuning: force a row of the CUTLASS block/group-scaled FP8 GEMM")                                              \
   X(kFp8BlockwiseGroupedConfig, MSLK_FP8_BLOCKWISE_GROUPED_CONFIG, "a row of fp8_blockwise_grouped_configs.h",     \
-    "by average group size", "tuning: force a row of the CUTLASS grouped block/group-scaled FP8 GEMM")             \
+    "by average group size",                                                                                       \
+    "tuning: force a row of the grouped block/group-scaled FP8 GEMM (the CUTLASS rows, then mslk's wgmma kernel)") \
   X(kBf16GroupedKernel, MSLK_BF16_GROUPED_KERNEL, "auto, cutlass, simt", "auto",                                   \
     "BF16 grouped GEMMs: CUTLASS where TMA's rules hold, else SIMT (auto, cutlass); always SIMT (simt)")           \
   X(kBf16GroupedConfig, MSLK_BF16_GROUPED_CONFIG, "a row of bf16_grouped_configs.h", "by average group size",      \

@@ -89,23 +89,41 @@ struct Walk {
   }
 };
 
-__device__ __forceinline__ void producer(const CUtensorMap* map_x, const CUtensorMap* map_w,
-                                         const Fp8GroupedParams& p, Smem& sm, int tiles_n, int kblocks) {
+// f(walk, m tile, n tile) for each of this CTA's tiles in order (every gridDim.x-th); returns the
+// walk past the last group (next_row0: the sum of every group's rows).
+template <class F>
+__device__ __forceinline__ Walk for_each_tile(const Fp8GroupedParams& p, int tiles_n, F&& f) {
   Walk walk;
-  int s = 0;
-  uint32_t phase = 0;
   for (long long t = blockIdx.x; walk.seek(p, tiles_n, t); t += gridDim.x) {
     int mt, nt;
     walk.coords(tiles_n, t, mt, nt);
+    f(static_cast<const Walk&>(walk), mt, nt);
+  }
+  return walk;
+}
+
+// A position in the stage ring: the slot and the parity of its current round.
+struct Ring {
+  int s = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void next() {
+    if (++s == kStages) s = 0, phase ^= 1;
+  }
+};
+
+__device__ __forceinline__ void producer(const CUtensorMap* map_x, const CUtensorMap* map_w,
+                                         const Fp8GroupedParams& p, Smem& sm, int tiles_n, int kblocks) {
+  Ring ring;
+  for_each_tile(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
     const int row = static_cast<int>(walk.row0) + mt * kTile, col = nt * kTile;
-    for (int kb = 0; kb < kblocks; ++kb) {
-      mbar_wait(&sm.empty[s], phase ^ 1);
+    for (int kb = 0; kb < kblocks; ++kb, ring.next()) {
+      const int s = ring.s;
+      mbar_wait(&sm.empty[s], ring.phase ^ 1);
       mbar_arrive_expect_tx(&sm.full[s], 2 * kBoxBytes);  // out-of-bounds bytes land as zeros and count
       tma_load_2d(map_x, &sm.full[s], sm.a[s], kb * kTile, row);
       tma_load_3d(map_w, &sm.full[s], sm.b[s], kb * kTile, col, walk.g);
-      if (++s == kStages) s = 0, phase ^= 1;
     }
-  }
+  });
 }
 
 // Consumer warpgroup c (rows 64c .. 64c + 63 of each tile).
@@ -115,12 +133,8 @@ __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem& sm, in
   const uint32_t a_smem = smem_u32(sm.a[0]) + c * 64 * kTile, b_smem = smem_u32(sm.b[0]);
   const uint32_t stage_smem = smem_u32(sm.out) + c * 64 * kOutRowBytes;
   auto* out = static_cast<__nv_bfloat16*>(p.out);
-  Walk walk;
-  int s = 0;
-  uint32_t phase = 0;
-  for (long long t = blockIdx.x; walk.seek(p, tiles_n, t); t += gridDim.x) {
-    int mt, nt;
-    walk.coords(tiles_n, t, mt, nt);
+  Ring ring;
+  const Walk end = for_each_tile(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
     const long long m = walk.m;
     const int r0 = mt * kTile + c * 64 + row_wg;  // group-local rows r0 and r0 + 8
     const bool v0 = r0 < m, v1 = r0 + 8 < m;
@@ -130,7 +144,8 @@ __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem& sm, in
     float acc[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.f;
-    for (int kb = 0; kb < kblocks; ++kb) {
+    for (int kb = 0; kb < kblocks; ++kb, ring.next()) {
+      const int s = ring.s;
       float na0 = 0.f, na1 = 0.f, nb = 0.f;  // the next block's scales, in flight during the MMAs
       if (kb + 1 < kblocks) {
         const float* xk = xs + (kb + 1) * m;
@@ -138,7 +153,7 @@ __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem& sm, in
         na1 = v1 ? xk[r0 + 8] : 0.f;
         nb = ws[(kb + 1) * tiles_n];
       }
-      mbar_wait(&sm.full[s], phase);
+      mbar_wait(&sm.full[s], ring.phase);
       float part[64];
       wgmma_fence();
       const uint64_t da = gmma_desc_sw128(a_smem + s * kBoxBytes), db = gmma_desc_sw128(b_smem + s * kBoxBytes);
@@ -158,7 +173,6 @@ __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem& sm, in
         acc[4 * j + 3] = fmaf(part[4 * j + 3], s1, acc[4 * j + 3]);
       }
       sa0 = na0, sa1 = na1, sb = nb;
-      if (++s == kStages) s = 0, phase ^= 1;
     }
 
     // Epilogue: staging row r holds 16-byte chunk j at chunk j ^ (r % 8), so the eight rows of one
@@ -189,10 +203,10 @@ __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem& sm, in
         *reinterpret_cast<uint4*>(out + (row_base + r) * p.N + col) = v;
       }
     }
-  }
+  });
 
   // Rows past the last group are zeros (the consumers of every CTA share them).
-  const long long valid = min(walk.next_row0, static_cast<long long>(p.total_M));
+  const long long valid = min(end.next_row0, static_cast<long long>(p.total_M));
   const long long n16 = (p.total_M - valid) * p.N / 8;
   uint4* tail = reinterpret_cast<uint4*>(out + valid * p.N);
   const int ct = static_cast<int>(threadIdx.x) - 128;

@@ -138,9 +138,11 @@ __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem& sm, in
     const long long m = walk.m;
     const int r0 = mt * kTile + c * 64 + row_wg;  // group-local rows r0 and r0 + 8
     const bool v0 = r0 < m, v1 = r0 + 8 < m;
-    const float* xs = p.x_scale + walk.row0 * p.xs_rs;  // [kblocks][m], MN-major
-    const float* ws = p.w_scale + walk.g * p.ws_gs + nt;  // column nt of [kblocks][tiles_n]
-    float sa0 = v0 ? xs[r0] : 0.f, sa1 = v1 ? xs[r0 + 8] : 0.f, sb = ws[0];
+    // The thread's x scales (row r0 of [kblocks][m], MN-major) and the tile's w scale (column nt of
+    // [kblocks][tiles_n]), stepped one K block at a time.
+    const float* xk = p.x_scale + walk.row0 * p.xs_rs + r0;
+    const float* wk = p.w_scale + walk.g * p.ws_gs + nt;
+    float sa0 = v0 ? xk[0] : 0.f, sa1 = v1 ? xk[8] : 0.f, sb = wk[0];
     float acc[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.f;
@@ -148,10 +150,10 @@ __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem& sm, in
       const int s = ring.s;
       float na0 = 0.f, na1 = 0.f, nb = 0.f;  // the next block's scales, in flight during the MMAs
       if (kb + 1 < kblocks) {
-        const float* xk = xs + (kb + 1) * m;
-        na0 = v0 ? xk[r0] : 0.f;
-        na1 = v1 ? xk[r0 + 8] : 0.f;
-        nb = ws[(kb + 1) * tiles_n];
+        xk += m, wk += tiles_n;
+        na0 = v0 ? xk[0] : 0.f;
+        na1 = v1 ? xk[8] : 0.f;
+        nb = wk[0];
       }
       mbar_wait(&sm.full[s], ring.phase);
       float part[64];
@@ -222,7 +224,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int tiles_n = static_cast<int>((p.N + kTile - 1) / kTile);
   const int kblocks = static_cast<int>((p.K + kTile - 1) / kTile);
-  const int wg = static_cast<int>(threadIdx.x) / 128;
+  // warpgroup index through a shuffle: provably warp-uniform, so the compiler keeps the shared-memory
+  // addresses and wgmma descriptors derived from it in uniform registers
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
   if (threadIdx.x == 0) {
     ring_init(sm.full, sm.empty, kStages, 4 * kConsumers);
     prefetch_tensormap(&map_x);

@@ -265,7 +265,7 @@ def check_cuda(q, k, v, bias, scale=None):
     out, lse = run_op(q, k, v, bias, scale)
     want_out, want_lse = oracle(q, k, v, bias, scale)
     assert out.dtype == q.dtype and out.shape == want_out.shape and lse.dtype == torch.float32
-    assert_attention_close(out, want_out, q.dtype)
+    assert_attention_close(out, want_out, q.dtype, head_dim=q.shape[-1])
     fin = torch.isfinite(want_lse)
     assert torch.equal(torch.isneginf(lse), ~fin)
     torch.testing.assert_close(lse.double()[fin], want_lse[fin], atol=2e-3, rtol=1e-3)
@@ -328,7 +328,9 @@ def test_cuda_exact_path(monkeypatch, dtype, K, Kv, bias):
     got, lse = run_op(q, k, v, bias, 0.3)
     host = bias.cpu() if isinstance(bias, torch.Tensor) else bias.to("cpu") if bias is not None else None
     want, want_lse = run_op(q.cpu(), k.cpu(), v.cpu(), host, 0.3)
-    tol = dict(atol=1e-5, rtol=1e-4) if dtype == torch.float32 else dict(atol=2e-2, rtol=1e-2)
+    # float32: two float32 orders of the K-term score sum, whose difference grows with K
+    wide = max(1, K / 64)
+    tol = dict(atol=1e-5 * wide, rtol=1e-4 * wide) if dtype == torch.float32 else dict(atol=2e-2, rtol=1e-2)
     torch.testing.assert_close(got.cpu(), want, **tol)
     torch.testing.assert_close(lse.cpu(), want_lse, atol=1e-4, rtol=1e-4)
     assert not cutlass.FwOp.not_supported_reasons(Inputs(q, k, v, bias, scale=0.3))

@@ -65,6 +65,20 @@ def forced_kernel(name, fn):
     return fn
 
 
+def fp8_grouped(row=None, E=8, tpe=2048, N=4096, K=7168):
+    """The grouped block/group-scaled FP8 GEMM at E experts of tpe rows (the grouped benchmark's
+    uniform shape); row: MSLK_FP8_BLOCKWISE_GROUPED_CONFIG (a CUTLASS row, or the row after them:
+    mslk's wgmma kernel)."""
+    M, kb = E * tpe, K // 128
+    xq = (torch.randn(M, K, device="cuda") * 4).to(torch.float8_e4m3fn)
+    wq = (torch.randn(E, N, K, device="cuda") * 4).to(torch.float8_e4m3fn)
+    xs, ws = torch.rand(M, kb, device="cuda") * 0.01 + 1e-3, torch.rand(E, kb, N // 128, device="cuda") * 0.01 + 1e-3
+    ms = torch.full((E,), tpe, dtype=torch.int64, device="cuda")
+    if row is not None:
+        os.environ["MSLK_FP8_BLOCKWISE_GROUPED_CONFIG"] = str(row)
+    return lambda: torch.ops.mslk.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms)
+
+
 TARGETS = {
     "attn-mslk": lambda: attn("mslk"), "attn-cudnn": lambda: attn("cudnn"),
     "attn-mslk-d64": lambda: attn("mslk", B=4, H=16, S=2048, D=64),
@@ -89,6 +103,10 @@ TARGETS = {
     "decode-bf16": lambda: decode("bf16"), "decode-fp8-folded": lambda: decode("fp8", "folded"),
     "decode-fp8-fused": lambda: decode("fp8", "fused"), "decode-int4g1-folded": lambda: decode("int4_g1", "folded"),
     "decode-int4g4-fused": lambda: decode("int4_g4", "fused"),
+    # grouped FP8 block/group-scaled at E 8 x 2048 rows: the CUTLASS pick (2x1 cluster), its 1x1
+    # row of the same 128 x 128 tile, and mslk's wgmma kernel (same tile, no cluster)
+    "fp8g-cutlass": lambda: fp8_grouped(), "fp8g-cutlass-1x1": lambda: fp8_grouped(2),
+    "fp8g-wgmma": lambda: fp8_grouped(3),
 }
 
 if __name__ == "__main__":

@@ -195,6 +195,17 @@ def test_head_dim_512_long_cache():
     check(triton_splitk.FwOp, q, k, v, None, scale=0.05)
 
 
+@needs_cuda
+def test_head_dim_512_forced_tile_row(monkeypatch):
+    # a forced kernel tile row cannot take head dim 512: a clear error, not the exact path
+    q, k, v = gqa_qkv(1, 1, 64, 2, 4, 512, torch.bfloat16, "cuda", torch.Generator().manual_seed(5))
+    monkeypatch.setenv("MSLK_DECODE_TILE_CFG", "0")
+    with pytest.raises(ValueError, match="MSLK_DECODE_TILE_CFG=0 forces a kernel tile row.*K=512"):
+        run(triton_splitk.FwOp, q, k, v, scale=0.05)
+    monkeypatch.delenv("MSLK_DECODE_TILE_CFG")
+    check(triton_splitk.FwOp, q, k, v, None, scale=0.05)
+
+
 # ---- paged K/V ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("device", DEVICES)

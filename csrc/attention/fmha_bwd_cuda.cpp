@@ -25,7 +25,6 @@ constexpr const char* kOp = "mslk::fmha_fused_bwd";
 
 using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
-bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
 struct BwdCall {
   const FmhaBwdArgs& a;

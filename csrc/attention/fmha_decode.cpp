@@ -1,5 +1,5 @@
 // mslk::fmha_decode_splitk: argument checks shared by every backend, and the CPU implementation,
-// which expands the K/V heads to the query heads and runs the exact fused-forward reference
+// the exact reference attention with each K/V head's query heads folded into its query rows
 // (fmha_decode_exact, in float32; quantized caches: dequantized to q's dtype first). The split count
 // does not change the result, so the CPU ignores it.
 #include "attention/fmha_decode.h"
@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "attention/fmha_fwd.h"
+#include "attention/fmha_mask.h"
+#include "attention/fmha_reference.h"
 #include "common/checks.h"
 
 namespace mslk::attention {
@@ -39,33 +41,63 @@ at::ScalarType fmha_decode_check(const FmhaDecodeArgs& a) {
 
 std::tuple<at::Tensor, at::Tensor> fmha_decode_exact(const FmhaDecodeArgs& a, at::ScalarType out_dtype,
                                                      int64_t max_copy_bytes) {
-  const at::Tensor &q = a.q, &k = a.k, &v = a.v;
-  const int64_t B = q.size(0), Mq = q.size(1), Hkv = q.size(2), R = q.size(3);
+  const at::Tensor& q = a.q;
+  const std::optional<at::Tensor> none;
+  if (given(a.block_tables)) {
+    // Paged: the pages gathered into one padded logical K/V (as the fused forward's exact path does)
+    const FmhaFwdArgs fa{q.select(3, 0), a.k, a.v, none, a.seqstart_q, a.seqstart_k, a.seqlen_k, a.max_seqlen_q,
+                         a.mask_kind, a.window_left, a.window_right, a.scale, a.block_tables, a.page_size, 0.0, none,
+                         kDecodeOp};
+    const FmhaUnpaged u = fmha_unpage(fa);
+    const std::optional<at::Tensor> sk = u.seqstart_k;
+    return fmha_decode_exact({q, u.k, u.v, a.seqstart_q, sk, a.seqlen_k, a.max_seqlen_q, a.mask_kind, a.window_left,
+                              a.window_right, a.scale, none, 0, a.num_splits, a.output_dtype},
+                             out_dtype, max_copy_bytes);
+  }
+  const at::Tensor &k = a.k, &v = a.v;
+  const int64_t B = q.size(0), Mq = q.size(1), Hkv = q.size(2), R = q.size(3), Mkv = k.size(1);
   const auto acc = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  // K/V heads a call: all of them, or as many as keep the expanded K/V copy near max_copy_bytes
-  const int64_t per_head = (k.numel() + v.numel()) / std::max<int64_t>(Hkv, 1) * R * int64_t(at::elementSize(acc));
-  const int64_t step = max_copy_bytes <= 0 ? std::max<int64_t>(Hkv, 1)
-                                           : std::clamp<int64_t>(max_copy_bytes / std::max<int64_t>(per_head, 1), 1,
-                                                                 std::max<int64_t>(Hkv, 1));
+  const int64_t es = int64_t(at::elementSize(acc));
+  const FmhaMask mask = fmha_mask_make(B, Mq, Mkv, a.seqstart_q, a.seqstart_k, a.seqlen_k, a.mask_kind,
+                                       a.window_left, a.window_right, kDecodeOp);
+  const bool trivial = fmha_mask_trivial(mask);
+  // The R query heads of a K/V head are folded into its query rows (row r * Mq + i), so K/V are
+  // never expanded: one float copy of a K/V head serves its R query heads. Bounded memory
+  // (max_copy_bytes > 0): K/V heads a call so that their float K/V stays near that size, and query
+  // rows a call so that the scores (and the mask over them) do too.
+  const int64_t kv_head = B * Mkv * (k.size(3) + v.size(3)) * es;
+  const int64_t score_row = B * R * Mkv * es * (trivial ? 2 : 3);
+  int64_t step = std::max<int64_t>(Hkv, 1), rows = std::max<int64_t>(Mq, 1);
+  if (max_copy_bytes > 0) {
+    step = std::clamp<int64_t>(max_copy_bytes / std::max<int64_t>(kv_head + score_row * Mq, 1), 1, step);
+    rows = std::clamp<int64_t>(max_copy_bytes / std::max<int64_t>(score_row * step, 1), 1, rows);
+  }
   std::vector<at::Tensor> outs, lses;
-  for (int64_t h0 = 0;; h0 += step) {  // at least one call (no K/V heads: empty results)
+  for (int64_t h0 = 0;; h0 += step) {  // at least one call (no K/V heads or queries: empty results)
     const int64_t n = std::min(step, Hkv - h0);
-    auto heads = [&](const at::Tensor& x) {  // [B, M, n, D] -> [B, M, n * R, D], float
-      return x.narrow(2, h0, n).to(acc).unsqueeze(3).expand({x.size(0), x.size(1), n, R, x.size(3)}).reshape(
-          {x.size(0), x.size(1), n * R, x.size(3)});
-    };
-    const at::Tensor qh = q.narrow(2, h0, n).to(acc).reshape({B, Mq, n * R, q.size(4)}), kh = heads(k), vh = heads(v);
-    const std::optional<at::Tensor> none;
-    auto [out, lse] = fmha_fwd_exact({qh, kh, vh, none, a.seqstart_q, a.seqstart_k, a.seqlen_k, a.max_seqlen_q,
-                                      a.mask_kind, a.window_left, a.window_right, a.scale, a.block_tables, a.page_size,
-                                      0.0, none, kDecodeOp},
-                                     FmhaDropout{}, max_copy_bytes > 0);
-    outs.push_back(out.reshape({B, Mq, n, R, v.size(3)}));
-    lses.push_back(lse.reshape({B, n, R, Mq}));
+    const at::Tensor kh = k.narrow(2, h0, n), vh = v.narrow(2, h0, n);
+    std::vector<at::Tensor> ro, rl;
+    for (int64_t r0 = 0;; r0 += rows) {
+      const int64_t nr = std::min(rows, Mq - r0);
+      // [B, nr, n, R, K] -> [B, R * nr, n, K], row r * nr + i
+      const at::Tensor qh = q.narrow(2, h0, n).narrow(1, r0, nr).permute({0, 3, 1, 2, 4}).reshape(
+          {B, R * nr, n, q.size(4)});
+      std::optional<at::Tensor> bias;
+      if (!trivial) {  // [Bm, 1, nr, Mkv] -> the same rows for each of the R query heads
+        const at::Tensor m = fmha_mask_additive(mask, r0, nr, acc, q.device());
+        bias = m.unsqueeze(2).expand({m.size(0), 1, R, nr, Mkv}).reshape({m.size(0), 1, R * nr, Mkv});
+      }
+      auto [o, l] = fmha_reference_fwd(qh.to(acc), kh.to(acc), vh.to(acc), bias, a.scale, acc);
+      ro.push_back(o.reshape({B, R, nr, n, v.size(3)}).permute({0, 2, 3, 1, 4}));  // [B, nr, n, R, Kv]
+      rl.push_back(l.reshape({B, n, R, nr}));
+      if (r0 + nr >= Mq) break;
+    }
+    outs.push_back(ro.size() == 1 ? ro[0] : at::cat(ro, 1));
+    lses.push_back(rl.size() == 1 ? rl[0] : at::cat(rl, 3));
     if (h0 + n >= Hkv) break;
   }
   auto out = outs.size() == 1 ? outs[0] : at::cat(outs, 2);
-  return {out.to(out_dtype), lses.size() == 1 ? lses[0] : at::cat(lses, 1)};
+  return {out.to(out_dtype).contiguous(), lses.size() == 1 ? lses[0] : at::cat(lses, 1)};
 }
 
 namespace {

@@ -33,11 +33,12 @@ constexpr int64_t kDecodeMaxSplits = 1024;
 // group); no device sync. Returns the output dtype.
 at::ScalarType fmha_decode_check(const FmhaDecodeArgs& a);
 
-// The exact decode (after fmha_decode_check; unquantized K/V): each K/V head expanded to its query
-// heads in float32 (float64 for float64), then the exact fused-forward reference (fmha_fwd_exact),
-// out cast to out_dtype. The CPU backend's implementation; on the GPU the path for head dims the
-// kernel does not take. max_copy_bytes > 0: K/V heads a few at a time, so that one group's
-// expanded K/V copy stays near that size, and the scores in chunks (bounded memory).
+// The exact decode (after fmha_decode_check; unquantized K/V): paged K/V gathered first; each K/V
+// head's R query heads folded into its query rows (K/V never expanded), then the exact reference
+// attention (fmha_reference_fwd) in float32 (float64 for float64) with the descriptor's mask, out
+// cast to out_dtype. The CPU backend's implementation; on the GPU the path for head dims the kernel
+// does not take. max_copy_bytes > 0: K/V heads and query rows a few at a time, so that the float
+// K/V copy and the scores stay near that size (bounded memory).
 std::tuple<at::Tensor, at::Tensor> fmha_decode_exact(const FmhaDecodeArgs& a, at::ScalarType out_dtype,
                                                      int64_t max_copy_bytes);
 

@@ -24,7 +24,6 @@
 namespace mslk::attention {
 namespace {
 
-bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
 // fmha_prepare_operand for q [B, Mq, Hkv, R, K]: last dim padded to a multiple of 8, 16-byte loadable.
 at::Tensor prepare_q(const at::Tensor& x) {
@@ -121,7 +120,8 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
   const int64_t K = q_in.size(4), Kv = v_chk.size(3), Mkv = k_in.size(1);
   if (!quant && (K > 256 || Kv > 256)) {
     // Head dims the kernel does not take (the spec's 512 among them): the exact path on the GPU,
-    // a few K/V heads at a time (expanded float32 K/V near 256 MB a call), the CPU backend's math.
+    // a few K/V heads and query rows at a time (float32 K/V and scores near 256 MB a call), the CPU
+    // backend's math.
     const int forced = int(read_env([] { return env::integer(env::Var::kDecodeTileCfg, -1, 0, 3); }));
     TORCH_CHECK_VALUE(forced < 0, op, ": MSLK_DECODE_TILE_CFG=", forced, " forces a kernel tile row, and the kernel "
                       "takes head dims up to 256; got K=", K, ", Kv=", Kv, "; unset MSLK_DECODE_TILE_CFG");

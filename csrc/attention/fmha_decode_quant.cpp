@@ -9,7 +9,6 @@
 namespace mslk::attention {
 namespace {
 
-bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
 void check_scale_shift(const at::Tensor& ss, const at::Tensor& cache, const char* op, const char* arg) {
   check_dtype(ss, op, arg, {at::kInt, at::kFloat});

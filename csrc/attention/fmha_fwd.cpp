@@ -23,7 +23,6 @@ void check_seq_tensor(const std::optional<at::Tensor>& t, const at::Tensor& q, c
   check_same_device(*t, q, op, name, "q");
 }
 
-bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
 }  // namespace
 
@@ -106,29 +105,34 @@ FmhaDropout fmha_fwd_check(const FmhaFwdArgs& a) {
   return d;
 }
 
+FmhaUnpaged fmha_unpage(const FmhaFwdArgs& a) {
+  const at::Tensor& k = a.k;
+  auto bt = a.block_tables->to(at::kCPU).to(at::kLong);
+  const int64_t page_size = a.page_size, n = bt.size(0), row = bt.size(1) * page_size, phys = k.size(1);
+  const int64_t lo = bt.numel() ? bt.min().item<int64_t>() : 0, hi = bt.numel() ? bt.max().item<int64_t>() : 0;
+  TORCH_CHECK_VALUE(lo >= 0 && (bt.numel() == 0 || (hi + 1) * page_size <= phys), a.op,
+                    ": block_tables names pages outside the ", phys / page_size, " pages of k/v (values in [", lo,
+                    ", ", hi, "])");
+  auto offs = at::arange(page_size, at::TensorOptions().dtype(at::kLong));
+  auto idx = (bt.unsqueeze(-1) * page_size + offs).reshape({n * row}).to(k.device());
+  auto sk = a.seqstart_k->to(at::kCPU).to(at::kLong).narrow(0, 0, n) +
+            at::arange(n, at::TensorOptions().dtype(at::kLong)) * row;
+  auto lk = a.seqlen_k->to(at::kCPU).to(at::kLong);
+  for (int64_t s = 0; s < n; ++s) {
+    const int64_t st = sk[s].item<int64_t>() - s * row, len = lk[s].item<int64_t>();
+    TORCH_CHECK_VALUE(st >= 0 && len >= 0 && st + len <= row, a.op, ": lane ", s, " keys [", st, ", ", st + len,
+                      ") run past its ", row, " paged keys (block_tables.shape[1] * page_size)");
+  }
+  return {k.index_select(1, idx), a.v.index_select(1, idx), sk.to(at::kInt).to(a.q.device())};
+}
+
 std::tuple<at::Tensor, at::Tensor> fmha_fwd_exact(const FmhaFwdArgs& a, const FmhaDropout& drop, bool chunked) {
   const at::Tensor &q = a.q, &k = a.k, &v = a.v;
   if (given(a.block_tables)) {
-    // Paged: gather every lane's pages into one padded logical K/V, then the unpaged path.
-    auto bt = a.block_tables->to(at::kCPU).to(at::kLong);
-    const int64_t page_size = a.page_size, n = bt.size(0), row = bt.size(1) * page_size, phys = k.size(1);
-    const int64_t lo = bt.numel() ? bt.min().item<int64_t>() : 0, hi = bt.numel() ? bt.max().item<int64_t>() : 0;
-    TORCH_CHECK_VALUE(lo >= 0 && (bt.numel() == 0 || (hi + 1) * page_size <= phys), a.op,
-                      ": block_tables names pages outside the ", phys / page_size, " pages of k/v (values in [", lo,
-                      ", ", hi, "])");
-    auto offs = at::arange(page_size, at::TensorOptions().dtype(at::kLong));
-    auto idx = (bt.unsqueeze(-1) * page_size + offs).reshape({n * row}).to(k.device());
-    auto kl = k.index_select(1, idx), vl = v.index_select(1, idx);
-    auto sk = a.seqstart_k->to(at::kCPU).to(at::kLong).narrow(0, 0, n) +
-              at::arange(n, at::TensorOptions().dtype(at::kLong)) * row;
-    auto lk = a.seqlen_k->to(at::kCPU).to(at::kLong);
-    for (int64_t s = 0; s < n; ++s) {
-      const int64_t st = sk[s].item<int64_t>() - s * row, len = lk[s].item<int64_t>();
-      TORCH_CHECK_VALUE(st >= 0 && len >= 0 && st + len <= row, a.op, ": lane ", s, " keys [", st, ", ", st + len,
-                        ") run past its ", row, " paged keys (block_tables.shape[1] * page_size)");
-    }
-    const std::optional<at::Tensor> sk_dev = sk.to(at::kInt).to(q.device()), none;
-    return fmha_fwd_exact({q, kl, vl, a.bias, a.seqstart_q, sk_dev, a.seqlen_k, a.max_seqlen_q, a.mask_kind,
+    // Paged: every lane's pages gathered into one padded logical K/V, then the unpaged path.
+    const FmhaUnpaged u = fmha_unpage(a);
+    const std::optional<at::Tensor> sk = u.seqstart_k, none;
+    return fmha_fwd_exact({q, u.k, u.v, a.bias, a.seqstart_q, sk, a.seqlen_k, a.max_seqlen_q, a.mask_kind,
                            a.window_left, a.window_right, a.scale, none, 0, 0.0, none, a.op},
                           FmhaDropout{}, chunked);
   }

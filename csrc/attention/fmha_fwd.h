@@ -35,6 +35,14 @@ struct FmhaFwdArgs {
 // Returns the dropout parameters read from rng_state (p = 0: none).
 FmhaDropout fmha_fwd_check(const FmhaFwdArgs& a);
 
+// Paged K/V (block_tables given, after fmha_fwd_check) as one padded logical K/V: every lane's pages
+// gathered in order, lane s's keys starting at seqstart_k[s] + s * (pages a lane * page_size); a host
+// read of block_tables, seqstart_k and seqlen_k.
+struct FmhaUnpaged {
+  at::Tensor k, v, seqstart_k;
+};
+FmhaUnpaged fmha_unpage(const FmhaFwdArgs& a);
+
 // The exact forward on ATen ops, on q's device (after fmha_fwd_check): paged K/V gathered into one
 // padded logical K/V (a host read of block_tables), then the reference attention in float32
 // (float64 for float64) with the mask and dropout of the descriptor. chunked: scores a chunk of

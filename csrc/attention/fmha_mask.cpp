@@ -1,5 +1,6 @@
 // Dense masks of the fused attention descriptor (fmha_mask.h).
 #include "attention/fmha_mask.h"
+#include "common/checks.h"
 
 #include <ATen/ATen.h>
 
@@ -8,7 +9,6 @@
 
 namespace mslk::attention {
 namespace {
-bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
 std::vector<int64_t> host_values(const at::Tensor& t) {
   auto h = t.to(at::kCPU).to(at::kLong).contiguous();

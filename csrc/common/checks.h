@@ -5,11 +5,15 @@
 #include <c10/util/Exception.h>
 
 #include <initializer_list>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
 namespace mslk {
+
+// An optional tensor argument that was passed (present and defined).
+inline bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
 inline std::string dtype_names(std::initializer_list<c10::ScalarType> allowed) {
   std::ostringstream os;

@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/device_attrs.h"
@@ -44,13 +45,20 @@ constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr uint32_t kBoxBytes = kTile * kTile;  // one E4M3 box of A or B
 constexpr int kOutRowBytes = kTile * 2;        // a bf16 staging row: 16 chunks of 16 bytes
 
+// kSmemScales: a scale warp of the producer warpgroup copies each stage's 128 x scales and its w
+// scale into the stage (cp.async, arriving on the stage's full barrier) and the epilogue stores
+// from registers; else the consumers load their scales from global memory one K block ahead and
+// the epilogue goes through a staging tile.
+template <bool kSmemScales>
 struct Smem {
   alignas(1024) uint8_t a[kStages][kBoxBytes];  // SWIZZLE_128B boxes: 1024-byte aligned
   alignas(1024) uint8_t b[kStages][kBoxBytes];
-  alignas(16) uint8_t out[kTile * kOutRowBytes];
+  alignas(16) uint8_t out[kSmemScales ? 16 : kTile * kOutRowBytes];
+  float sa[kSmemScales ? kStages : 1][kTile], sb[kStages];
   uint64_t full[kStages], empty[kStages];
 };
-constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + slack to align the dynamic window
+template <bool kSmemScales>
+constexpr size_t kSmemBytes = sizeof(Smem<kSmemScales>) + 1024;  // + slack to align the dynamic window
 
 // The tiles of all groups in one order: group by group; inside a group, bands of kBand M tiles,
 // each band walked N column by N column (M fastest), so the tiles in flight share A rows and B
@@ -111,8 +119,9 @@ struct Ring {
   }
 };
 
+template <bool kSmemScales>
 __device__ __forceinline__ void producer(const CUtensorMap* map_x, const CUtensorMap* map_w,
-                                         const Fp8GroupedParams& p, Smem& sm, int tiles_n, int kblocks) {
+                                         const Fp8GroupedParams& p, Smem<kSmemScales>& sm, int tiles_n, int kblocks) {
   Ring ring;
   for_each_tile(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
     const int row = static_cast<int>(walk.row0) + mt * kTile, col = nt * kTile;
@@ -126,8 +135,91 @@ __device__ __forceinline__ void producer(const CUtensorMap* map_x, const CUtenso
   });
 }
 
+__device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
+// The scale warp (kSmemScales): per stage, lane l copies the x scales of tile rows 4l .. 4l + 3
+// (zeros past the group) and lane 0 the w scale; each lane's copies arrive on the full barrier.
+__device__ __forceinline__ void scale_producer(const Fp8GroupedParams& p, Smem<true>& sm, int tiles_n, int kblocks) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  Ring ring;
+  for_each_tile(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
+    const long long r = static_cast<long long>(mt) * kTile + 4 * lane;
+    const int valid = static_cast<int>(max(0LL, min(4LL, walk.m - r)));
+    const float* xk = p.x_scale + walk.row0 * p.xs_rs + r;
+    const float* wk = p.w_scale + walk.g * p.ws_gs + nt;
+    for (int kb = 0; kb < kblocks; ++kb, ring.next(), xk += walk.m, wk += tiles_n) {
+      const int s = ring.s;
+      mbar_wait(&sm.empty[s], ring.phase ^ 1);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) cp_async<4>(&sm.sa[s][4 * lane + j], j < valid ? xk + j : p.x_scale, j < valid ? 4 : 0);
+      if (lane == 0) cp_async<4>(&sm.sb[s], wk, 4);
+      cp_async_mbar_arrive(&sm.full[s]);
+    }
+  });
+}
+
+// The K loop with two scratch accumulators: block kb's wgmmas are issued before block kb - 1's
+// are waited for and promoted, so the promotion overlaps the tensor cores.
+__device__ __forceinline__ void mainloop_overlapped(Smem<true>& sm, Ring& ring, int kblocks, int c, int row_wg,
+                                                    uint32_t a_smem, uint32_t b_smem, float (&acc)[64]) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  float part0[64], part1[64];
+  float ps0 = 0.f, ps1 = 0.f;  // the pending block's combined scales (x scale * w scale)
+  int pstage = 0;
+  auto issue = [&](float (&part)[64], float& s0, float& s1) {
+    const int s = ring.s;
+    mbar_wait(&sm.full[s], ring.phase);
+    const float sb = ld_shared_f32(smem_u32(&sm.sb[s]));
+    const uint32_t sa = smem_u32(&sm.sa[s][c * 64 + row_wg]);
+    s0 = ld_shared_f32(sa) * sb, s1 = ld_shared_f32(sa + 32) * sb;
+    wgmma_fence();
+    const uint64_t da = gmma_desc_sw128(a_smem + s * kBoxBytes), db = gmma_desc_sw128(b_smem + s * kBoxBytes);
+#pragma unroll
+    for (int k = 0; k < kTile / 32; ++k) detail::wgmma_m64n128k32_e4m3(part, da + 2 * k, db + 2 * k, k > 0);
+    wgmma_commit();
+  };
+  auto retire = [&](float (&part)[64], float s0, float s1, int stage, bool last) {
+    if (last) wgmma_wait<0>(); else wgmma_wait<1>();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) fence_operand(part[i]);
+    if (lane == 0) mbar_arrive(&sm.empty[stage]);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      acc[4 * j] = fmaf(part[4 * j], s0, acc[4 * j]);
+      acc[4 * j + 1] = fmaf(part[4 * j + 1], s0, acc[4 * j + 1]);
+      acc[4 * j + 2] = fmaf(part[4 * j + 2], s1, acc[4 * j + 2]);
+      acc[4 * j + 3] = fmaf(part[4 * j + 3], s1, acc[4 * j + 3]);
+    }
+  };
+  for (int kb = 0; kb < kblocks; kb += 2) {
+    float c0, c1;
+    issue(part0, c0, c1);
+    if (kb > 0) retire(part1, ps0, ps1, pstage, false);
+    ps0 = c0, ps1 = c1, pstage = ring.s;
+    ring.next();
+    if (kb + 1 < kblocks) {
+      issue(part1, c0, c1);
+      retire(part0, ps0, ps1, pstage, false);
+      ps0 = c0, ps1 = c1, pstage = ring.s;
+      ring.next();
+    }
+  }
+  if (kblocks & 1) retire(part0, ps0, ps1, pstage, true);
+  else retire(part1, ps0, ps1, pstage, true);
+}
+
 // Consumer warpgroup c (rows 64c .. 64c + 63 of each tile).
-__device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem& sm, int tiles_n, int kblocks, int c) {
+template <int kV>
+__device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem<(kV >= 1)>& sm, int tiles_n, int kblocks,
+                                         int c) {
+  constexpr bool kSmemScales = kV >= 1;
   const int tid = static_cast<int>(threadIdx.x) % 128, warp = tid / 32, lane = tid % 32;
   const int row_wg = warp * 16 + lane / 4;  // the thread's first accumulator row in its 64 (then + 8)
   const uint32_t a_smem = smem_u32(sm.a[0]) + c * 64 * kTile, b_smem = smem_u32(sm.b[0]);
@@ -142,20 +234,27 @@ __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem& sm, in
     // [kblocks][tiles_n]), stepped one K block at a time.
     const float* xk = p.x_scale + walk.row0 * p.xs_rs + r0;
     const float* wk = p.w_scale + walk.g * p.ws_gs + nt;
-    float sa0 = v0 ? xk[0] : 0.f, sa1 = v1 ? xk[8] : 0.f, sb = wk[0];
+    float sa0 = 0.f, sa1 = 0.f, sb = 0.f;
+    if constexpr (!kSmemScales) sa0 = v0 ? xk[0] : 0.f, sa1 = v1 ? xk[8] : 0.f, sb = wk[0];
     float acc[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.f;
-    for (int kb = 0; kb < kblocks; ++kb, ring.next()) {
+    if constexpr (kV == 2) mainloop_overlapped(sm, ring, kblocks, c, row_wg, a_smem, b_smem, acc);
+    else for (int kb = 0; kb < kblocks; ++kb, ring.next()) {
       const int s = ring.s;
       float na0 = 0.f, na1 = 0.f, nb = 0.f;  // the next block's scales, in flight during the MMAs
-      if (kb + 1 < kblocks) {
+      if (!kSmemScales && kb + 1 < kblocks) {
         xk += m, wk += tiles_n;
         na0 = v0 ? xk[0] : 0.f;
         na1 = v1 ? xk[8] : 0.f;
         nb = wk[0];
       }
       mbar_wait(&sm.full[s], ring.phase);
+      if constexpr (kSmemScales) {  // read before the stage is released
+        sb = ld_shared_f32(smem_u32(&sm.sb[s]));
+        const uint32_t sa = smem_u32(&sm.sa[s][c * 64 + row_wg]);
+        sa0 = ld_shared_f32(sa), sa1 = ld_shared_f32(sa + 32);
+      }
       float part[64];
       wgmma_fence();
       const uint64_t da = gmma_desc_sw128(a_smem + s * kBoxBytes), db = gmma_desc_sw128(b_smem + s * kBoxBytes);
@@ -174,7 +273,24 @@ __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem& sm, in
         acc[4 * j + 2] = fmaf(part[4 * j + 2], s1, acc[4 * j + 2]);
         acc[4 * j + 3] = fmaf(part[4 * j + 3], s1, acc[4 * j + 3]);
       }
-      sa0 = na0, sa1 = na1, sb = nb;
+      if constexpr (!kSmemScales) sa0 = na0, sa1 = na1, sb = nb;
+    }
+
+    if constexpr (kSmemScales) {  // bf16 pairs straight from the accumulator rows
+      const long long col0 = static_cast<long long>(nt) * kTile + 2 * (lane % 4);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (h == 0 ? !v0 : !v1) continue;
+        __nv_bfloat16* orow = out + (walk.row0 + r0 + 8 * h) * p.N;
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+          const long long col = col0 + 8 * j;
+          if (col < p.N)
+            *reinterpret_cast<__nv_bfloat162*>(orow + col) =
+                __floats2bfloat162_rn(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        }
+      }
+      return;
     }
 
     // Epilogue: staging row r holds 16-byte chunk j at chunk j ^ (r % 8), so the eight rows of one
@@ -217,29 +333,37 @@ __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem& sm, in
     tail[i] = make_uint4(0u, 0u, 0u, 0u);
 }
 
+template <int kV>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w,
                    const Fp8GroupedParams p) {
   extern __shared__ uint8_t smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const int tiles_n = static_cast<int>((p.N + kTile - 1) / kTile);
-  const int kblocks = static_cast<int>((p.K + kTile - 1) / kTile);
+  constexpr bool kSmemScales = kV >= 1;
+  auto& sm = *reinterpret_cast<Smem<kSmemScales>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // N tiles and K blocks, computed by each role after its register change (computed before it,
+  // ptxas kept one of them in local memory across the change)
+  auto tiles_n = [&p] { return static_cast<int>((p.N + kTile - 1) / kTile); };
+  auto kblocks = [&p] { return static_cast<int>((p.K + kTile - 1) / kTile); };
   // warpgroup index through a shuffle: provably warp-uniform, so the compiler keeps the shared-memory
   // addresses and wgmma descriptors derived from it in uniform registers
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
   if (threadIdx.x == 0) {
-    ring_init(sm.full, sm.empty, kStages, 4 * kConsumers);
+    // full: the TMA thread's arrival (and the scale warp's 32); empty: one arrival a consumer warp
+    for (int s = 0; s < kStages; ++s) mbar_init(&sm.full[s], kSmemScales ? 33 : 1), mbar_init(&sm.empty[s], 4 * kConsumers);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     prefetch_tensormap(&map_x);
     prefetch_tensormap(&map_w);
   }
   __syncthreads();
   if (wg == 0) {  // producer warpgroup: one thread issues the loads, all give registers away
     setmaxnreg_dec<40>();
-    if (threadIdx.x == 0) producer(&map_x, &map_w, p, sm, tiles_n, kblocks);
+    if (threadIdx.x == 0) producer(&map_x, &map_w, p, sm, tiles_n(), kblocks());
+    if constexpr (kSmemScales)
+      if (threadIdx.x / 32 == 1) scale_producer(p, sm, tiles_n(), kblocks());
     return;
   }
   setmaxnreg_inc<232>();  // the consumers' two 64-float accumulators without spills
-  consumer(p, sm, tiles_n, kblocks, wg - 1);
+  consumer<kV>(p, sm, tiles_n(), kblocks(), wg - 1);
 }
 
 bool applies(const Fp8GroupedParams& p) {
@@ -251,6 +375,16 @@ bool applies(const Fp8GroupedParams& p) {
          p.w_gs % 16 == 0 && p.xs_rs == (p.K + kTile - 1) / kTile &&
          p.ws_gs == p.xs_rs * ((p.N + kTile - 1) / kTile) && aligned(p.x, 16) && aligned(p.w, 16) &&
          aligned(p.out, 16) && aligned(p.x_scale, 4) && aligned(p.w_scale, 4);
+}
+
+template <int kV>
+cudaError_t launch(const CUtensorMap& map_x, const CUtensorMap& map_w, const Fp8GroupedParams& p, long long tiles,
+                   cudaStream_t stream) {
+  constexpr size_t smem = kSmemBytes<(kV >= 1)>;
+  const int grid = cuda::persistent_grid<grouped_kernel<kV>>(tiles, kThreads, smem);
+  if (grid == 0) return cudaErrorNotSupported;
+  grouped_kernel<kV><<<grid, kThreads, smem, stream>>>(map_x, map_w, p);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -267,10 +401,11 @@ cudaError_t fp8_blockwise_grouped_wgmma_run(const Fp8GroupedParams& p, cudaStrea
     return cudaErrorNotSupported;
   // At most as many CTAs as tiles can exist: ceil(total_M / 128) + G M tiles over the N tiles.
   const long long tiles = ((p.total_M + kTile - 1) / kTile + p.G) * ((p.N + kTile - 1) / kTile);
-  const int grid = cuda::persistent_grid<grouped_kernel>(tiles, kThreads, kSmemBytes);
-  if (grid == 0) return cudaErrorNotSupported;
-  grouped_kernel<<<grid, kThreads, kSmemBytes, stream>>>(map_x, map_w, p);
-  return cudaGetLastError();
+  const char* v = std::getenv("MSLK_FP8_GROUPED_WGMMA_SMEM_SCALES");
+  const int variant = v == nullptr ? 0 : v[0] - '0';
+  if (variant == 2) return launch<2>(map_x, map_w, p, tiles, stream);
+  if (variant == 1) return launch<1>(map_x, map_w, p, tiles, stream);
+  return launch<0>(map_x, map_w, p, tiles, stream);
 }
 
 }  // namespace mslk::gemm

@@ -98,16 +98,45 @@ struct Walk {
 };
 
 // f(walk, m tile, n tile) for each of this CTA's tiles in order (every gridDim.x-th); returns the
-// walk past the last group (next_row0: the sum of every group's rows).
-template <class F>
+// walk past the last group (next_row0: the sum of every group's rows). kPair (2-CTA clusters): the
+// walk is over pairs of N tiles (one N tile past the last where tiles_n is odd: a ghost tile that
+// loads zeros and stores nothing), every cluster takes every (gridDim.x / 2)-th pair and CTA rank r
+// its N tile 2 * pair column + r.
+template <bool kPair, class F>
 __device__ __forceinline__ Walk for_each_tile(const Fp8GroupedParams& p, int tiles_n, F&& f) {
+  const int cols = kPair ? (tiles_n + 1) / 2 : tiles_n;
+  const long long first = kPair ? blockIdx.x / 2 : blockIdx.x, step = kPair ? gridDim.x / 2 : gridDim.x;
   Walk walk;
-  for (long long t = blockIdx.x; walk.seek(p, tiles_n, t); t += gridDim.x) {
+  for (long long t = first; walk.seek(p, cols, t); t += step) {
     int mt, nt;
-    walk.coords(tiles_n, t, mt, nt);
-    f(static_cast<const Walk&>(walk), mt, nt);
+    walk.coords(cols, t, mt, nt);
+    f(static_cast<const Walk&>(walk), mt, kPair ? 2 * nt + static_cast<int>(blockIdx.x % 2) : nt);
   }
   return walk;
+}
+
+// ---- 2-CTA cluster pieces (kV == 3)
+__device__ __forceinline__ void tma_load_2d_multicast(const CUtensorMap* map, uint64_t* bar, void* dst, int c, int r,
+                                                      uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c), "r"(r), "r"(smem_u32(bar)), "h"(mask)
+      : "memory");
+}
+// One arrival on the barrier at the same shared-memory offset in cluster CTA `rank`.
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
+  // default semantics (release at CTA scope), as CUTLASS's cluster barrier: the stage was read by
+  // wgmmas already waited for, and .release.cluster would fence the whole GPU on every arrival
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+__device__ __forceinline__ void cluster_sync_aligned() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_sync() {  // threads of a warp may arrive apart
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
 }
 
 // A position in the stage ring: the slot and the parity of its current round.
@@ -119,17 +148,24 @@ struct Ring {
   }
 };
 
-template <bool kSmemScales>
+// kV == 3: the two CTAs of a cluster share the tile's A rows; each loads 64 of them into both
+// CTAs' stage (multicast), so its empty barrier counts both CTAs' consumer warps.
+template <int kV>
 __device__ __forceinline__ void producer(const CUtensorMap* map_x, const CUtensorMap* map_w,
-                                         const Fp8GroupedParams& p, Smem<kSmemScales>& sm, int tiles_n, int kblocks) {
+                                         const Fp8GroupedParams& p, Smem<(kV >= 1)>& sm, int tiles_n, int kblocks) {
   Ring ring;
-  for_each_tile(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
-    const int row = static_cast<int>(walk.row0) + mt * kTile, col = nt * kTile;
+  const int rank = static_cast<int>(blockIdx.x % 2);
+  for_each_tile<kV == 3>(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
+    // a ghost tile (kV == 3) reads N tile 0 again: computed, never stored
+    const int row = static_cast<int>(walk.row0) + mt * kTile, col = nt < tiles_n ? nt * kTile : 0;
     for (int kb = 0; kb < kblocks; ++kb, ring.next()) {
       const int s = ring.s;
       mbar_wait(&sm.empty[s], ring.phase ^ 1);
       mbar_arrive_expect_tx(&sm.full[s], 2 * kBoxBytes);  // out-of-bounds bytes land as zeros and count
-      tma_load_2d(map_x, &sm.full[s], sm.a[s], kb * kTile, row);
+      if constexpr (kV == 3)
+        tma_load_2d_multicast(map_x, &sm.full[s], sm.a[s] + rank * (kBoxBytes / 2), kb * kTile, row + 64 * rank, 3);
+      else
+        tma_load_2d(map_x, &sm.full[s], sm.a[s], kb * kTile, row);
       tma_load_3d(map_w, &sm.full[s], sm.b[s], kb * kTile, col, walk.g);
     }
   });
@@ -146,10 +182,12 @@ __device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
 
 // The scale warp (kSmemScales): per stage, lane l copies the x scales of tile rows 4l .. 4l + 3
 // (zeros past the group) and lane 0 the w scale; each lane's copies arrive on the full barrier.
+template <int kV>
 __device__ __forceinline__ void scale_producer(const Fp8GroupedParams& p, Smem<true>& sm, int tiles_n, int kblocks) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   Ring ring;
-  for_each_tile(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
+  for_each_tile<kV == 3>(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
+    const bool ghost = nt >= tiles_n;  // kV == 3's padding tile: no w scale to read
     const long long r = static_cast<long long>(mt) * kTile + 4 * lane;
     const int valid = static_cast<int>(max(0LL, min(4LL, walk.m - r)));
     const float* xk = p.x_scale + walk.row0 * p.xs_rs + r;
@@ -159,7 +197,7 @@ __device__ __forceinline__ void scale_producer(const Fp8GroupedParams& p, Smem<t
       mbar_wait(&sm.empty[s], ring.phase ^ 1);
 #pragma unroll
       for (int j = 0; j < 4; ++j) cp_async<4>(&sm.sa[s][4 * lane + j], j < valid ? xk + j : p.x_scale, j < valid ? 4 : 0);
-      if (lane == 0) cp_async<4>(&sm.sb[s], wk, 4);
+      if (lane == 0) cp_async<4>(&sm.sb[s], ghost ? p.w_scale : wk, ghost ? 0 : 4);
       cp_async_mbar_arrive(&sm.full[s]);
     }
   });
@@ -226,7 +264,7 @@ __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem<(kV >= 
   const uint32_t stage_smem = smem_u32(sm.out) + c * 64 * kOutRowBytes;
   auto* out = static_cast<__nv_bfloat16*>(p.out);
   Ring ring;
-  const Walk end = for_each_tile(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
+  const Walk end = for_each_tile<kV == 3>(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
     const long long m = walk.m;
     const int r0 = mt * kTile + c * 64 + row_wg;  // group-local rows r0 and r0 + 8
     const bool v0 = r0 < m, v1 = r0 + 8 < m;
@@ -264,7 +302,10 @@ __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem<(kV >= 
       wgmma_wait<0>();
 #pragma unroll
       for (int i = 0; i < 64; ++i) fence_operand(part[i]);
-      if (lane == 0) mbar_arrive(&sm.empty[s]);  // the stage is read: one arrival a warp
+      if (lane == 0) {  // the stage is read: one arrival a warp (on both CTAs' barriers in a pair)
+        if constexpr (kV == 3) mbar_arrive(&sm.empty[s]), mbar_arrive_cluster(&sm.empty[s], (blockIdx.x % 2) ^ 1);
+        else mbar_arrive(&sm.empty[s]);
+      }
       const float s0 = sa0 * sb, s1 = sa1 * sb;
 #pragma unroll
       for (int j = 0; j < 16; ++j) {
@@ -349,21 +390,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
   if (threadIdx.x == 0) {
     // full: the TMA thread's arrival (and the scale warp's 32); empty: one arrival a consumer warp
-    for (int s = 0; s < kStages; ++s) mbar_init(&sm.full[s], kSmemScales ? 33 : 1), mbar_init(&sm.empty[s], 4 * kConsumers);
+    // (both CTAs' consumer warps in a pair)
+    for (int s = 0; s < kStages; ++s)
+      mbar_init(&sm.full[s], kSmemScales ? 33 : 1), mbar_init(&sm.empty[s], 4 * kConsumers * (kV == 3 ? 2 : 1));
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     prefetch_tensormap(&map_x);
     prefetch_tensormap(&map_w);
   }
-  __syncthreads();
+  if constexpr (kV == 3) cluster_sync_aligned();  // the partner's barriers exist before any multicast
+  else __syncthreads();
   if (wg == 0) {  // producer warpgroup: one thread issues the loads, all give registers away
     setmaxnreg_dec<40>();
-    if (threadIdx.x == 0) producer(&map_x, &map_w, p, sm, tiles_n(), kblocks());
+    if (threadIdx.x == 0) producer<kV>(&map_x, &map_w, p, sm, tiles_n(), kblocks());
     if constexpr (kSmemScales)
-      if (threadIdx.x / 32 == 1) scale_producer(p, sm, tiles_n(), kblocks());
-    return;
+      if (threadIdx.x / 32 == 1) scale_producer<kV>(p, sm, tiles_n(), kblocks());
+  } else {
+    setmaxnreg_inc<232>();  // the consumers' two 64-float accumulators without spills
+    consumer<kV>(p, sm, tiles_n(), kblocks(), wg - 1);
   }
-  setmaxnreg_inc<232>();  // the consumers' two 64-float accumulators without spills
-  consumer<kV>(p, sm, tiles_n(), kblocks(), wg - 1);
+  // a pair's CTAs stay until both are done: the partner multicasts into this CTA's stages and
+  // arrives on its barriers
+  if constexpr (kV == 3) cluster_sync();
 }
 
 bool applies(const Fp8GroupedParams& p) {
@@ -375,6 +422,29 @@ bool applies(const Fp8GroupedParams& p) {
          p.w_gs % 16 == 0 && p.xs_rs == (p.K + kTile - 1) / kTile &&
          p.ws_gs == p.xs_rs * ((p.N + kTile - 1) / kTile) && aligned(p.x, 16) && aligned(p.w, 16) &&
          aligned(p.out, 16) && aligned(p.x_scale, 4) && aligned(p.w_scale, 4);
+}
+
+// kV == 3: clusters of two CTAs, as many as fit at once (cudaOccupancyMaxActiveClusters), at most
+// one a pair of tiles.
+cudaError_t launch_pairs(const CUtensorMap& map_x, const CUtensorMap& map_w, const Fp8GroupedParams& p,
+                         long long pairs, cudaStream_t stream) {
+  constexpr size_t smem = kSmemBytes<true>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(grouped_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (attr != cudaSuccess) return attr;
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = 2, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+  cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = smem, cfg.stream = stream, cfg.attrs = at, cfg.numAttrs = 1;
+  cfg.gridDim = dim3(2);
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, grouped_kernel<3>, &cfg) != cudaSuccess || clusters < 1) {
+    (void)cudaGetLastError();
+    return cudaErrorNotSupported;
+  }
+  cfg.gridDim = dim3(static_cast<unsigned>(2 * (pairs < clusters ? pairs : clusters)));
+  return cudaLaunchKernelEx(&cfg, grouped_kernel<3>, map_x, map_w, p);
 }
 
 template <int kV>
@@ -395,14 +465,19 @@ cudaError_t fp8_blockwise_grouped_wgmma_run(const Fp8GroupedParams& p, cudaStrea
   const cuuint64_t dx[2] = {cuuint64_t(p.K), cuuint64_t(p.total_M)}, sx[1] = {cuuint64_t(p.ldx)};
   const cuuint64_t dw[3] = {cuuint64_t(p.K), cuuint64_t(p.N), cuuint64_t(p.G)};
   const cuuint64_t sw[2] = {cuuint64_t(p.ldw), cuuint64_t(p.w_gs)};
-  const cuuint32_t box2[2] = {kTile, kTile}, box3[3] = {kTile, kTile, 1};
+  const char* v = std::getenv("MSLK_FP8_GROUPED_WGMMA_SMEM_SCALES");
+  const int variant = v == nullptr ? 0 : v[0] - '0';
+  // variant 3 loads half the A rows a CTA (multicast to the pair)
+  const cuuint32_t box2[2] = {cuuint32_t(kTile), cuuint32_t(variant == 3 ? kTile / 2 : kTile)}, box3[3] = {kTile, kTile, 1};
   if (!cuda::encode(&map_x, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, p.x, dx, sx, box2, CU_TENSOR_MAP_SWIZZLE_128B) ||
       !cuda::encode(&map_w, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, p.w, dw, sw, box3, CU_TENSOR_MAP_SWIZZLE_128B))
     return cudaErrorNotSupported;
   // At most as many CTAs as tiles can exist: ceil(total_M / 128) + G M tiles over the N tiles.
   const long long tiles = ((p.total_M + kTile - 1) / kTile + p.G) * ((p.N + kTile - 1) / kTile);
-  const char* v = std::getenv("MSLK_FP8_GROUPED_WGMMA_SMEM_SCALES");
-  const int variant = v == nullptr ? 0 : v[0] - '0';
+  if (variant == 3) {
+    const long long tiles_m = (p.total_M + kTile - 1) / kTile + p.G, tiles_n = (p.N + kTile - 1) / kTile;
+    return launch_pairs(map_x, map_w, p, tiles_m * ((tiles_n + 1) / 2), stream);
+  }
   if (variant == 2) return launch<2>(map_x, map_w, p, tiles, stream);
   if (variant == 1) return launch<1>(map_x, map_w, p, tiles, stream);
   return launch<0>(map_x, map_w, p, tiles, stream);

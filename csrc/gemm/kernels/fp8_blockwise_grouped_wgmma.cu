@@ -115,7 +115,13 @@ __device__ __forceinline__ Walk for_each_tile(const Fp8GroupedParams& p, int til
   return walk;
 }
 
-// ---- 2-CTA cluster pieces (kV == 3)
+// Variants (MSLK_FP8_GROUPED_WGMMA_SMEM_SCALES): 0 scales from global memory; 1 scales copied into
+// the stages by the scale warp; 2 as 1 with the promotion overlapped (two scratch accumulators);
+// 3 as 1 on 2-CTA clusters sharing A (multicast); 4 as 3 with the promotion overlapped.
+constexpr bool pair_of(int v) { return v == 3 || v == 4; }
+constexpr bool overlap_of(int v) { return v == 2 || v == 4; }
+
+// ---- 2-CTA cluster pieces (pair_of(kV))
 __device__ __forceinline__ void tma_load_2d_multicast(const CUtensorMap* map, uint64_t* bar, void* dst, int c, int r,
                                                       uint16_t mask) {
   asm volatile(
@@ -148,21 +154,21 @@ struct Ring {
   }
 };
 
-// kV == 3: the two CTAs of a cluster share the tile's A rows; each loads 64 of them into both
+// pair_of(kV): the two CTAs of a cluster share the tile's A rows; each loads 64 of them into both
 // CTAs' stage (multicast), so its empty barrier counts both CTAs' consumer warps.
 template <int kV>
 __device__ __forceinline__ void producer(const CUtensorMap* map_x, const CUtensorMap* map_w,
                                          const Fp8GroupedParams& p, Smem<(kV >= 1)>& sm, int tiles_n, int kblocks) {
   Ring ring;
   const int rank = static_cast<int>(blockIdx.x % 2);
-  for_each_tile<kV == 3>(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
-    // a ghost tile (kV == 3) reads N tile 0 again: computed, never stored
+  for_each_tile<pair_of(kV)>(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
+    // a ghost tile (pair_of(kV)) reads N tile 0 again: computed, never stored
     const int row = static_cast<int>(walk.row0) + mt * kTile, col = nt < tiles_n ? nt * kTile : 0;
     for (int kb = 0; kb < kblocks; ++kb, ring.next()) {
       const int s = ring.s;
       mbar_wait(&sm.empty[s], ring.phase ^ 1);
       mbar_arrive_expect_tx(&sm.full[s], 2 * kBoxBytes);  // out-of-bounds bytes land as zeros and count
-      if constexpr (kV == 3)
+      if constexpr (pair_of(kV))
         tma_load_2d_multicast(map_x, &sm.full[s], sm.a[s] + rank * (kBoxBytes / 2), kb * kTile, row + 64 * rank, 3);
       else
         tma_load_2d(map_x, &sm.full[s], sm.a[s], kb * kTile, row);
@@ -186,8 +192,8 @@ template <int kV>
 __device__ __forceinline__ void scale_producer(const Fp8GroupedParams& p, Smem<true>& sm, int tiles_n, int kblocks) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   Ring ring;
-  for_each_tile<kV == 3>(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
-    const bool ghost = nt >= tiles_n;  // kV == 3's padding tile: no w scale to read
+  for_each_tile<pair_of(kV)>(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
+    const bool ghost = nt >= tiles_n;  // a pair's padding tile: no w scale to read
     const long long r = static_cast<long long>(mt) * kTile + 4 * lane;
     const int valid = static_cast<int>(max(0LL, min(4LL, walk.m - r)));
     const float* xk = p.x_scale + walk.row0 * p.xs_rs + r;
@@ -205,6 +211,7 @@ __device__ __forceinline__ void scale_producer(const Fp8GroupedParams& p, Smem<t
 
 // The K loop with two scratch accumulators: block kb's wgmmas are issued before block kb - 1's
 // are waited for and promoted, so the promotion overlaps the tensor cores.
+template <bool kPair>
 __device__ __forceinline__ void mainloop_overlapped(Smem<true>& sm, Ring& ring, int kblocks, int c, int row_wg,
                                                     uint32_t a_smem, uint32_t b_smem, float (&acc)[64]) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -227,7 +234,10 @@ __device__ __forceinline__ void mainloop_overlapped(Smem<true>& sm, Ring& ring, 
     if (last) wgmma_wait<0>(); else wgmma_wait<1>();
 #pragma unroll
     for (int i = 0; i < 64; ++i) fence_operand(part[i]);
-    if (lane == 0) mbar_arrive(&sm.empty[stage]);
+    if (lane == 0) {
+      mbar_arrive(&sm.empty[stage]);
+      if constexpr (kPair) mbar_arrive_cluster(&sm.empty[stage], (blockIdx.x % 2) ^ 1);
+    }
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       acc[4 * j] = fmaf(part[4 * j], s0, acc[4 * j]);
@@ -264,7 +274,7 @@ __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem<(kV >= 
   const uint32_t stage_smem = smem_u32(sm.out) + c * 64 * kOutRowBytes;
   auto* out = static_cast<__nv_bfloat16*>(p.out);
   Ring ring;
-  const Walk end = for_each_tile<kV == 3>(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
+  const Walk end = for_each_tile<pair_of(kV)>(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
     const long long m = walk.m;
     const int r0 = mt * kTile + c * 64 + row_wg;  // group-local rows r0 and r0 + 8
     const bool v0 = r0 < m, v1 = r0 + 8 < m;
@@ -277,7 +287,7 @@ __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem<(kV >= 
     float acc[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.f;
-    if constexpr (kV == 2) mainloop_overlapped(sm, ring, kblocks, c, row_wg, a_smem, b_smem, acc);
+    if constexpr (overlap_of(kV)) mainloop_overlapped<pair_of(kV)>(sm, ring, kblocks, c, row_wg, a_smem, b_smem, acc);
     else for (int kb = 0; kb < kblocks; ++kb, ring.next()) {
       const int s = ring.s;
       float na0 = 0.f, na1 = 0.f, nb = 0.f;  // the next block's scales, in flight during the MMAs
@@ -303,7 +313,7 @@ __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem<(kV >= 
 #pragma unroll
       for (int i = 0; i < 64; ++i) fence_operand(part[i]);
       if (lane == 0) {  // the stage is read: one arrival a warp (on both CTAs' barriers in a pair)
-        if constexpr (kV == 3) mbar_arrive(&sm.empty[s]), mbar_arrive_cluster(&sm.empty[s], (blockIdx.x % 2) ^ 1);
+        if constexpr (pair_of(kV)) mbar_arrive(&sm.empty[s]), mbar_arrive_cluster(&sm.empty[s], (blockIdx.x % 2) ^ 1);
         else mbar_arrive(&sm.empty[s]);
       }
       const float s0 = sa0 * sb, s1 = sa1 * sb;
@@ -392,12 +402,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     // full: the TMA thread's arrival (and the scale warp's 32); empty: one arrival a consumer warp
     // (both CTAs' consumer warps in a pair)
     for (int s = 0; s < kStages; ++s)
-      mbar_init(&sm.full[s], kSmemScales ? 33 : 1), mbar_init(&sm.empty[s], 4 * kConsumers * (kV == 3 ? 2 : 1));
+      mbar_init(&sm.full[s], kSmemScales ? 33 : 1), mbar_init(&sm.empty[s], 4 * kConsumers * (pair_of(kV) ? 2 : 1));
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     prefetch_tensormap(&map_x);
     prefetch_tensormap(&map_w);
   }
-  if constexpr (kV == 3) cluster_sync_aligned();  // the partner's barriers exist before any multicast
+  if constexpr (pair_of(kV)) cluster_sync_aligned();  // the partner's barriers exist before any multicast
   else __syncthreads();
   if (wg == 0) {  // producer warpgroup: one thread issues the loads, all give registers away
     setmaxnreg_dec<40>();
@@ -410,7 +420,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   // a pair's CTAs stay until both are done: the partner multicasts into this CTA's stages and
   // arrives on its barriers
-  if constexpr (kV == 3) cluster_sync();
+  if constexpr (pair_of(kV)) cluster_sync();
 }
 
 bool applies(const Fp8GroupedParams& p) {
@@ -424,13 +434,14 @@ bool applies(const Fp8GroupedParams& p) {
          aligned(p.out, 16) && aligned(p.x_scale, 4) && aligned(p.w_scale, 4);
 }
 
-// kV == 3: clusters of two CTAs, as many as fit at once (cudaOccupancyMaxActiveClusters), at most
+// pair_of(kV): clusters of two CTAs, as many as fit at once (cudaOccupancyMaxActiveClusters), at most
 // one a pair of tiles.
+template <int kV>
 cudaError_t launch_pairs(const CUtensorMap& map_x, const CUtensorMap& map_w, const Fp8GroupedParams& p,
                          long long pairs, cudaStream_t stream) {
   constexpr size_t smem = kSmemBytes<true>;
   static const cudaError_t attr =
-      cudaFuncSetAttribute(grouped_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      cudaFuncSetAttribute(grouped_kernel<kV>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (attr != cudaSuccess) return attr;
   cudaLaunchConfig_t cfg{};
   cudaLaunchAttribute at[1];
@@ -439,12 +450,12 @@ cudaError_t launch_pairs(const CUtensorMap& map_x, const CUtensorMap& map_w, con
   cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = smem, cfg.stream = stream, cfg.attrs = at, cfg.numAttrs = 1;
   cfg.gridDim = dim3(2);
   int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, grouped_kernel<3>, &cfg) != cudaSuccess || clusters < 1) {
+  if (cudaOccupancyMaxActiveClusters(&clusters, grouped_kernel<kV>, &cfg) != cudaSuccess || clusters < 1) {
     (void)cudaGetLastError();
     return cudaErrorNotSupported;
   }
   cfg.gridDim = dim3(static_cast<unsigned>(2 * (pairs < clusters ? pairs : clusters)));
-  return cudaLaunchKernelEx(&cfg, grouped_kernel<3>, map_x, map_w, p);
+  return cudaLaunchKernelEx(&cfg, grouped_kernel<kV>, map_x, map_w, p);
 }
 
 template <int kV>
@@ -468,15 +479,16 @@ cudaError_t fp8_blockwise_grouped_wgmma_run(const Fp8GroupedParams& p, cudaStrea
   const char* v = std::getenv("MSLK_FP8_GROUPED_WGMMA_SMEM_SCALES");
   const int variant = v == nullptr ? 0 : v[0] - '0';
   // variant 3 loads half the A rows a CTA (multicast to the pair)
-  const cuuint32_t box2[2] = {cuuint32_t(kTile), cuuint32_t(variant == 3 ? kTile / 2 : kTile)}, box3[3] = {kTile, kTile, 1};
+  const cuuint32_t box2[2] = {cuuint32_t(kTile), cuuint32_t(pair_of(variant) ? kTile / 2 : kTile)}, box3[3] = {kTile, kTile, 1};
   if (!cuda::encode(&map_x, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, p.x, dx, sx, box2, CU_TENSOR_MAP_SWIZZLE_128B) ||
       !cuda::encode(&map_w, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, p.w, dw, sw, box3, CU_TENSOR_MAP_SWIZZLE_128B))
     return cudaErrorNotSupported;
   // At most as many CTAs as tiles can exist: ceil(total_M / 128) + G M tiles over the N tiles.
   const long long tiles = ((p.total_M + kTile - 1) / kTile + p.G) * ((p.N + kTile - 1) / kTile);
-  if (variant == 3) {
+  if (pair_of(variant)) {
     const long long tiles_m = (p.total_M + kTile - 1) / kTile + p.G, tiles_n = (p.N + kTile - 1) / kTile;
-    return launch_pairs(map_x, map_w, p, tiles_m * ((tiles_n + 1) / 2), stream);
+    const long long pairs = tiles_m * ((tiles_n + 1) / 2);
+    return variant == 4 ? launch_pairs<4>(map_x, map_w, p, pairs, stream) : launch_pairs<3>(map_x, map_w, p, pairs, stream);
   }
   if (variant == 2) return launch<2>(map_x, map_w, p, tiles, stream);
   if (variant == 1) return launch<1>(map_x, map_w, p, tiles, stream);

@@ -1,6 +1,6 @@
 // mslk::fmha_decode_splitk: argument checks shared by every backend, and the CPU implementation,
 // which expands the K/V heads to the query heads and runs the exact fused-forward reference
-// (fmha_fwd_cpu) in float32 (quantized caches: dequantized to q's dtype first). The split count
+// (fmha_decode_exact, in float32; quantized caches: dequantized to q's dtype first). The split count
 // does not change the result, so the CPU ignores it.
 #include "attention/fmha_decode.h"
 #include "attention/fmha_decode_plan.h"
@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "attention/fmha_fwd.h"
 #include "common/checks.h"
@@ -36,6 +37,37 @@ at::ScalarType fmha_decode_check(const FmhaDecodeArgs& a) {
   return out;
 }
 
+std::tuple<at::Tensor, at::Tensor> fmha_decode_exact(const FmhaDecodeArgs& a, at::ScalarType out_dtype,
+                                                     int64_t max_copy_bytes) {
+  const at::Tensor &q = a.q, &k = a.k, &v = a.v;
+  const int64_t B = q.size(0), Mq = q.size(1), Hkv = q.size(2), R = q.size(3);
+  const auto acc = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  // K/V heads a call: all of them, or as many as keep the expanded K/V copy near max_copy_bytes
+  const int64_t per_head = (k.numel() + v.numel()) / std::max<int64_t>(Hkv, 1) * R * int64_t(at::elementSize(acc));
+  const int64_t step = max_copy_bytes <= 0 ? std::max<int64_t>(Hkv, 1)
+                                           : std::clamp<int64_t>(max_copy_bytes / std::max<int64_t>(per_head, 1), 1,
+                                                                 std::max<int64_t>(Hkv, 1));
+  std::vector<at::Tensor> outs, lses;
+  for (int64_t h0 = 0;; h0 += step) {  // at least one call (no K/V heads: empty results)
+    const int64_t n = std::min(step, Hkv - h0);
+    auto heads = [&](const at::Tensor& x) {  // [B, M, n, D] -> [B, M, n * R, D], float
+      return x.narrow(2, h0, n).to(acc).unsqueeze(3).expand({x.size(0), x.size(1), n, R, x.size(3)}).reshape(
+          {x.size(0), x.size(1), n * R, x.size(3)});
+    };
+    const at::Tensor qh = q.narrow(2, h0, n).to(acc).reshape({B, Mq, n * R, q.size(4)}), kh = heads(k), vh = heads(v);
+    const std::optional<at::Tensor> none;
+    auto [out, lse] = fmha_fwd_exact({qh, kh, vh, none, a.seqstart_q, a.seqstart_k, a.seqlen_k, a.max_seqlen_q,
+                                      a.mask_kind, a.window_left, a.window_right, a.scale, a.block_tables, a.page_size,
+                                      0.0, none, kDecodeOp},
+                                     FmhaDropout{}, max_copy_bytes > 0);
+    outs.push_back(out.reshape({B, Mq, n, R, v.size(3)}));
+    lses.push_back(lse.reshape({B, n, R, Mq}));
+    if (h0 + n >= Hkv) break;
+  }
+  auto out = outs.size() == 1 ? outs[0] : at::cat(outs, 2);
+  return {out.to(out_dtype), lses.size() == 1 ? lses[0] : at::cat(lses, 1)};
+}
+
 namespace {
 
 std::tuple<at::Tensor, at::Tensor> fmha_decode_cpu(
@@ -53,19 +85,9 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cpu(
                            window_right, scale, block_tables, page_size, num_splits, output_dtype, std::nullopt,
                            std::nullopt);
   }
-  const at::ScalarType out_dtype = fmha_decode_check({q, k, v, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q,
-                                                      mask_kind, window_left, window_right, scale, block_tables,
-                                                      page_size, num_splits, output_dtype});
-  const int64_t B = q.size(0), Mq = q.size(1), Hkv = q.size(2), R = q.size(3);
-  const auto acc = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  auto heads = [&](const at::Tensor& x) {  // [B, M, Hkv, D] -> [B, M, Hkv * R, D], float
-    return x.to(acc).unsqueeze(3).expand({x.size(0), x.size(1), Hkv, R, x.size(3)}).reshape(
-        {x.size(0), x.size(1), Hkv * R, x.size(3)});
-  };
-  auto [out, lse] = fmha_fwd_cpu(q.to(acc).reshape({B, Mq, Hkv * R, q.size(4)}), heads(k), heads(v), std::nullopt,
-                                 seqstart_q, seqstart_k, seqlen_k, max_seqlen_q, mask_kind, window_left, window_right,
-                                 scale, block_tables, page_size, 0.0, std::nullopt);
-  return {out.reshape({B, Mq, Hkv, R, v.size(3)}).to(out_dtype), lse.reshape({B, Hkv, R, Mq})};
+  const FmhaDecodeArgs a{q,           k,     v,            seqstart_q, seqstart_k, seqlen_k,  max_seqlen_q, mask_kind,
+                         window_left, window_right, scale, block_tables, page_size,  num_splits, output_dtype};
+  return fmha_decode_exact(a, fmha_decode_check(a), 0);
 }
 
 int64_t num_splits_op(int64_t pairs, int64_t keys, int64_t head_dim, int64_t sms, int64_t tile_cfg) {

@@ -119,6 +119,17 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
                    "(output_dtype), got float64");
   const int64_t B = q_in.size(0), Mq = q_in.size(1), Hkv = q_in.size(2), R = q_in.size(3);
   const int64_t K = q_in.size(4), Kv = v_chk.size(3), Mkv = k_in.size(1);
+  if (!quant && (K > 256 || Kv > 256)) {
+    // Head dims the kernel does not take (the spec's 512 among them): the exact path on the GPU,
+    // a few K/V heads at a time (expanded float32 K/V near 256 MB a call), the CPU backend's math.
+    const int forced = int(read_env([] { return env::integer(env::Var::kDecodeTileCfg, -1, 0, 3); }));
+    TORCH_CHECK_VALUE(forced < 0, op, ": MSLK_DECODE_TILE_CFG=", forced, " forces a kernel tile row, and the kernel "
+                      "takes head dims up to 256; got K=", K, ", Kv=", Kv, "; unset MSLK_DECODE_TILE_CFG");
+    const c10::cuda::CUDAGuard guard(q_in.device());
+    return fmha_decode_exact({q_in, k_in, v_in, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q, mask_kind, window_left,
+                              window_right, scale, block_tables, page_size, num_splits, output_dtype},
+                             out_dtype, int64_t(256) << 20);
+  }
   TORCH_CHECK_VALUE(K >= 1 && K <= 256 && Kv >= 1 && Kv <= 256, op,
                     ": the CUDA kernel supports head dims 1..256; got K=", K, ", Kv=", Kv);
   TORCH_CHECK_VALUE(Hkv <= 65535, op, ": at most 65535 K/V heads; got ", Hkv);

@@ -195,6 +195,18 @@ def test_decode_ragged_gqa(device, fmt, D, dtype):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fmt", ["int4_g4", "fp8", "fp8_fp32"])
+def test_decode_head_dim_512(device, fmt):
+    # the spec's largest head dim: on the GPU the cache is dequantized to q's dtype, then the exact
+    # path (the CPU backend's rule: the reference dequantizes to q's dtype too)
+    g = torch.Generator().manual_seed(512 + FORMATS.index(fmt))
+    q, kv_k, kv_v = quantized_gqa(2, 2, 300, 2, 4, 512, torch.bfloat16, "cpu", fmt, g)
+    shared = lambda t: None if t is None else t[:, :, :, :1].to(device).expand(t.shape)  # noqa: E731
+    kv = [(shared(xq), shared(ss), xd) for xq, ss, xd in (kv_k, kv_v)]
+    check(triton_splitk.FwOp, q.to(device), kv, ab.LowerTriangularFromBottomRightMask())
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("fmt", ["int4_g2", "fp8"])
 @pytest.mark.parametrize("op", [triton_splitk.FwOp_S1, triton_splitk.FwOp_S8])
 def test_decode_dense_fixed_splits(device, fmt, op):

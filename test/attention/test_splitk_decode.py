@@ -1,6 +1,6 @@
 """Split-K decode attention (triton_splitk.FwOp, torch.ops.mslk.fmha_decode_splitk) against float64
 attention: every mask it serves, ragged per-sequence key lengths, Mq 1..16, GQA ratios 1 / 4 / 8,
-head dims 64 / 128 / 256, the LSE (partial + merge), every fixed split count, paged K/V equal to
+head dims 16 to 512, the LSE (partial + merge), every fixed split count, paged K/V equal to
 contiguous K/V, argument errors, opcheck. CPU cases run the op's CPU implementation through the
 operator class; CUDA cases (needs_cuda) run the kernel, including a CUDA-graph capture."""
 
@@ -111,7 +111,7 @@ def test_masks(device, dtype, mq, R, mask):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("D", [16, 64, 128, 256])
+@pytest.mark.parametrize("D", [16, 64, 128, 256, 512])
 @pytest.mark.parametrize("mq", [1, 16])
 def test_head_dims(device, D, mq):
     g = torch.Generator().manual_seed(D + mq)
@@ -165,6 +165,36 @@ def test_partial_and_merge(device):
     assert out16.dtype == torch.float32
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("mask", range(5))
+def test_head_dim_512(device, mask):
+    # the spec's largest head dim (the GPU's exact path): every decode mask, the LSE, merging two
+    # partial results, a float32 output
+    g = torch.Generator().manual_seed(512 + mask)
+    mq = 3
+    name, bias, B, Mkv = decode_masks(mq, device)[mask]
+    Mq = mq * (len(bias.q_seqinfo.seqstart_py) - 1) if hasattr(bias, "q_seqinfo") else mq
+    q, k, v = gqa_qkv(B, Mq, Mkv, 2, 4, 512, torch.bfloat16, device, g)
+    check(triton_splitk.FwOp, q, k, v, bias, scale=0.05)
+    if bias is None:
+        parts = [run(triton_splitk.FwOp, q, k[:, a:b], v[:, a:b], partial=True, scale=0.05) for a, b in ((0, 61), (61, Mkv))]
+        out, lse = fmha.merge_attentions([p[0] for p in parts], [p[1] for p in parts])
+        ref_out, ref_lse = reference(q, k, v, None, 0.05)
+        assert_attention_close(out, ref_out, torch.bfloat16)
+        torch.testing.assert_close(lse.double().cpu(), ref_lse, atol=2e-3, rtol=1e-4)
+        out32, _ = run(triton_splitk.FwOp, q, k, v, output_dtype=torch.float32, scale=0.05)
+        assert out32.dtype == torch.float32
+        assert_attention_close(out32, ref_out, torch.bfloat16)
+
+
+@needs_cuda
+def test_head_dim_512_long_cache():
+    # expanded K/V over 256 MB a K/V head: the GPU's exact path takes the K/V heads one call each
+    g = torch.Generator().manual_seed(16384)
+    q, k, v = gqa_qkv(1, 1, 16384, 2, 4, 512, torch.bfloat16, "cuda", g)
+    check(triton_splitk.FwOp, q, k, v, None, scale=0.05)
+
+
 # ---- paged K/V ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -202,7 +232,8 @@ def test_paged_equals_contiguous(device, page_size, causal):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("page_size", [4, 16])
 @pytest.mark.parametrize("mask", range(5))
-def test_paged_and_gappy_masks(device, page_size, mask):
+@pytest.mark.parametrize("D", [64, 512])
+def test_paged_and_gappy_masks(device, page_size, mask, D):
     """Every paged mask (padded, causal, local, gappy) over shuffled pages, against the float64
     reference operator on the same paged inputs."""
     from mslk.attention.fmha import reference as ref_op
@@ -210,10 +241,12 @@ def test_paged_and_gappy_masks(device, page_size, mask):
 
     bias = paged_masks(device, page_size)[mask]
     g = torch.Generator().manual_seed(page_size * 10 + mask)
-    q, k, v = gqa_qkv(1, bias.q_seqinfo.total, 14 * page_size, 2, 4, 64, torch.float16, device, g)
-    out, lse = run(triton_splitk.FwOp, q, k, v, bias)
+    q, k, v = gqa_qkv(1, bias.q_seqinfo.total, 14 * page_size, 2, 4, D, torch.float16, device, g)
+    scale = 0.05 if D == 512 else None
+    out, lse = run(triton_splitk.FwOp, q, k, v, bias, scale=scale)
     ref_out, ref_lse = fmha.memory_efficient_attention_partial(q.cpu().double(), k.cpu().double(), v.cpu().double(),
-                                                               paged_masks("cpu", page_size)[mask], op=ref_op.FwOp)
+                                                               paged_masks("cpu", page_size)[mask], op=ref_op.FwOp,
+                                                               scale=scale)
     assert_attention_close(out, ref_out, torch.float16)
     fin = torch.isfinite(ref_lse)
     assert torch.equal(torch.isfinite(lse.cpu()), fin)
@@ -248,9 +281,11 @@ def test_bad_inputs_name_the_argument():
 
 
 def test_not_supported_reasons():
-    q = torch.randn(1, 1, 8, 512, dtype=torch.float16)
+    q = torch.randn(1, 1, 8, 320, dtype=torch.float16)
     reasons = triton_splitk.FwOp.not_supported_reasons(Inputs(q, q, q))
-    assert any("512" in r for r in reasons)
+    assert any("320" in r for r in reasons)
+    q = torch.randn(1, 1, 8, 512, dtype=torch.float16)  # the spec's largest head dim
+    assert not [r for r in triton_splitk.FwOp.not_supported_reasons(Inputs(q, q, q)) if "512" in r or "head" in r]
     q = torch.randn(1, 1, 8, 64)
     assert any("dtype" in r for r in triton_splitk.FwOp.not_supported_reasons(Inputs(q, q, q)))
     assert any("dropout" in r for r in triton_splitk.FwOp.not_supported_reasons(Inputs(q.half(), q.half(), q.half(),

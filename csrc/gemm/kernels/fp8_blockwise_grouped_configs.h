@@ -32,7 +32,8 @@ namespace mslk::gemm {
 inline constexpr int kFp8BlockwiseGroupedWgmmaRow = 0 MSLK_FP8_BLOCKWISE_GROUPED_CONFIGS(MSLK_FP8_BLOCKWISE_GROUPED_COUNT_ROW);
 #undef MSLK_FP8_BLOCKWISE_GROUPED_COUNT_ROW
 // Unforced calls whose ceil(total_M / G) is at least this take mslk's kernel where it applies
-// (else the buckets' CUTLASS row); -1: never (it has not been timed against the buckets yet).
+// (else the buckets' CUTLASS row); -1: never (it trails the CUTLASS rows on every timed shape:
+// docs/design/gemm_tables.md).
 inline constexpr long long kFp8BlockwiseGroupedWgmmaMinAvgM = -1;
 
 #define MSLK_FP8_BLOCKWISE_GROUPED_CONFIG_ENTRY(id, tm, tn, tk, cm, cn, coop) \

@@ -4,7 +4,9 @@
 each CTA streams one (sequence, K/V head, split) chunk of the K/V cache once for all the query
 heads that read that K/V head (GQA / MQA: K/V expand()ed over the query heads of a group, BMGHK,
 or over every head, BMHK), and the attention-merge kernel combines the splits. fp16 / bf16, head
-dims 16..256 (K == Kv), the masks of SUPPORTED_ATTN_BIAS_TYPES (dense causal, padded, gappy and
+dims 16..256 and 512 (K == Kv; the kernel takes up to 256, and 512 runs an exact path on the GPU:
+each K/V head expanded to its query heads, float32 attention on ATen matmuls, the CPU backend's
+math; quantized caches dequantized to q's dtype first), the masks of SUPPORTED_ATTN_BIAS_TYPES (dense causal, padded, gappy and
 paged K/V), the LSE (memory_efficient_attention_partial) and any output dtype. NUM_SPLITS = 0 picks
 the split count by the kernel's heuristic; FwOp_S{n} fix it. The result does not depend on the
 split count beyond rounding.
@@ -40,7 +42,7 @@ class FwOp(_b.HeadDims, AttentionFwOpBase):
     SUPPORTED_DEVICES = {"cuda"}
     CUDA_MINIMUM_COMPUTE_CAPABILITY = (8, 0)
     SUPPORTED_DTYPES = set(_b.HALF)
-    SUPPORTED_MAX_K = 256
+    SUPPORTED_MAX_K = 512
     SUPPORTED_MIN_K = 16
     SUPPORTED_ATTN_BIAS_TYPES = (*_b.BASIC_MASKS, *_b.VARLEN_MASKS, *_b.PADDED_MASKS, *_b.GAPPY_MASKS,
                                  *_b.PAGED_MASKS)
@@ -49,7 +51,7 @@ class FwOp(_b.HeadDims, AttentionFwOpBase):
     SUPPORTS_OUTPUT_DTYPE = True
     VARLEN_LSE_PACKED = True
     UNAVAILABLE_REASON = "needs a CUDA build of mslk (torch.ops.mslk.fmha_decode_splitk has no CUDA kernel here)"
-    HEAD_DIMS = {16, 32, 64, 128, 256}
+    HEAD_DIMS = {16, 32, 64, 128, 256, 512}
     NUM_SPLITS: int = 0  # 0: chosen by a heuristic
     SUPPORTS_QUANTIZED_KV = True
     NUM_GROUPS: Optional[int] = None  # INT4 groups a row; None: implied by the key's row length

@@ -1,4 +1,4 @@
-"""Times the grouped FP8 wgmma kernel's variants (MSLK_FP8_GROUPED_WGMMA_SMEM_SCALES 0-4) beside the
+"""Times the grouped FP8 wgmma kernel's variants (MSLK_FP8_GROUPED_WGMMA_VARIANT 0-4) beside the
 CUTLASS pick and its 1x1 row on the grouped benchmark's shapes; '(DIFF)' marks an output that is not
 bit-identical to the default's. Usage (GPU): python3 tools/profile/grouped_wgmma_variants.py"""
 import os, torch, mslk  # noqa
@@ -14,7 +14,7 @@ for E, tpe, N, K in [(8, 2048, 4096, 7168), (16, 512, 2048, 5120), (128, 64, 204
         op = torch.ops.mslk.f8f8bf16_groupwise_grouped
         def run(row, v):
             def f(*a):
-                with env_var("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", row), env_var("MSLK_FP8_GROUPED_WGMMA_SMEM_SCALES", v):
+                with env_var("MSLK_FP8_BLOCKWISE_GROUPED_CONFIG", row), env_var("MSLK_FP8_GROUPED_WGMMA_VARIANT", v):
                     return op(*a)
             return f
         fns = {"default": run(None, None), "cutlass1x1": run("2", None), "wgmma0": run("3", "0"), "wgmma1": run("3", "1"), "wgmma2": run("3", "2"), "wgmma3": run("3", "3"), "wgmma4": run("3", "4")}

@@ -21,7 +21,6 @@
 #include <cuda_runtime.h>
 
 #include <climits>
-#include <cstdlib>
 #include <cstring>
 
 #include "common/device_attrs.h"
@@ -30,6 +29,7 @@
 #include "gemm/kernels/fp8_blockwise.h"
 #include "gemm/kernels/group_sizes.cuh"
 #include "gemm/kernels/wgmma_e4m3.cuh"
+#include "mslk/utils/env.h"
 
 namespace mslk::gemm {
 namespace {
@@ -115,7 +115,7 @@ __device__ __forceinline__ Walk for_each_tile(const Fp8GroupedParams& p, int til
   return walk;
 }
 
-// Variants (MSLK_FP8_GROUPED_WGMMA_SMEM_SCALES): 0 scales from global memory; 1 scales copied into
+// Variants (MSLK_FP8_GROUPED_WGMMA_VARIANT): 0 scales from global memory; 1 scales copied into
 // the stages by the scale warp; 2 as 1 with the promotion overlapped (two scratch accumulators);
 // 3 as 1 on 2-CTA clusters sharing A (multicast); 4 as 3 with the promotion overlapped.
 constexpr bool pair_of(int v) { return v == 3 || v == 4; }
@@ -476,8 +476,7 @@ cudaError_t fp8_blockwise_grouped_wgmma_run(const Fp8GroupedParams& p, cudaStrea
   const cuuint64_t dx[2] = {cuuint64_t(p.K), cuuint64_t(p.total_M)}, sx[1] = {cuuint64_t(p.ldx)};
   const cuuint64_t dw[3] = {cuuint64_t(p.K), cuuint64_t(p.N), cuuint64_t(p.G)};
   const cuuint64_t sw[2] = {cuuint64_t(p.ldw), cuuint64_t(p.w_gs)};
-  const char* v = std::getenv("MSLK_FP8_GROUPED_WGMMA_SMEM_SCALES");
-  const int variant = v == nullptr ? 0 : v[0] - '0';
+  const int variant = int(env::integer(env::Var::kFp8GroupedWgmmaVariant, 0, 0, 4));
   // variant 3 loads half the A rows a CTA (multicast to the pair)
   const cuuint32_t box2[2] = {cuuint32_t(kTile), cuuint32_t(pair_of(variant) ? kTile / 2 : kTile)}, box3[3] = {kTile, kTile, 1};
   if (!cuda::encode(&map_x, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, p.x, dx, sx, box2, CU_TENSOR_MAP_SWIZZLE_128B) ||

@@ -69,9 +69,6 @@ namespace mslk::env {
   X(kFp8BlockwiseGroupedConfig, MSLK_FP8_BLOCKWISE_GROUPED_CONFIG, "a row of fp8_blockwise_grouped_configs.h",     \
     "by average group size",                                                                                       \
     "tuning: force a row of the grouped block/group-scaled FP8 GEMM (the CUTLASS rows, then mslk's wgmma kernel)") \
-  X(kFp8GroupedWgmmaVariant, MSLK_FP8_GROUPED_WGMMA_VARIANT, "0 to 4", "0",                                        \
-    "mslk's grouped FP8 wgmma kernel: scales from global memory (0), copied into the stages (1), 1 with the "       \
-    "promotion overlapped (2), 1 on 2-CTA clusters sharing A (3), 3 with the promotion overlapped (4)")           \
   X(kBf16GroupedKernel, MSLK_BF16_GROUPED_KERNEL, "auto, cutlass, simt", "auto",                                   \
     "BF16 grouped GEMMs: CUTLASS where TMA's rules hold, else SIMT (auto, cutlass); always SIMT (simt)")           \
   X(kBf16GroupedConfig, MSLK_BF16_GROUPED_CONFIG, "a row of bf16_grouped_configs.h", "by average group size",      \

@@ -250,7 +250,8 @@ def test_cuda_dense_rows(monkeypatch, row, swizzle):
 
 
 @requires_cuda
-@pytest.mark.parametrize("row", [None, WGMMA_ROW])  # the default pick, mslk's wgmma kernel
+# the default pick (mslk's wgmma kernel at these group sizes), mslk's kernel forced, a CUTLASS row
+@pytest.mark.parametrize("row", [None, WGMMA_ROW, "2"])
 def test_cuda_graph_capture_grouped(monkeypatch, row):
     # M_sizes stays on the GPU: the captured graph reads it at replay, so new sizes written into
     # the same tensor take effect without a re-capture

@@ -14,7 +14,8 @@
   X(2, 128, 128, 128, 1, 1, 1)
 
 // B(max_avg_m, tile_m, tile_n, tile_k, cluster_m, cluster_n, cooperative): the first bucket with
-// ceil(total_M / G) <= max_avg_m wins (max_avg_m < 0: no limit).
+// ceil(total_M / G) <= max_avg_m wins (max_avg_m < 0: no limit). Unforced calls up to
+// kFp8BlockwiseGroupedWgmmaMaxAvgM (below) take mslk's kernel first where it applies.
 // Measured on the H200 (docs/design/gemm_tables.md, E 8 / 16 / 128 at 2048 / 512 / 64 rows a
 // group): 64-row ping-pong 522-545 us against 617 (1x1 cluster) and 1015 us (2x1) at E 128;
 // 128-row without a cluster 196 / 234 us against 205 / 283 (2x1) at E 16 uniform / skewed; the 2x1
@@ -31,10 +32,12 @@ namespace mslk::gemm {
 #define MSLK_FP8_BLOCKWISE_GROUPED_COUNT_ROW(...) +1
 inline constexpr int kFp8BlockwiseGroupedWgmmaRow = 0 MSLK_FP8_BLOCKWISE_GROUPED_CONFIGS(MSLK_FP8_BLOCKWISE_GROUPED_COUNT_ROW);
 #undef MSLK_FP8_BLOCKWISE_GROUPED_COUNT_ROW
-// Unforced calls whose ceil(total_M / G) is at least this take mslk's kernel where it applies
-// (else the buckets' CUTLASS row); -1: never (it trails the CUTLASS rows on every timed shape:
-// docs/design/gemm_tables.md).
-inline constexpr long long kFp8BlockwiseGroupedWgmmaMinAvgM = -1;
+// Unforced calls whose ceil(total_M / G) is at most this take mslk's kernel where it applies (else
+// the buckets' CUTLASS row): it leads at small groups and ties or trails at larger ones. H100,
+// 2026-12-06, one run, us, the CUTLASS pick against mslk's kernel, uniform / skewed sizes (N x K):
+// E 128 x 64 rows (2048 x 7168) 745 / 850 against 704 / 797; E 16 x 512 (2048 x 5120) 197 / 234
+// against 192 / 236; E 8 x 2048 (4096 x 7168) 919 / 1070 against 986 / 1040.
+inline constexpr long long kFp8BlockwiseGroupedWgmmaMaxAvgM = 128;
 
 #define MSLK_FP8_BLOCKWISE_GROUPED_CONFIG_ENTRY(id, tm, tn, tk, cm, cn, coop) \
   TileConfig{tm, tn, tk, cm, cn, (coop) != 0, false, false},

@@ -39,8 +39,7 @@ bool cutlass_applies(const Fp8GroupedParams& p) {
 
 cudaError_t fp8_blockwise_grouped_run(const Fp8GroupedParams& p, cudaStream_t stream) {
   if (p.tuning.forced_row == kFp8BlockwiseGroupedWgmmaRow) return fp8_blockwise_grouped_wgmma_run(p, stream);
-  if (p.tuning.forced_row < 0 && kFp8BlockwiseGroupedWgmmaMinAvgM >= 0 && p.G > 0 &&
-      (p.total_M + p.G - 1) / p.G >= kFp8BlockwiseGroupedWgmmaMinAvgM)
+  if (p.tuning.forced_row < 0 && p.G > 0 && (p.total_M + p.G - 1) / p.G <= kFp8BlockwiseGroupedWgmmaMaxAvgM)
     if (const cudaError_t e = fp8_blockwise_grouped_wgmma_run(p, stream); e != cudaErrorNotSupported) return e;
 #if MSLK_HAS_CUTLASS
   if (!cutlass_applies(p)) return cudaErrorNotSupported;

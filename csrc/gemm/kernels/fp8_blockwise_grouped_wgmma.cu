@@ -1,6 +1,7 @@
 // mslk's own device-side grouped block/group-scaled FP8 GEMM (f8f8bf16_groupwise_grouped) for sm90,
 // beside the CUTLASS ptr-array rows of fp8_blockwise_grouped_configs.h (the row after them selects
-// it). Same contract (fp8_blockwise.h, gemm/fp8_grouped_params.h); the groups stay on the device.
+// it; the dispatcher's default at small average group sizes). Same contract (fp8_blockwise.h,
+// gemm/fp8_grouped_params.h); the groups stay on the device.
 //
 // Why a kernel of our own: CUTLASS's ptr-array blockwise mainloop ran 10-17% behind its dense
 // blockwise kernel at the same tile (docs/design/gemm_tables.md), and that gap is the grouped
@@ -8,20 +9,21 @@
 // A is one 2-D TMA map over x [total_M, K] (a tile starts at any row: its group's first row plus
 // 128 per M tile; rows past the group are read but never stored), B one 3-D map over w [G, N, K].
 //
-// Per CTA (persistent, one per SM): a producer warpgroup (one thread issues the TMA loads of a
-// kStages ring) and two consumer warpgroups of 64 rows each of a 128 x 128 tile. Per 128-K block a
-// consumer runs four m64n128k32 E4M3 wgmmas into a scratch accumulator, then adds it times
+// Per CTA (persistent, one per SM): a producer warpgroup and two consumer warpgroups of 64 rows
+// each of a 128 x 128 tile. In the producer warpgroup one thread issues the TMA loads of a kStages
+// ring and a scale warp copies each stage's 128 x scales and its w scale into the stage (cp.async,
+// arriving on the stage's full barrier), so the consumers read their scales from shared memory
+// with the operands instead of waiting on global loads. Per 128-K block a consumer runs four
+// m64n128k32 E4M3 wgmmas into a scratch accumulator, then adds it times
 // x_scale[row, kb] * w_scale[kb, n / 128] into the float32 accumulator, in the order CUTLASS's
 // blockwise mainloop uses (scales multiplied first, then one fma), so both give the same bits.
-// The scales come straight from global memory (two x scales a thread, one w scale a tile) one K
-// block ahead. Epilogue: bf16 pairs to a row-swizzled staging tile, then 16-byte stores of the
-// group's rows only. Rows past the last group are zeroed by the consumers at the end.
+// Epilogue: bf16 pairs straight from the accumulator registers, the group's rows only. Rows past
+// the last group are zeroed by the consumers at the end.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <climits>
-#include <cstring>
 
 #include "common/device_attrs.h"
 #include "common/sm90_ptx.cuh"
@@ -37,17 +39,17 @@ using namespace mslk::ptx;
 using detail::fp8_group_rows;
 
 constexpr int kTile = 128;     // rows, columns and K of a tile: one scale block along K and N
-constexpr int kStages = 6;     // 32 KB each
+constexpr int kStages = 6;     // 32 KB of operands each
 constexpr int kBand = 16;      // M tiles of a group walked together, N column by N column
 constexpr int kConsumers = 2;  // warpgroups of 64 rows
 constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr uint32_t kBoxBytes = kTile * kTile;  // one E4M3 box of A or B
-constexpr int kOutRowBytes = kTile * 2;        // a bf16 staging row: 16 chunks of 16 bytes
 
+// A stage: the A and B boxes of one 128-K block, the tile's 128 x scales and its w scale.
 struct Smem {
   alignas(1024) uint8_t a[kStages][kBoxBytes];  // SWIZZLE_128B boxes: 1024-byte aligned
   alignas(1024) uint8_t b[kStages][kBoxBytes];
-  alignas(16) uint8_t out[kTile * kOutRowBytes];
+  float sa[kStages][kTile], sb[kStages];
   uint64_t full[kStages], empty[kStages];
 };
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + slack to align the dynamic window
@@ -111,6 +113,7 @@ struct Ring {
   }
 };
 
+// The TMA thread: per stage, the tile's A box (128 rows from the group's tile row) and B box.
 __device__ __forceinline__ void producer(const CUtensorMap* map_x, const CUtensorMap* map_w,
                                          const Fp8GroupedParams& p, Smem& sm, int tiles_n, int kblocks) {
   Ring ring;
@@ -126,36 +129,59 @@ __device__ __forceinline__ void producer(const CUtensorMap* map_x, const CUtenso
   });
 }
 
+__device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
+// The scale warp: per stage, lane l copies the x scales of tile rows 4l .. 4l + 3 (zeros past the
+// group) and lane 0 the w scale; each lane's copies arrive on the full barrier.
+__device__ __forceinline__ void scale_producer(const Fp8GroupedParams& p, Smem& sm, int tiles_n, int kblocks) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  Ring ring;
+  for_each_tile(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
+    const long long r = static_cast<long long>(mt) * kTile + 4 * lane;
+    const int valid = static_cast<int>(max(0LL, min(4LL, walk.m - r)));
+    // x scales [kblocks][m] (MN-major) from row r, w scales [kblocks][tiles_n] from column nt
+    const float* xk = p.x_scale + walk.row0 * p.xs_rs + r;
+    const float* wk = p.w_scale + walk.g * p.ws_gs + nt;
+    for (int kb = 0; kb < kblocks; ++kb, ring.next(), xk += walk.m, wk += tiles_n) {
+      const int s = ring.s;
+      mbar_wait(&sm.empty[s], ring.phase ^ 1);
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        cp_async<4>(&sm.sa[s][4 * lane + j], j < valid ? xk + j : p.x_scale, j < valid ? 4 : 0);
+      if (lane == 0) cp_async<4>(&sm.sb[s], wk, 4);
+      cp_async_mbar_arrive(&sm.full[s]);
+    }
+  });
+}
+
 // Consumer warpgroup c (rows 64c .. 64c + 63 of each tile).
 __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem& sm, int tiles_n, int kblocks, int c) {
   const int tid = static_cast<int>(threadIdx.x) % 128, warp = tid / 32, lane = tid % 32;
   const int row_wg = warp * 16 + lane / 4;  // the thread's first accumulator row in its 64 (then + 8)
   const uint32_t a_smem = smem_u32(sm.a[0]) + c * 64 * kTile, b_smem = smem_u32(sm.b[0]);
-  const uint32_t stage_smem = smem_u32(sm.out) + c * 64 * kOutRowBytes;
   auto* out = static_cast<__nv_bfloat16*>(p.out);
   Ring ring;
   const Walk end = for_each_tile(p, tiles_n, [&](const Walk& walk, int mt, int nt) {
     const long long m = walk.m;
     const int r0 = mt * kTile + c * 64 + row_wg;  // group-local rows r0 and r0 + 8
     const bool v0 = r0 < m, v1 = r0 + 8 < m;
-    // The thread's x scales (row r0 of [kblocks][m], MN-major) and the tile's w scale (column nt of
-    // [kblocks][tiles_n]), stepped one K block at a time.
-    const float* xk = p.x_scale + walk.row0 * p.xs_rs + r0;
-    const float* wk = p.w_scale + walk.g * p.ws_gs + nt;
-    float sa0 = v0 ? xk[0] : 0.f, sa1 = v1 ? xk[8] : 0.f, sb = wk[0];
     float acc[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.f;
     for (int kb = 0; kb < kblocks; ++kb, ring.next()) {
       const int s = ring.s;
-      float na0 = 0.f, na1 = 0.f, nb = 0.f;  // the next block's scales, in flight during the MMAs
-      if (kb + 1 < kblocks) {
-        xk += m, wk += tiles_n;
-        na0 = v0 ? xk[0] : 0.f;
-        na1 = v1 ? xk[8] : 0.f;
-        nb = wk[0];
-      }
       mbar_wait(&sm.full[s], ring.phase);
+      // the scales, read before the stage is released
+      const float sb = ld_shared_f32(smem_u32(&sm.sb[s]));
+      const uint32_t sa = smem_u32(&sm.sa[s][c * 64 + row_wg]);
+      const float sa0 = ld_shared_f32(sa), sa1 = ld_shared_f32(sa + 32);
       float part[64];
       wgmma_fence();
       const uint64_t da = gmma_desc_sw128(a_smem + s * kBoxBytes), db = gmma_desc_sw128(b_smem + s * kBoxBytes);
@@ -174,35 +200,20 @@ __device__ __forceinline__ void consumer(const Fp8GroupedParams& p, Smem& sm, in
         acc[4 * j + 2] = fmaf(part[4 * j + 2], s1, acc[4 * j + 2]);
         acc[4 * j + 3] = fmaf(part[4 * j + 3], s1, acc[4 * j + 3]);
       }
-      sa0 = na0, sa1 = na1, sb = nb;
     }
 
-    // Epilogue: staging row r holds 16-byte chunk j at chunk j ^ (r % 8), so the eight rows of one
-    // store instruction hit 32 distinct banks and a quarter-warp's 16-byte reads one 128-byte line.
-    named_barrier_sync(1 + c, 128);  // this warpgroup's reads of the previous tile are done
+    // Epilogue: bf16 pairs straight from the accumulator rows (columns 8j + 2 (lane % 4), + 1).
+    const long long col0 = static_cast<long long>(nt) * kTile + 2 * (lane % 4);
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int h = 0; h < 2; ++h) {
+      if (h == 0 ? !v0 : !v1) continue;
+      __nv_bfloat16* orow = out + (walk.row0 + r0 + 8 * h) * p.N;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = row_wg + 8 * h;
-        const __nv_bfloat162 v = __floats2bfloat162_rn(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-        uint32_t bits;
-        memcpy(&bits, &v, 4);
-        st_shared_b32(stage_smem + r * kOutRowBytes + ((j ^ (r & 7)) << 4) + (lane % 4) * 4, bits);
-      }
-    }
-    named_barrier_sync(1 + c, 128);
-    const long long row_base = walk.row0 + mt * kTile + c * 64;  // out row of staging row 0
-#pragma unroll
-    for (int it = 0; it < 64 * 16 / 128; ++it) {
-      const int q = it * 128 + tid, r = q / 16, ch = q % 16;
-      const long long col = static_cast<long long>(nt) * kTile + ch * 8;
-      if (mt * kTile + c * 64 + r < m && col < p.N) {
-        uint4 v;
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                     : "r"(stage_smem + r * kOutRowBytes + ((ch ^ (r & 7)) << 4)));
-        *reinterpret_cast<uint4*>(out + (row_base + r) * p.N + col) = v;
+      for (int j = 0; j < 16; ++j) {
+        const long long col = col0 + 8 * j;
+        if (col < p.N)
+          *reinterpret_cast<__nv_bfloat162*>(orow + col) =
+              __floats2bfloat162_rn(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
       }
     }
   });
@@ -221,25 +232,30 @@ __global__ void __launch_bounds__(kThreads, 1)
     grouped_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w,
                    const Fp8GroupedParams p) {
   extern __shared__ uint8_t smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const int tiles_n = static_cast<int>((p.N + kTile - 1) / kTile);
-  const int kblocks = static_cast<int>((p.K + kTile - 1) / kTile);
+  auto& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // N tiles and K blocks, computed by each role after its register change (computed before it,
+  // ptxas kept one of them in local memory across the change)
+  auto tiles_n = [&p] { return static_cast<int>((p.N + kTile - 1) / kTile); };
+  auto kblocks = [&p] { return static_cast<int>((p.K + kTile - 1) / kTile); };
   // warpgroup index through a shuffle: provably warp-uniform, so the compiler keeps the shared-memory
   // addresses and wgmma descriptors derived from it in uniform registers
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
   if (threadIdx.x == 0) {
-    ring_init(sm.full, sm.empty, kStages, 4 * kConsumers);
+    // full: the TMA thread's arrival and the scale warp's 32; empty: one arrival a consumer warp
+    for (int s = 0; s < kStages; ++s) mbar_init(&sm.full[s], 33), mbar_init(&sm.empty[s], 4 * kConsumers);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     prefetch_tensormap(&map_x);
     prefetch_tensormap(&map_w);
   }
   __syncthreads();
-  if (wg == 0) {  // producer warpgroup: one thread issues the loads, all give registers away
+  if (wg == 0) {  // producer warpgroup: thread 0 loads the operands, warp 1 the scales; all give registers away
     setmaxnreg_dec<40>();
-    if (threadIdx.x == 0) producer(&map_x, &map_w, p, sm, tiles_n, kblocks);
-    return;
+    if (threadIdx.x == 0) producer(&map_x, &map_w, p, sm, tiles_n(), kblocks());
+    if (threadIdx.x / 32 == 1) scale_producer(p, sm, tiles_n(), kblocks());
+  } else {
+    setmaxnreg_inc<232>();  // the consumers' two 64-float accumulators without spills
+    consumer(p, sm, tiles_n(), kblocks(), wg - 1);
   }
-  setmaxnreg_inc<232>();  // the consumers' two 64-float accumulators without spills
-  consumer(p, sm, tiles_n, kblocks, wg - 1);
 }
 
 bool applies(const Fp8GroupedParams& p) {

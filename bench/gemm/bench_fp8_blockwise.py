@@ -250,7 +250,8 @@ def main():
                        "mslk wgmma us", "wgmma vs loop", "wgmma max abs diff vs mslk", "max rel diff vs loop"], g,
                       notes="XQ [E*m, K] @ WQ[g]^T, 1 x 128 activation groups, 128 x 128 weight blocks, BF16 "
                       "out; skewed: half the tokens on expert 0 (the BF16 grouped table's shapes and routing). "
-                      "mslk: the device-side CUTLASS grouped kernel (sizes stay on the GPU); host path: "
+                      "mslk: the default pick, sizes on the GPU (mslk's wgmma kernel at up to 128 rows a group on "
+                      "average, else the CUTLASS grouped kernel); host path: "
                       "MSLK_FP8_GROUPED_KERNEL=host, one GEMM a group; wgmma: mslk's own kernel "
                       f"(MSLK_FP8_BLOCKWISE_GROUPED_CONFIG={WGMMA_ROW}). 'mslk / rowwise' < 1.15 is the bar.")
         print(f"wrote {out}")

@@ -25,7 +25,6 @@ constexpr const char* kOp = "mslk::fmha_fused_bwd";
 
 using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
-
 struct BwdCall {
   const FmhaBwdArgs& a;
   const FmhaDropout& drop;

@@ -24,7 +24,6 @@
 namespace mslk::attention {
 namespace {
 
-
 // fmha_prepare_operand for q [B, Mq, Hkv, R, K]: last dim padded to a multiple of 8, 16-byte loadable.
 at::Tensor prepare_q(const at::Tensor& x) {
   at::Tensor y = x;

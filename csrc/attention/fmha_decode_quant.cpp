@@ -9,7 +9,6 @@
 namespace mslk::attention {
 namespace {
 
-
 void check_scale_shift(const at::Tensor& ss, const at::Tensor& cache, const char* op, const char* arg) {
   check_dtype(ss, op, arg, {at::kInt, at::kFloat});
   check_same_device(ss, cache, op, arg, "k");

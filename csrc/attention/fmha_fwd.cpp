@@ -23,7 +23,6 @@ void check_seq_tensor(const std::optional<at::Tensor>& t, const at::Tensor& q, c
   check_same_device(*t, q, op, name, "q");
 }
 
-
 }  // namespace
 
 FmhaDropout fmha_fwd_check(const FmhaFwdArgs& a) {

@@ -23,7 +23,6 @@ namespace mslk::attention {
 namespace {
 constexpr const char* kOp = "mslk::fmha_fused_fwd";
 
-
 // The kernels' switches from the environment, read on every call (tests and benchmarks flip them);
 // a malformed value is a ValueError naming the variable.
 FmhaFwdTuning read_tuning() {

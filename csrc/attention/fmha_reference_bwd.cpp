@@ -20,7 +20,6 @@ namespace {
 // low; on the GPU a larger one amortizes launches (a few float32 temporaries of 128 MiB each).
 int64_t chunk_budget(const at::Device& d) { return d.is_cpu() ? int64_t(1) << 20 : int64_t(1) << 25; }
 
-
 // Runs f(h0, nh, r0, nr) over chunks of heads (whole query range) or, when one head is over the
 // budget, over chunks of query rows of one head.
 template <class F>

@@ -79,6 +79,15 @@ def fp8_grouped(row=None, E=8, tpe=2048, N=4096, K=7168):
     return lambda: torch.ops.mslk.f8f8bf16_groupwise_grouped(xq, wq, xs, ws, ms)
 
 
+def fp8_blockwise_dense(M=16384, N=4096, K=7168):
+    """The dense block/group-scaled FP8 GEMM over E 8 x 2048 rows' worth of tokens and one weight:
+    the same 128 x 128 tiles as the grouped targets, without per-group work."""
+    xq = (torch.randn(M, K, device="cuda") * 4).to(torch.float8_e4m3fn)
+    wq = (torch.randn(N, K, device="cuda") * 4).to(torch.float8_e4m3fn)
+    xs, ws = torch.rand(K // 128, M, device="cuda") * 0.01 + 1e-3, torch.rand(K // 128, N // 128, device="cuda") * 0.01 + 1e-3
+    return lambda: torch.ops.mslk.f8f8bf16_groupwise(xq, wq, xs, ws)
+
+
 TARGETS = {
     "attn-mslk": lambda: attn("mslk"), "attn-cudnn": lambda: attn("cudnn"),
     "attn-mslk-d64": lambda: attn("mslk", B=4, H=16, S=2048, D=64),
@@ -106,7 +115,7 @@ TARGETS = {
     # grouped FP8 block/group-scaled at E 8 x 2048 rows: the CUTLASS pick (2x1 cluster), its 1x1
     # row of the same 128 x 128 tile, and mslk's wgmma kernel (same tile, no cluster)
     "fp8g-cutlass": lambda: fp8_grouped(), "fp8g-cutlass-1x1": lambda: fp8_grouped(2),
-    "fp8g-wgmma": lambda: fp8_grouped(3),
+    "fp8g-wgmma": lambda: fp8_grouped(3), "fp8b-dense": fp8_blockwise_dense,
 }
 
 if __name__ == "__main__":

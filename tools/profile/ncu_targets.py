@@ -80,12 +80,11 @@ def fp8_grouped(row=None, E=8, tpe=2048, N=4096, K=7168):
 
 
 def fp8_blockwise_dense(M=16384, N=4096, K=7168):
-    """The dense block/group-scaled FP8 GEMM over E 8 x 2048 rows' worth of tokens and one weight:
-    the same 128 x 128 tiles as the grouped targets, without per-group work."""
-    xq = (torch.randn(M, K, device="cuda") * 4).to(torch.float8_e4m3fn)
-    wq = (torch.randn(N, K, device="cuda") * 4).to(torch.float8_e4m3fn)
-    xs, ws = torch.rand(K // 128, M, device="cuda") * 0.01 + 1e-3, torch.rand(K // 128, N // 128, device="cuda") * 0.01 + 1e-3
-    return lambda: torch.ops.mslk.f8f8bf16_groupwise(xq, wq, xs, ws)
+    """The dense block/group-scaled FP8 GEMM over E 8 x 2048 rows' worth of tokens and one weight
+    (the benchmark's inputs): the same 128 x 128 tiles as the grouped targets, without per-group work."""
+    from bench.gemm.bench_fp8_blockwise import make, ours
+    args = make(M, N, K)
+    return lambda: ours(*args)
 
 
 TARGETS = {

@@ -50,6 +50,14 @@ def test_random(device, M, N, K):
     check(out, A, B, device)
 
 
+@pytest.mark.parametrize("M,N,K", [(2048, 4352, 40), (128, 8192, 24)])
+def test_both_tile_rows(device, M, N, K):
+    # bf16x9_configs.h: the first shape has 272 tiles of 128 x 256 (row 0 on any Hopper part), the
+    # second 32 (row 1, the 64 x 128 tile); the other tests' shapes all take row 1
+    A, B = rand((M, K), device, M + 1), rand((N, K), device, N + 2)
+    check(ops.bf16x9_gemm(A, B), A, B, device)
+
+
 @pytest.mark.parametrize("M,N,K", [(64, 136, 512), (7, 40, 96)])
 def test_wide_magnitudes(device, M, N, K):
     A, B = rand((M, K), device, 1, wide=True), rand((N, K), device, 2, wide=True)

@@ -44,4 +44,8 @@ struct Bf16x9GemmParams {
 // without CUTLASS, TMA's alignment rules: kk % 8, ldd % 4, 16-byte aligned pointers).
 cudaError_t bf16x9_gemm_run(const Bf16x9GemmParams& p, cudaStream_t stream);
 
+// Row ID of bf16x9_configs.h (defined in its TU by MSLK_BF16X9_INSTANTIATE).
+template <int ID>
+cudaError_t bf16x9_gemm_row(const Bf16x9GemmParams& p, cudaStream_t stream);
+
 }  // namespace mslk::gemm

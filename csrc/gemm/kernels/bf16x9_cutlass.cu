@@ -1,7 +1,7 @@
 // The BF16 GEMM of bf16x9_gemm (bf16x9.h): out [M, N] float32 = A' [M, 9 kp] @ B' [N, 9 kp]^T,
 // FP32 accumulation over the whole K' so the nine products are summed in one accumulator. Row 0
 // of bf16x9_configs.h and the entry point that picks a row (bf16x9_pick_row: the large tile where
-// its tiles fill the SMs, else the small one).
+// its tiles fill half the SMs, else the small one).
 #include "common/device_attrs.h"
 #include "gemm/kernels/bf16x9.h"
 #include "gemm/kernels/bf16x9_configs.h"

@@ -3,7 +3,8 @@ heads, d128, bf16 queries): torch.ops.mslk.fmha_decode_splitk on a bf16 cache an
 scale/shift) and INT4 (1 and 4 groups) caches of the same rows, each quantized format through the
 routes of MSLK_DECODE_KV_DEQUANT (separate: dequantize into a temporary, then the bf16 kernel;
 fused: dequantize inside the kernel; folded, for FP8 and one-group INT4: raw values in fp16 MMAs,
-scale and shift applied to scores and probabilities), all in CUDA graphs (device time), in one run.
+scale and shift applied to scores and probabilities; registers, for FP8: the folded math with the
+cache read straight into mma fragments), all in CUDA graphs (device time), in one run.
 
 Columns per shape and format: microseconds per route, the time against the bf16 cache's (the bars:
 FP8 <= 0.55x, INT4 with one group <= 0.35x), the cache bytes read per second, the time over the time
@@ -65,6 +66,7 @@ def main():
             nbytes = first[-1]
             sets = [first] + [make(*shape, fmt) for _ in range(copies_to_exceed_l2(nbytes) - 1)]
             routes = ["separate"] if fmt == "bf16" else ["separate", "fused"] + (["folded"] if fmt in FOLDED else [])
+            routes += ["registers"] if fmt == "fp8" else []
             t, outs = {}, {}
             for r in routes:
                 with env_var("MSLK_DECODE_KV_DEQUANT", r):
@@ -86,15 +88,16 @@ def main():
             rows.append([*shape, fmt, f"{nbytes / 1e6:.0f}", f"{t['separate'] * 1e3:.1f}",
                          f"{t['fused'] * 1e3:.1f}" if "fused" in t else "-",
                          f"{t['folded'] * 1e3:.1f}" if "folded" in t else "-",
-                         f"{t['folded2'] * 1e3:.1f}" if "folded2" in t else "-", f"{best / t_bf16:.2f}x",
+                         f"{t['folded2'] * 1e3:.1f}" if "folded2" in t else "-",
+                         f"{t['registers'] * 1e3:.1f}" if "registers" in t else "-", f"{best / t_bf16:.2f}x",
                          f"{nbytes / (best * 1e-3) / 1e12:.2f}", f"{best / floor_ms:.2f}x", same, fold_diff])
             print(" | ".join(str(c) for c in rows[-1]), flush=True)
             del sets, first
             torch.cuda.empty_cache()
     header = ["B", "Hq", "Hkv", "keys", "D", "cache", "cache MB", "separate us", "fused us", "folded us", "folded row 2 us",
-              "best vs bf16", "best cache TB/s", "best vs its read", "separate = fused bits",
+              "registers us", "best vs bf16", "best cache TB/s", "best vs its read", "separate = fused bits",
               "folded vs separate (max rel)"]
-    write_results(args.out, "Decode attention over quantized K/V caches: separate, fused and folded routes", header,
+    write_results(args.out, "Decode attention over quantized K/V caches: separate, fused, folded and registers routes", header,
                   rows, notes=f"CUDA-graph device time, bf16 queries, 1 query per sequence. 'its read': the cache "
                               f"bytes (with FP8 scale/shift) at the measured copy bandwidth, {copy_tbs:.2f} TB/s "
                               "(read + written bytes per second). The bf16 row runs the unquantized kernel.")

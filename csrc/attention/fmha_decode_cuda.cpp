@@ -75,14 +75,16 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
   const char* op = kDecodeOp;
   const bool quant = decode_kv_quantized(k_in, v_in, k_scale_shift, v_scale_shift);
   DecodeKvQuant qf{};
-  bool fold = false;
+  bool fold = false, regs = false;
   if (quant) {
     qf = decode_kv_quant_check(q_in, k_in, v_in, k_scale_shift, v_scale_shift, op);
     // auto: folded for FP8 and one-group INT4, fused for other INT4 where the head dim allows, else
     // separate (bench/attention/results_decode_quantized.md). folded falls back to fused for INT4
     // with several groups (their scales differ along the head dim).
     const int route = int(
-        read_env([] { return env::choice(env::Var::kDecodeKvDequant, {"auto", "separate", "fused", "folded"}, 0); }));
+        read_env([] {
+          return env::choice(env::Var::kDecodeKvDequant, {"auto", "separate", "fused", "folded", "registers"}, 0);
+        }));
     // One tile row per head dim (the table's), so that fused and separate give the same bits; the
     // folded kernel runs row 3 up to d128 (three CTAs an SM: 0.75-0.86x row 2's time on the H100,
     // bench/attention/results_decode_quantized.md) and also takes row 2 there.
@@ -94,6 +96,9 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
     const bool shape_ok = qf.head_dim % 8 == 0 && qf.head_dim <= 256 && (qf.fp8 || (qf.head_dim / qf.groups) % 8 == 0);
     const bool fused = route >= 2 || (route == 0 && shape_ok && row_ok);
     fold = fused && route != 2 && foldable;
+    // registers: folded FP8 read into mma fragments without a ring (fmha_decode_kernel.cuh, kRegs),
+    // at head dims 64 and 128 with 16-byte rows on tile row 2; elsewhere the folded kernel.
+    regs = fold && route == 4 && qf.fp8 && (qf.head_dim == 64 || qf.head_dim == 128) && (forced < 0 || forced == 2);
     if (!fused) {  // dequantize into q-dtype temporaries, then the unquantized kernel
       auto [kd, vd] = decode_kv_dequantize(q_in, k_in, v_in, k_scale_shift, v_scale_shift, qf);
       return fmha_decode_cuda(q_in, kd, vd, seqstart_q, seqstart_k, seqlen_k, max_seqlen_q, mask_kind, window_left,
@@ -158,6 +163,7 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
   const int forced = int(read_env([] { return env::integer(env::Var::kDecodeTileCfg, -1, 0, 3); }));
   // The quantized-cache kernels have the table's tile row (the folded one also row 3 up to d128; others refused above).
   const int tile_cfg = forced >= 0 && (!quant || fold) ? forced
+                       : regs                        ? 2
                        : fold && head_dim <= 128     ? kFoldRow
                                                      : fmha_decode_tile_cfg(head_dim);
   int S = int(num_splits);
@@ -221,6 +227,7 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
   at::Tensor kss, vss;
   if (quant) set_quant(p, k, v, k_scale_shift, v_scale_shift, qf, kss, vss);
   p.kv_fold = fold;
+  p.kv_regs = regs;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   C10_CUDA_CHECK(fmha_decode_splits(p, stream));
   if (direct) {

@@ -3,8 +3,9 @@ k_scale_shift / v_scale_shift for FP8): equal to the op on the caches dequantize
 the CPU and, on the GPU, for both routes of MSLK_DECODE_KV_DEQUANT: `separate` (dequantize into a
 temporary, then the unquantized kernel) and `fused` (each tile dequantized inside the kernel),
 which must give the same bits, and `folded` (FP8 and one-group INT4: raw values in fp16 MMAs, the
-rows' scale and shift applied to scores and probabilities; the default for those caches), which
-does not round the dequantized values to q's dtype and must agree within the attention tolerance:
+rows' scale and shift applied to scores and probabilities; the default for those caches) and
+`registers` (folded FP8 read straight into mma fragments), which do not round the dequantized
+values to q's dtype and must agree within the attention tolerance:
 dense, ragged, paged, every format, head dims 64 / 128 / 256, fp16 / bf16, GQA and one head per
 group, fixed and heuristic split counts, rows that allow 16-byte copies and rows that do not. Also
 argument errors that name the argument, and opcheck."""
@@ -25,7 +26,9 @@ pytestmark = pytest.mark.skipif(not HAS_OP, reason="native library not loaded")
 DEVICES = ["cpu", pytest.param("cuda", marks=needs_cuda)]
 # (device, MSLK_DECODE_KV_DEQUANT): the CPU backend has one route (dequantize, then the reference).
 PLACES = [("cpu", None), pytest.param("cuda", "separate", marks=needs_cuda),
-          pytest.param("cuda", "fused", marks=needs_cuda), pytest.param("cuda", "folded", marks=needs_cuda)]
+          pytest.param("cuda", "fused", marks=needs_cuda), pytest.param("cuda", "folded", marks=needs_cuda),
+          pytest.param("cuda", "registers", marks=needs_cuda)]
+FOLDING = ("folded", "registers")  # the routes that fold (registers: FP8 at d64 / d128, else folded)
 FORMATS = ["int4_g1", "int4_g2", "int4_g4", "int4_g8", "fp8", "fp8_fp32"]
 FOLDED = {"int4_g1", "fp8", "fp8_fp32"}  # the caches the folded route reads as they are (else: fused)
 
@@ -66,7 +69,7 @@ def assert_route(got, want, rt, fmt, ref=None):
     dequantized to q's dtype): the same bits, except where the folded route folds: it keeps the
     dequantized values unrounded, so it is held to the attention tolerance against ref() (exact(),
     float64), LSE within 2e-3."""
-    if rt != "folded" or fmt not in FOLDED:
+    if rt not in FOLDING or fmt not in FOLDED:
         return assert_same(got, want)
     out, lse = ref()
     assert_attention_close(got[0].cpu(), out, want[0].dtype)
@@ -156,7 +159,7 @@ def test_strided_caches_and_trailing_scale_dim(device, fmt, rt, monkeypatch):
 
 
 @needs_cuda
-@pytest.mark.parametrize("rt", ["fused", "folded"])
+@pytest.mark.parametrize("rt", ["fused", *FOLDING])
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_long_cache(fmt, D, rt, monkeypatch):
@@ -177,10 +180,12 @@ def test_long_cache(fmt, D, rt, monkeypatch):
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("paged", [False, True])
 @pytest.mark.parametrize("row", ["2", "3"])
-def test_folded_tile_rows(fmt, D, paged, row, monkeypatch):
+@pytest.mark.parametrize("rt", FOLDING)
+def test_folded_tile_rows(fmt, D, paged, row, rt, monkeypatch):
     # The folded kernel's two tile rows up to d128: 3 (its default: three CTAs an SM, a two-stage
-    # ring; the fused kernel refuses it) and 2 (the table's), dense and paged, against float64.
-    route(monkeypatch, "folded")
+    # ring; the fused kernel refuses it) and 2 (the table's), dense and paged, against float64; the
+    # registers route on row 2 for FP8 (row 3 runs the folded kernel).
+    route(monkeypatch, rt)
     monkeypatch.setenv("MSLK_DECODE_TILE_CFG", row)
     g = torch.Generator().manual_seed(81 + D + paged)
     lens, Hkv, R, page_size = [1, 700, 129], 2, 4, 64
@@ -196,14 +201,15 @@ def test_folded_tile_rows(fmt, D, paged, row, monkeypatch):
         desc.update(seqstart_k=i32([0] * (n + 1)), block_tables=bt, page_size=page_size)
     else:
         desc.update(seqstart_k=i32([i * 704 for i in range(n + 1)]))
-    assert_route(decode(q, kq, vq, kss, vss, **desc), decode(q, kd, vd, **desc), "folded", fmt,
+    assert_route(decode(q, kq, vq, kss, vss, **desc), decode(q, kd, vd, **desc), rt, fmt,
                  lambda: exact(q, kq, vq, kss, vss, fmt, **desc))
 
 
 @needs_cuda
 @pytest.mark.parametrize("fmt", sorted(FOLDED))
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_folded_extreme_scales(fmt, dtype, monkeypatch):
+@pytest.mark.parametrize("rt", FOLDING)
+def test_folded_extreme_scales(fmt, dtype, rt, monkeypatch):
     # What the folded kernel's power-of-two bookkeeping must survive: query rows whose largest |q|
     # runs from 1e-3 to 3e4 (fp16 tops out at 65504; each row is scaled into range) and one all-zero
     # row; V rows whose scales span 2^-6 .. 2^6, growing along the keys (each warp raises its V
@@ -223,7 +229,7 @@ def test_folded_extreme_scales(fmt, dtype, monkeypatch):
         xq, ss, _ = quantize(x, fmt, torch.float32)
         cs.append((xq.cuda(), None if ss is None else ss.cuda()))
     (kq, kss), (vq, vss) = cs
-    route(monkeypatch, "folded")
+    route(monkeypatch, rt)
     out, lse = decode(q, kq, vq, kss, vss, scale=0.05, num_splits=3)
     want, want_lse = exact(q, kq, vq, kss, vss, fmt, scale=0.05, num_splits=3)
     assert_attention_close(out.cpu(), want, dtype)

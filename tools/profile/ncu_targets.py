@@ -106,10 +106,10 @@ TARGETS = {
     # and torch's copy of the same tensor for the memory-side reference
     "quant-row": lambda: quant("row"), "quant-block128": lambda: quant("block128"),
     "quant-group128": lambda: quant("group128"), "copy-8192sq": copy,
-    # split-K decode, B8 Hq32 Hkv8 d128 8192 keys: bf16 cache; FP8 folded and fused; INT4 one group
+    # split-K decode, B8 Hq32 Hkv8 d128 8192 keys: bf16 cache; FP8 folded, fused and registers; INT4 one group
     # (4-byte copies: 68-byte rows) and four groups (16-byte copies)
     "decode-bf16": lambda: decode("bf16"), "decode-fp8-folded": lambda: decode("fp8", "folded"),
-    "decode-fp8-fused": lambda: decode("fp8", "fused"), "decode-int4g1-folded": lambda: decode("int4_g1", "folded"),
+    "decode-fp8-fused": lambda: decode("fp8", "fused"), "decode-fp8-registers": lambda: decode("fp8", "registers"), "decode-int4g1-folded": lambda: decode("int4_g1", "folded"),
     "decode-int4g4-fused": lambda: decode("int4_g4", "fused"),
     # grouped FP8 block/group-scaled at E 8 x 2048 rows: the CUTLASS pick (2x1 cluster), its 1x1
     # row of the same 128 x 128 tile, and mslk's wgmma kernel (same tile, no cluster)

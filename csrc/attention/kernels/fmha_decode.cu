@@ -12,6 +12,9 @@ cudaError_t fmha_decode_splits(const FmhaDecodeParams& p, cudaStream_t stream) {
   if (p.kv_quant != kKvPlain) {
     if (p.K != p.Kv) return cudaErrorInvalidValue;
     if (p.kv_fold) {
+      const bool regs = p.kv_regs && p.kv_quant == kKvFp8 && p.K == p.Kv && (d == 64 || d == 128) && p.kv_vec16 &&
+                        p.tile_cfg == 2;
+      if (regs) return d == 64 ? fmha_decode_regs_d64(p, stream) : fmha_decode_regs_d128(p, stream);
       if (d <= 64) return fmha_decode_fold_d64(p, stream);
       if (d <= 128) return fmha_decode_fold_d128(p, stream);
       return fmha_decode_fold_d256(p, stream);

@@ -65,6 +65,9 @@ struct FmhaDecodeParams {
   int ss_fp32;
   // Fold the rows' scale/shift outside the MMAs (FP8, INT4 with kv_groups == 1; fmha_decode_kernel.cuh).
   int kv_fold;
+  // Folded FP8 through register fragments where they apply (head dim 64 or 128 == K == Kv,
+  // kv_vec16, tile row 2; fmha_decode_kernel.cuh), else the folded kernel.
+  int kv_regs;
 };
 
 // FmhaDecodeParams::kv_quant.
@@ -87,5 +90,8 @@ cudaError_t fmha_decode_quant_d256(const FmhaDecodeParams& p, cudaStream_t strea
 cudaError_t fmha_decode_fold_d64(const FmhaDecodeParams& p, cudaStream_t stream);
 cudaError_t fmha_decode_fold_d128(const FmhaDecodeParams& p, cudaStream_t stream);
 cudaError_t fmha_decode_fold_d256(const FmhaDecodeParams& p, cudaStream_t stream);
+// Folded FP8 through register fragments (kv_regs), head dims 64 and 128 (one TU).
+cudaError_t fmha_decode_regs_d64(const FmhaDecodeParams& p, cudaStream_t stream);
+cudaError_t fmha_decode_regs_d128(const FmhaDecodeParams& p, cudaStream_t stream);
 
 }  // namespace mslk::attention

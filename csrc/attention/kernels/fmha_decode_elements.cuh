@@ -47,6 +47,11 @@ __device__ __forceinline__ uint4 dequant_int4x8(uint32_t w, float scale, float s
 // Folded caches: eight raw elements as four fp16 pairs, without scale or shift (exact). FP8: E4M3
 // pairs in order. INT4: nibbles j and j + 4 of the word in pair j, so the eight columns come out
 // as 0 4 1 5 2 6 3 7 (fold_q stores Q's columns in that order; the output undoes it).
+// The E4M3 pair in the low 16 bits of w as an fp16 pair, low byte in the low half (one cvt; exact).
+__device__ __forceinline__ uint32_t fp8x2_half2(uint32_t w) {
+  const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(w & 0xFFFFu), __NV_E4M3);
+  return uint32_t(hr.x) | (uint32_t(hr.y) << 16);
+}
 __device__ __forceinline__ uint4 raw_fp8x8(uint32_t w0, uint32_t w1) {
   const uint32_t w[2] = {w0, w1};
   uint32_t o[4];

@@ -27,6 +27,16 @@
 // kept per warp, as the softmax keeps its running max) and as a per-row sum of P * shift. No
 // rounding of the dequantized value: the result is closer to the exact attention over the
 // dequantized cache than the routes above, not bit-identical to them.
+//
+// Register fragments (kRegs: folded FP8 at head dims 64 and 128 with 16-byte rows): no dequantized
+// tile and no ldmatrix. Each lane copies (cp.async, into its own slots of a deep ring) exactly the
+// bytes its mma fragments take and reads them back into registers. For S = Q K^T lane (g, t) reads key
+// g's bytes [t D / 4, + D / 4) of each 8-key block, so that word kk of them holds the B fragment of
+// reduction step kk (head-dim columns permuted; Q's A fragments are read from the same
+// permutation). For O += P V lane (g, t) reads bytes [g D / 8, + D / 8) of keys 2t, 2t + 1, 2t + 8,
+// 2t + 9 of each 16-key step; byte b of them is output block b's column g (O's columns permuted,
+// undone when O is written). E4M3 pairs go to fp16 by one cvt each (V's key pairs first
+// interleaved by prmt). The scale words of K and V are those of the V keys a lane reads.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -82,10 +92,19 @@ template <int D, int QK, int V = kQuantRow<D>> constexpr int quant_stages() {
 // One ring stage of a warp: raw K rows, raw V rows, K scale/shift words, V scale/shift words.
 template <int D, int QK, int BN> constexpr int quant_stage_bytes() { return 2 * BN * quant_pitch<D, QK>() + 2 * BN * 4; }
 
-template <int D, int V, int QK = kKvPlain>
+// Register fragments (kRegs): a warp's ring stage holds each lane's K chunks (16 bytes), its V
+// pieces (D / 8 bytes) and the tile's 2 BN scale words. Tuning data: 32 keys a warp tile (the
+// softmax's per-tile work over twice tile row 2's keys at d128), a 3-stage ring (two tiles, 16 KB a
+// warp, in flight), two CTAs an SM.
+template <int D, int BN> constexpr int regs_stage_bytes() { return 32 * (BN / 8) * (D / 4) + 32 * (BN / 4) * (D / 8) + 2 * BN * 4; }
+constexpr int kRegsStages = 3, kRegsBN = 32;
+
+template <int D, int V, int QK = kKvPlain, bool kRegs = false>
 constexpr size_t smem_bytes(size_t elem) {
   using C = DecodeCfg<D, V>;
-  if constexpr (QK == kKvPlain) {
+  if constexpr (kRegs) {  // the Q tile and the warps' fragment rings (which the combine reuses)
+    return size_t(kRows) * D * elem + size_t(C::kWarps) * kRegsStages * regs_stage_bytes<D, kRegsBN>();
+  } else if constexpr (QK == kKvPlain) {
     return (size_t(kRows) * D + size_t(C::kWarps) * C::kStages * 2 * C::kBN * D) * elem;
   } else {
     const size_t per_warp = size_t(quant_stages<D, QK, V>()) * quant_stage_bytes<D, QK, C::kBN>() + 2 * C::kBN * D * elem;
@@ -109,25 +128,34 @@ struct QRows {
 __device__ __forceinline__ void cp_async_16_full(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
+// 8-byte async copy (the d64 V pieces of the register-fragment ring); src_bytes == 0 zero-fills.
+__device__ __forceinline__ void cp_async_8(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
 // 4-byte async copy (rows of quantized caches that are not 16-byte aligned); src_bytes == 0 zero-fills.
 __device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
 
-template <typename T, int D, int V, int QK = kKvPlain, bool kFold = false>
+// Folded FP8 with 16-byte rows, K == Kv == D: the register-fragment kernel (kRegs) takes it.
+template <int D> constexpr bool kRegsHeadDim = D == 64 || D == 128;
+
+template <typename T, int D, int V, int QK = kKvPlain, bool kFold = false, bool kRegs = false>
 __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>::kCtasPerSm)
     fmha_decode_kernel(const FmhaDecodeParams p) {
   using C = DecodeCfg<D, V>;
   using TM = std::conditional_t<kFold, __half, T>;  // the MMA operands' type
   constexpr bool kQuant = QK != kKvPlain;
   static_assert(!kFold || kQuant, "folding is for quantized caches");
-  constexpr int NW = C::kWarps, BN = C::kBN, STAGES = kQuant ? quant_stages<D, QK, V>() : C::kStages;
+  static_assert(!kRegs || (kFold && QK == kKvFp8 && kRegsHeadDim<D>), "register fragments: folded FP8, d64 / d128");
+  constexpr int NW = C::kWarps, BN = kRegs ? kRegsBN : C::kBN;
+  constexpr int STAGES = kRegs ? kRegsStages : kQuant ? quant_stages<D, QK, V>() : C::kStages;
   constexpr int THREADS = NW * 32;
   constexpr int NB = BN / 8;  // score n-blocks per warp tile
   constexpr int OB = D / 8;   // output n-blocks
   constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
   static_assert(BN % 16 == 0 && STAGES >= 2, "tile shape");
-  static_assert(NW * kRows * D * sizeof(float) <= smem_bytes<D, V, QK>(sizeof(T)) - kRows * D * sizeof(T),
+  static_assert(NW * kRows * D * sizeof(float) <= smem_bytes<D, V, QK, kRegs>(sizeof(T)) - kRows * D * sizeof(T),
                 "the combine buffer reuses the ring");
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -371,11 +399,137 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
       shift = half_bits(w >> 16);
     }
   };
+
+  // Register fragments (kRegs): one warp tile's K and V bytes and scale words, as this lane's
+  // fragments take them (the header comment), copied by the lane into its own slots of ring stage st
+  // (chunk c of lane l at (32 c + l) x its size: conflict-free reads back) and the tile's scale words
+  // (K's keys, then V's) by the warp. Keys past the sequence and paged keys whose page is missing
+  // read as zeros (zero-fill), as the other rings leave them.
+  constexpr int RKW = kRegs ? D / 16 : 1, RVW = kRegs ? D / 32 : 1, RNB = kRegs ? NB : 1, RKK = kRegs ? BN / 16 : 1;
+  constexpr int RKB = 32 * (BN / 8) * (D / 4), RVB = 32 * (BN / 4) * (D / 8), RSB = regs_stage_bytes<D, BN>();
+  unsigned char* rring = reinterpret_cast<unsigned char*>(ring) + warp * STAGES * RSB;
+  auto key_row = [&](int key, bool& ok) -> int64_t {
+    const int x = sb.k0 + min(key, sb.lk - 1);  // < 2^31 (the glue's bound)
+    ok = key < sb.lk;
+    if (!paged) return x;
+    const int64_t page = bt_row[x / p.page_size];
+    const int64_t row = page * p.page_size + x % p.page_size;
+    ok = ok && page >= 0 && row < p.kv_rows;
+    return ok ? row : 0;
+  };
+  // Dense full tiles (the common case): lane-constant pointers to the tile's first key, advanced by
+  // the tile's key offset; no per-row bounds or page lookups (these dominated the instruction count).
+  const int32_t* rk_lane = kq + kq_head + (int64_t(sb.k0) + g) * p.k_sm + t4 * RKW;      // key 8 nb + g
+  const int32_t* rv_lane = vq + vq_head + (int64_t(sb.k0) + 2 * t4) * p.v_sm + g * RVW;  // key 16 kk + 2t
+  const int64_t rk8 = 8 * p.k_sm, rv1 = p.v_sm, rv8 = 8 * p.v_sm, rv16 = 16 * p.v_sm;
+  constexpr int RSW = kRegs ? (2 * BN + 31) / 32 : 1;  // scale words a lane copies
+  const int32_t* rs_lane[RSW];
+  int64_t rs_step[RSW];
+#pragma unroll
+  for (int j = 0; j < RSW; ++j) {
+    const int i = j * 32 + lane, key = i % BN;
+    const bool kv = i >= BN;
+    rs_step[j] = QK == kKvFp8 ? (kv ? p.vs_sm : p.ks_sm) : 0;
+    rs_lane[j] = QK != kKvFp8 ? kq
+                 : kv ? static_cast<const int32_t*>(p.v_ss) + vs_head + (int64_t(sb.k0) + key) * p.vs_sm
+                      : static_cast<const int32_t*>(p.k_ss) + ks_head + (int64_t(sb.k0) + key) * p.ks_sm;
+  }
+  auto rissue = [&](int it, int st) {
+    const int n = tile_key(it);
+    const uint32_t base = smem_u32(rring + st * RSB);
+    if (!paged && n + BN <= sb.lk) {
+      const int32_t* kp = rk_lane + int64_t(n) * p.k_sm;
+#pragma unroll
+      for (int nb = 0; nb < RNB; ++nb)
+#pragma unroll
+        for (int u = 0; u < RKW / 4; ++u)
+          cp_async_16_full(base + ((nb * (RKW / 4) + u) * 32 + lane) * 16, kp + nb * rk8 + 4 * u);
+      const int32_t* vp = rv_lane + int64_t(n) * p.v_sm;
+#pragma unroll
+      for (int kk = 0; kk < RKK; ++kk)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int32_t* src = vp + kk * rv16 + ((c & 1) ? rv1 : 0) + ((c >> 1) ? rv8 : 0);
+          const uint32_t dst = base + RKB + ((kk * 4 + c) * 32 + lane) * (RVW * 4);
+          if constexpr (RVW == 4)
+            cp_async_16_full(dst, src);
+          else
+            cp_async_8(dst, src, 8);
+        }
+#pragma unroll
+      for (int j = 0; j < RSW; ++j)
+        if (j * 32 + lane < 2 * BN) cp_async_4(base + RKB + RVB + (j * 32 + lane) * 4, rs_lane[j] + n * rs_step[j], 4);
+      return;
+    }
+#pragma unroll
+    for (int nb = 0; nb < RNB; ++nb) {
+      bool ok;
+      const int64_t row = key_row(n + nb * 8 + g, ok);
+      const int32_t* src = kq + kq_head + row * p.k_sm + t4 * RKW;
+#pragma unroll
+      for (int u = 0; u < RKW / 4; ++u)
+        cp_async_16(base + ((nb * (RKW / 4) + u) * 32 + lane) * 16, src + 4 * u, ok ? 16 : 0);
+    }
+#pragma unroll
+    for (int kk = 0; kk < RKK; ++kk)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        bool ok;
+        const int64_t row = key_row(n + kk * 16 + 2 * t4 + (c & 1) + 8 * (c >> 1), ok);
+        const int32_t* src = vq + vq_head + row * p.v_sm + g * RVW;
+        const uint32_t dst = base + RKB + ((kk * 4 + c) * 32 + lane) * (RVW * 4);
+        if constexpr (RVW == 4)
+          cp_async_16(dst, src, ok ? 16 : 0);
+        else
+          cp_async_8(dst, src, ok ? 8 : 0);
+      }
+    if constexpr (QK == kKvFp8) {
+#pragma unroll
+      for (int i0 = 0; i0 < 2 * BN; i0 += 32) {
+        const int i = i0 + lane, kv = i / BN;
+        bool ok;
+        const int64_t row = key_row(n + i % BN, ok);
+        const int32_t* src = kv == 0 ? static_cast<const int32_t*>(p.k_ss) + ks_head + row * p.ks_sm
+                                     : static_cast<const int32_t*>(p.v_ss) + vs_head + row * p.vs_sm;
+        cp_async_4(base + RKB + RVB + i * 4, src, ok ? 4 : 0);
+      }
+    }
+  };
+  // Ring stage st back into registers, read where used (after the wait and __syncwarp that make
+  // the warp's scale words visible): K words of 8-key block nb, V words of key 16 kk + 2t + (c & 1) +
+  // 8 (c >> 1), scale word i (K's keys, then V's).
+  auto rk_words = [&](int st, int nb, uint32_t (&w)[RKW]) {
+    const unsigned char* base = rring + st * RSB;
+#pragma unroll
+    for (int u = 0; u < RKW / 4; ++u) {
+      const uint4 x = *reinterpret_cast<const uint4*>(base + ((nb * (RKW / 4) + u) * 32 + lane) * 16);
+      w[4 * u] = x.x, w[4 * u + 1] = x.y, w[4 * u + 2] = x.z, w[4 * u + 3] = x.w;
+    }
+  };
+  auto rv_words = [&](int st, int kk, int c, uint32_t (&w)[RVW]) {
+    const unsigned char* src = rring + st * RSB + RKB + ((kk * 4 + c) * 32 + lane) * (RVW * 4);
+    if constexpr (RVW == 4) {
+      const uint4 x = *reinterpret_cast<const uint4*>(src);
+      w[0] = x.x, w[1] = x.y, w[2] = x.z, w[3] = x.w;
+    } else {
+      static_assert(RVW == 2 || !kRegs, "V words a lane");
+      const uint2 x = *reinterpret_cast<const uint2*>(src);
+      w[0] = x.x, w[RVW - 1] = x.y;
+    }
+  };
+  auto rs_word = [&](int st, int i) { return reinterpret_cast<const uint32_t*>(rring + st * RSB + RKB + RVB)[i]; };
   auto load_any = [&](int it, int st) {
-    if constexpr (kQuant)
+    if constexpr (kRegs)
+      rissue(it, st);
+    else if constexpr (kQuant)
       qload(it, st);
     else
       load(it, st);
+  };
+  // An FP8 row's scale word as (scale, shift).
+  auto scale_word = [&](uint32_t w, float& scale, float& shift) {
+    scale = p.ss_fp32 ? __uint_as_float(w) : half_bits(w & 0xFFFFu);
+    shift = p.ss_fp32 ? 0.0f : half_bits(w >> 16);
   };
 
   // ---- prologue: Q (every thread), then the first STAGES - 1 tiles of each warp
@@ -402,24 +556,26 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
   }
   const TM* sQm = reinterpret_cast<const TM*>(sQ);
 
-  // Rows g and g + 8 of the chunk held by this thread: their query index and whether they exist.
+  // Rows g and g + 8 of the chunk held by this thread: their query index.
   int qi[2];
-  bool rv[2];
 #pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    const int r = g + rr * 8;
-    rv[rr] = r < rows_used;
-    qi[rr] = (r0 + r) / p.R;
-  }
-  const bool rows_full = rows_used == kRows;
+  for (int rr = 0; rr < 2; ++rr) qi[rr] = (r0 + g + rr * 8) / p.R;
   const int k_steps = (p.K + 15) / 16;
   const int v_steps = (p.Kv + 15) / 16;
 
   // Q's A fragments stay in registers up to d128 (32 registers: 8 fewer ldmatrix a key tile)
   // unless three CTAs must share an SM's registers.
-  constexpr bool kQRegs = D <= 128 && C::kCtasPerSm < 3;
+  constexpr bool kQRegs = kRegs || (D <= 128 && C::kCtasPerSm < 3);
   uint32_t qa[kQRegs ? D / 16 : 1][4];
-  if constexpr (kQRegs) {
+  if constexpr (kRegs) {  // step kk's columns 2t, 2t + 1 / 2t + 8, 2t + 9 are Q's t D / 4 + 4 kk + 0, 1 / 2, 3
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int col = t4 * (D / 4) + 4 * kk;
+      auto pair = [&](int r, int c) { return *reinterpret_cast<const uint32_t*>(sQm + swz<D>(r, c)); };
+      qa[kk][0] = pair(g, col), qa[kk][1] = pair(g + 8, col);
+      qa[kk][2] = pair(g, col + 2), qa[kk][3] = pair(g + 8, col + 2);
+    }
+  } else if constexpr (kQRegs) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) load_a_frag<D>(qa[kk], sQm, 0, kk, lane);
   }
@@ -443,7 +599,8 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
     if (it + STAGES - 1 < my_tiles) load_any(it + STAGES - 1, (it + STAGES - 1) % STAGES);
     cp_async_commit();
     const TM* sKc = deq;  // quantized caches: the warp's dequantized tile
-    if constexpr (kFold) {
+    if constexpr (kRegs) {
+    } else if constexpr (kFold) {
       dequant_fold(it % STAGES);
       __syncwarp();  // the tile is whole before any lane's ldmatrix
     } else if constexpr (kQuant) {
@@ -455,7 +612,15 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
     const TM* sVc = sKc + BN * D;
     // Folded caches: the scale and shift of K and V for this lane's keys nb * 8 + 2 t4 + c.
     float ksc[kFold ? NB : 1][2], ksh[kFold ? NB : 1][2], vsc[kFold ? NB : 1][2], vsh[kFold ? NB : 1][2];
-    if constexpr (kFold) {
+    if constexpr (kRegs) {
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          scale_word(rs_word(it % STAGES, nb * 8 + 2 * t4 + c), ksc[nb][c], ksh[nb][c]);
+          scale_word(rs_word(it % STAGES, BN + nb * 8 + 2 * t4 + c), vsc[nb][c], vsh[nb][c]);
+        }
+    } else if constexpr (kFold) {
 #pragma unroll
       for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
@@ -470,31 +635,49 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
     float sc[NB][4];
 #pragma unroll
     for (int i = 0; i < NB; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
+    if constexpr (kRegs) {  // K == D
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb) {
+        uint32_t kw[RKW];
+        rk_words(it % STAGES, nb, kw);
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+          Traits<__half>::mma(sc[nb], qa[kk], fp8x2_half2(kw[kk]), fp8x2_half2(kw[kk] >> 16));
+      }
+    }
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      if (kk >= k_steps) continue;
-      if constexpr (kQRegs)
+      if (kRegs || kk >= k_steps) continue;
+      if constexpr (kRegs) {
+      } else if constexpr (kQRegs)
         mma_frag_rows<TM, D, NB>(sc, qa[kk], sKc, kk, lane);
       else
         mma_rows_rows<TM, D, NB>(sc, sQm, 0, sKc, kk, lane);
     }
 
     // ---- scale and mask (log2 domain)
-    const bool need_mask = !rows_full || n0 + BN > sb.lk || !band.inside(i_first, i_last, n0, n0 + BN - 1);
+    // Rows past rows_used are never written and their zero Q rows keep their scores finite, so they
+    // need no mask: at GQA 4 with one query (4 of 16 rows) every tile would otherwise be masked.
+    const bool need_mask = n0 + BN > sb.lk || !band.inside(i_first, i_last, n0, n0 + BN - 1);
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int rr = e >> 1;
-        const int j = n0 + nb * 8 + 2 * t4 + (e & 1);
-        float x;
         if constexpr (kFold)
-          x = sc[nb][e] * (ksc[nb][e & 1] * qmul[rr]) + ksh[nb][e & 1] * qsum[rr];  // K's scale and shift
+          sc[nb][e] = sc[nb][e] * (ksc[nb][e & 1] * qmul[rr]) + ksh[nb][e & 1] * qsum[rr];  // K's scale and shift
         else
-          x = sc[nb][e] * scale_log2;
-        if (need_mask && (!rv[rr] || j >= sb.lk || !band.allowed(qi[rr], j))) x = -INFINITY;
-        sc[nb][e] = x;
+          sc[nb][e] *= scale_log2;
       }
+    }
+    if (need_mask) {  // one branch a tile: most tiles need no mask
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int rr = e >> 1, j = n0 + nb * 8 + 2 * t4 + (e & 1);
+          if (j >= sb.lk || !band.allowed(qi[rr], j)) sc[nb][e] = -INFINITY;
+        }
     }
 
     // ---- online softmax; rows g (rr = 0) and g + 8 (rr = 1)
@@ -559,14 +742,37 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
     }
 
     // ---- O += P V
+    if constexpr (kRegs) {
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      uint32_t a[4];
-      acc_to_a<TM>(sc, kk, a);
-      const int key = trans_row(kk, lane);
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        uint32_t a[4];
+        acc_to_a<TM>(sc, kk, a);
+        uint32_t vw[4][RVW];
 #pragma unroll
-      for (int ob2 = 0; ob2 < OB / 2; ++ob2) {
-        if (ob2 < v_steps) mma_a_trans<TM, D>(o[2 * ob2], o[2 * ob2 + 1], a, sVc, key, ob2 * 16, lane);
+        for (int c = 0; c < 4; ++c) rv_words(it % STAGES, kk, c, vw[c]);
+#pragma unroll
+        for (int w = 0; w < RVW; ++w) {
+          // byte b of word w is block 4 w + b: keys (2t, 2t + 1) and (2t + 8, 2t + 9) interleaved
+          const uint32_t lo0 = __byte_perm(vw[0][w], vw[1][w], 0x5140u);
+          const uint32_t hi0 = __byte_perm(vw[0][w], vw[1][w], 0x7362u);
+          const uint32_t lo1 = __byte_perm(vw[2][w], vw[3][w], 0x5140u);
+          const uint32_t hi1 = __byte_perm(vw[2][w], vw[3][w], 0x7362u);
+          Traits<__half>::mma(o[4 * w], a, fp8x2_half2(lo0), fp8x2_half2(lo1));
+          Traits<__half>::mma(o[4 * w + 1], a, fp8x2_half2(lo0 >> 16), fp8x2_half2(lo1 >> 16));
+          Traits<__half>::mma(o[4 * w + 2], a, fp8x2_half2(hi0), fp8x2_half2(hi1));
+          Traits<__half>::mma(o[4 * w + 3], a, fp8x2_half2(hi0 >> 16), fp8x2_half2(hi1 >> 16));
+        }
+      }
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        uint32_t a[4];
+        acc_to_a<TM>(sc, kk, a);
+        const int key = trans_row(kk, lane);
+#pragma unroll
+        for (int ob2 = 0; ob2 < OB / 2; ++ob2) {
+          if (ob2 < v_steps) mma_a_trans<TM, D>(o[2 * ob2], o[2 * ob2 + 1], a, sVc, key, ob2 * 16, lane);
+        }
       }
     }
   }
@@ -591,7 +797,7 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
       for (int ob = 0; ob < OB; ++ob)
 #pragma unroll
         for (int x = 0; x < 2; ++x) {
-          const int c = ob * 8 + 2 * t4 + x;
+          const int c = kRegs ? (2 * t4 + x) * (D / 8) + ob : ob * 8 + 2 * t4 + x;
           orow[QK == kKvInt4 ? int4_fold_col(c) : c] = ldexpf(o[ob][2 * rr + x], ev - 15) + sh;
         }
     } else {
@@ -637,14 +843,14 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
   }
 }
 
-template <typename T, int D, int V, int QK = kKvPlain, bool kFold = false>
+template <typename T, int D, int V, int QK = kKvPlain, bool kFold = false, bool kRegs = false>
 cudaError_t launch(const FmhaDecodeParams& p, cudaStream_t stream) {
   if (p.num_seqs <= 0 || p.Hkv <= 0 || p.R <= 0 || p.max_seqlen_q <= 0 || p.num_splits <= 0) return cudaSuccess;
   const int64_t n_chunks = (int64_t(p.R) * p.max_seqlen_q + kRows - 1) / kRows;
   const int64_t z = n_chunks * p.num_seqs;
   if (z > 65535 || p.Hkv > 65535 || int64_t(p.R) * p.max_seqlen_q > (int64_t(1) << 30)) return cudaErrorInvalidValue;
-  const size_t smem = smem_bytes<D, V, QK>(sizeof(T));
-  auto kern = fmha_decode_kernel<T, D, V, QK, kFold>;
+  const size_t smem = smem_bytes<D, V, QK, kRegs>(sizeof(T));
+  auto kern = fmha_decode_kernel<T, D, V, QK, kFold, kRegs>;
   static mslk::cuda::SmemLimitOnce smem_limit;  // the cap raised once per device
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
@@ -698,6 +904,15 @@ cudaError_t launch_fold(const FmhaDecodeParams& p, cudaStream_t stream) {
     if (p.tile_cfg == 3) return launch_fold_row<D, 3>(p, stream);
   }
   return cudaErrorInvalidValue;
+}
+
+// Folded FP8 through register fragments (kRegs): tile row 2, head dims 64 and 128.
+template <int D>
+cudaError_t launch_regs(const FmhaDecodeParams& p, cudaStream_t stream) {
+  static_assert(kRegsHeadDim<D>, "register fragments: d64 / d128");
+  if (p.kv_quant != kKvFp8 || p.tile_cfg != 2 || p.K != D || p.Kv != D || !p.kv_vec16) return cudaErrorInvalidValue;
+  return p.is_bf16 ? launch<__nv_bfloat16, D, 2, kKvFp8, true, true>(p, stream)
+                   : launch<__half, D, 2, kKvFp8, true, true>(p, stream);
 }
 
 }  // namespace mslk::attention::decode_detail

@@ -46,9 +46,11 @@ namespace mslk::env {
     "FA2-style kernel (0)")                                                                                        \
   X(kDecodeTileCfg, MSLK_DECODE_TILE_CFG, "0 to 3", "by head dim",                                                 \
     "tuning: force the split-K decode attention kernel's tile row (fmha_decode_kernel.cuh, DecodeCfg)")            \
-  X(kDecodeKvDequant, MSLK_DECODE_KV_DEQUANT, "auto, separate, fused, folded", "auto",                            \
+  X(kDecodeKvDequant, MSLK_DECODE_KV_DEQUANT, "auto, separate, fused, folded, registers", "auto",                 \
     "split-K decode over quantized (FP8 / INT4) K/V caches: raw values in fp16 MMAs with the rows' scale and "     \
-    "shift applied to scores and probabilities (folded; FP8 and one-group INT4, auto's choice there), each tile "  \
+    "shift applied to scores and probabilities (folded; FP8 and one-group INT4, auto's choice there), the same "   \
+    "math with an FP8 cache copied straight into mma fragments (registers; head dims 64 and 128 with 16-byte "     \
+    "rows, else folded), each tile "                                                                                \
     "dequantized to the query dtype inside the kernel (fused; auto for other INT4 where the head dim allows), "    \
     "or the cache into a temporary, then the decode kernel (separate; the same bits as fused)")                   \
   X(kFp8Schedule, MSLK_FP8_SCHEDULE,                                                                               \

@@ -29,7 +29,7 @@
 // dequantized cache than the routes above, not bit-identical to them.
 //
 // Register fragments (kRegs: folded FP8 at head dims 64 and 128 with 16-byte rows): no dequantized
-// tile and no ldmatrix. Each lane copies (cp.async, into its own slots of a deep ring) exactly the
+// tile and no ldmatrix. Each lane copies (cp.async, into its own slots of a ring) exactly the
 // bytes its mma fragments take and reads them back into registers. For S = Q K^T lane (g, t) reads key
 // g's bytes [t D / 4, + D / 4) of each 8-key block, so that word kk of them holds the B fragment of
 // reduction step kk (head-dim columns permuted; Q's A fragments are read from the same
@@ -325,6 +325,11 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
       cp_async_4(d_ss + BN * 4, my_row >= 0 ? vs + vs_head + my_row * p.vs_sm : vs, my_row >= 0 ? 4 : 0);
     }
   };
+  // An FP8 row's scale word as (scale, shift).
+  auto scale_word = [&](uint32_t w, float& scale, float& shift) {
+    scale = p.ss_fp32 ? __uint_as_float(w) : half_bits(w & 0xFFFFu);
+    shift = p.ss_fp32 ? 0.0f : half_bits(w >> 16);
+  };
   // Quantized caches: ring stage st to the warp's T tile, eight elements (one 16-byte chunk of the
   // swizzled tile) at a time. 32 is a multiple of D / 8, so each lane keeps one column chunk; columns
   // past the head dim are zeros, as the unquantized loads' zero-fill leaves them.
@@ -348,9 +353,8 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
           const unsigned char* row = raw + r * QP;
           if constexpr (QK == kKvFp8) {
             const uint2 w = *reinterpret_cast<const uint2*>(row + qc * 8);
-            const uint32_t s = ss[r];
-            const float scale = p.ss_fp32 ? __uint_as_float(s) : half_bits(s & 0xFFFFu);
-            const float shift = p.ss_fp32 ? 0.0f : half_bits(s >> 16);
+            float scale, shift;
+            scale_word(ss[r], scale, shift);
             val = dequant_fp8x8<T>(w.x, w.y, scale, shift);
           } else {
             const uint32_t* words = reinterpret_cast<const uint32_t*>(row);
@@ -390,9 +394,7 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
   auto row_scale = [&](int st, int kv, int r, float& scale, float& shift) {
     const unsigned char* src = qring + st * QSB;
     if constexpr (QK == kKvFp8) {
-      const uint32_t w = reinterpret_cast<const uint32_t*>(src + 2 * BN * QP)[kv * BN + r];
-      scale = p.ss_fp32 ? __uint_as_float(w) : half_bits(w & 0xFFFFu);
-      shift = p.ss_fp32 ? 0.0f : half_bits(w >> 16);
+      scale_word(reinterpret_cast<const uint32_t*>(src + 2 * BN * QP)[kv * BN + r], scale, shift);
     } else {
       const uint32_t w = *reinterpret_cast<const uint32_t*>(src + kv * BN * QP + r * QP);
       scale = half_bits(w & 0xFFFFu);
@@ -526,11 +528,6 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
     else
       load(it, st);
   };
-  // An FP8 row's scale word as (scale, shift).
-  auto scale_word = [&](uint32_t w, float& scale, float& shift) {
-    scale = p.ss_fp32 ? __uint_as_float(w) : half_bits(w & 0xFFFFu);
-    shift = p.ss_fp32 ? 0.0f : half_bits(w >> 16);
-  };
 
   // ---- prologue: Q (every thread), then the first STAGES - 1 tiles of each warp
   const QRows qrows{int64_t(sb.bq) * p.q_sb + int64_t(sb.q0) * p.q_sm + int64_t(kvh) * p.q_sg, p.q_sm, p.q_sh, r0,
@@ -598,8 +595,9 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
     __syncwarp();                 // ... every lane's; and every lane is done with stage (it - 1) % STAGES
     if (it + STAGES - 1 < my_tiles) load_any(it + STAGES - 1, (it + STAGES - 1) % STAGES);
     cp_async_commit();
-    const TM* sKc = deq;  // quantized caches: the warp's dequantized tile
+    const TM* sKc = deq;  // quantized caches: the warp's dequantized tile (kRegs: none, read where used)
     if constexpr (kRegs) {
+      (void)sKc;
     } else if constexpr (kFold) {
       dequant_fold(it % STAGES);
       __syncwarp();  // the tile is whole before any lane's ldmatrix
@@ -644,15 +642,15 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
         for (int kk = 0; kk < D / 16; ++kk)
           Traits<__half>::mma(sc[nb], qa[kk], fp8x2_half2(kw[kk]), fp8x2_half2(kw[kk] >> 16));
       }
-    }
+    } else {
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      if (kRegs || kk >= k_steps) continue;
-      if constexpr (kRegs) {
-      } else if constexpr (kQRegs)
-        mma_frag_rows<TM, D, NB>(sc, qa[kk], sKc, kk, lane);
-      else
-        mma_rows_rows<TM, D, NB>(sc, sQm, 0, sKc, kk, lane);
+      for (int kk = 0; kk < D / 16; ++kk) {
+        if (kk >= k_steps) continue;
+        if constexpr (kQRegs)
+          mma_frag_rows<TM, D, NB>(sc, qa[kk], sKc, kk, lane);
+        else
+          mma_rows_rows<TM, D, NB>(sc, sQm, 0, sKc, kk, lane);
+      }
     }
 
     // ---- scale and mask (log2 domain)

@@ -1,5 +1,7 @@
 """The Hopper attention forward with paged K/V or a tensor bias against itself without them, and against
 the FA2 kernel on the same inputs: B2 H32 S4096 d128, bf16, dense and causal.
+The bias also runs under "sm90 loads": the Hopper kernel with MSLK_FMHA_SM90_BIAS_TMA=0 (each thread
+loads its scores' bias from global memory instead of the TMA tiles in shared memory).
 
 Rows: the plain problem (dense batch, MSLK_FMHA_KERNEL=sm90) and each variant of the same logical
 problem: paged K/V (the two sequences packed, 256-key pages in a shuffled block table, the cache
@@ -62,8 +64,11 @@ def biased(causal, bias):
 
 
 def with_kernel(f, kernel):
+    """kernel: sm90, sm80, or "sm90 loads" (the Hopper kernel with MSLK_FMHA_SM90_BIAS_TMA=0: each thread
+    loads its scores' bias instead of TMA tiles)."""
     def g(*a):
-        with env_var("MSLK_FMHA_KERNEL", kernel):
+        with env_var("MSLK_FMHA_KERNEL", kernel.split()[0]), \
+                env_var("MSLK_FMHA_SM90_BIAS_TMA", "0" if kernel.endswith("loads") else None):
             return f(*a)
     return g
 
@@ -71,6 +76,7 @@ def with_kernel(f, kernel):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results_fmha_fwd_paged_bias.md"))
+    ap.add_argument("--skip-sm80", action="store_true", help="leave out the FA2 kernel's rows (slow)")
     args = ap.parse_args()
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(B, S, H, D, generator=gen).to("cuda", torch.bfloat16) for _ in range(3))
@@ -84,7 +90,8 @@ def main():
         ref = base_fn(q, k, v).float()
         for name, fn, inputs in (("paged", paged(causal, meta), (pq, pk, pv)),
                                  ("bias", biased(causal, bias), (q, k, v))):
-            for kernel in ("sm90", "sm80"):
+            kernels = ("sm90", "sm90 loads", "sm80") if name == "bias" else ("sm90", "sm80")
+            for kernel in (k for k in kernels if not (args.skip_sm80 and k == "sm80")):
                 g = with_kernel(fn, kernel)
                 try:
                     out = g(*inputs).float()
@@ -111,7 +118,8 @@ def main():
     write_results(args.out, "Attention forward: paged K/V and tensor bias vs the plain problem (B2 H32 S4096 d128)",
                   header, rows, notes="bf16; plain: the Hopper kernel on the dense batch; variant: the same logical "
                                       "problem paged (256-key pages) or with a bf16 bias [B, 1, S, S], under the "
-                                      "named kernel; alternating timing. Bar: sm90 variants >= 0.85x.")
+                                      "named kernel (sm90 loads: MSLK_FMHA_SM90_BIAS_TMA=0); alternating timing. "
+                                      "Bar: sm90 variants >= 0.85x.")
     print(f"wrote {args.out}")
 
 

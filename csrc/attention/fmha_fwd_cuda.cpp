@@ -35,6 +35,7 @@ FmhaFwdTuning read_tuning() {
     t.sm90_stream_k = env::choice(Var::kFmhaSm90StreamK, {"0", "1"}, -1);
     t.sm90_o_tma = env::flag(Var::kFmhaSm90Otma, true);
     t.sm90_o_vec = env::flag(Var::kFmhaSm90Ovec, true);
+    t.sm90_bias_tma = env::flag(Var::kFmhaSm90BiasTma, true);
     return t;
   });
 }

@@ -224,6 +224,32 @@ def test_sm90_tensor_bias(sm90, dtype, d, mq, mkv, spec, bias_dtype):
 
 
 @needs_sm90
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("mq,mkv,layout", [(127, 1000, "heads"), (300, 264, "batches"), (1000, 520, "full"),
+                                           (64, 8, "padded"), (513, 1032, "padded")])
+@pytest.mark.parametrize("causal", [False, True])
+def test_sm90_tensor_bias_tma(sm90, monkeypatch, dtype, d, mq, mkv, layout, causal):
+    """16-bit biases that the bias rows load as TMA tiles (keys contiguous, rows 16-byte aligned):
+    broadcast over heads or batches, whole, or a slice of a padded tensor; lengths off the tiles.
+    Against the oracle, and bit for bit against the per-thread loads (MSLK_FMHA_SM90_BIAS_TMA=0),
+    which add the same values in the same order."""
+    g = torch.Generator().manual_seed(d + mq + mkv)
+    B, H = 2, 3
+    q, k, v = (rand((B, mq, H, d), dtype, "cuda", g), rand((B, mkv, H, d), dtype, "cuda", g),
+               rand((B, mkv, H, d), dtype, "cuda", g))
+    shape = {"heads": (B, 1, mq, mkv), "batches": (1, H, mq, mkv), "full": (B, H, mq, mkv),
+             "padded": (B, H, mq, mkv + 24)}[layout]
+    t = rand(shape, dtype, "cuda", g)[..., :mkv]  # "padded": rows mkv + 24 keys apart
+    bias = ab.LowerTriangularMask().add_bias(t) if causal else t
+    check_sm90(q, k, v, bias)
+    out, lse = run_op(q, k, v, bias, d ** -0.5)
+    monkeypatch.setenv("MSLK_FMHA_SM90_BIAS_TMA", "0")
+    out_ld, lse_ld = run_op(q, k, v, bias, d ** -0.5)
+    assert torch.equal(out, out_ld) and torch.equal(lse, lse_ld)
+
+
+@needs_sm90
 @pytest.mark.parametrize("d", [64, 128])
 def test_sm90_tensor_bias_strided(sm90, d):
     """A bias whose keys are not contiguous (each key read on its own) and one with -inf entries."""

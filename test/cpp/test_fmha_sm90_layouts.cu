@@ -126,6 +126,10 @@ void check() {
         EXPECT(covered.insert({row, col}).second, "S (%d,%d) owned twice", row, col);
         if (c % 2 == 0) EXPECT(get<1>(S_rc(r, c + 1)) == col + 1, "S pair t=%d c=%d", t, c);
       }
+      // update_biased_smem takes (c, c + 1) as the pair of 8-key block c / 2
+      for (int c = 0; c < size<1>(S_rc); ++c)
+        EXPECT(get<1>(S_rc(r, c)) == 8 * (c / 2) + 2 * (lane % 4) + c % 2, "S col t=%d c=%d: %d", t, c,
+               int(get<1>(S_rc(r, c))));
       for (int c = 0; c < size<1>(O_rc); ++c) {
         EXPECT(get<0>(O_rc(r, c)) == want_row, "O row t=%d", t);
         if (c % 2 == 0) EXPECT(get<1>(O_rc(r, c + 1)) == get<1>(O_rc(r, c)) + 1, "O pair t=%d c=%d", t, c);
@@ -150,6 +154,21 @@ void check() {
           EXPECT(off == tma_offset(get<0>(O_rc(i & 1, c)), get<1>(O_rc(i & 1, c)), kBM),
                  "O stmatrix t=%d j=%d i=%d e=%d: offset %d", t, j, i, e, off);
         }
+    // The bias tile (bias rows, update_biased_smem): ldmatrix_x4 step q gives register i of lane l
+    // the pair at row l / 4 of matrix i, whose address lane 8 i + l / 4 gives (its 8-key block and
+    // tile row); the pair must be where the TMA box put S_rc(i % 2, 4 q + 2 (i / 2)) and the next key.
+    if constexpr (Tr::kBias) {
+      for (int q = 0; q < BN / 16; ++q)
+        for (int i = 0; i < 4; ++i)
+          for (int e = 0; e < 2; ++e) {
+            const int src = 8 * i + lane / 4, b = 2 * q + (src >> 4);
+            const int row = 64 * wg + 16 * warp + (src & 7) + 8 * ((src >> 3) & 1);
+            const int off = (b / 8) * kBM * 64 + row * 64 + (((b % 8) ^ (row & 7)) * 8) + 2 * (lane % 4) + e;
+            const auto sc = S_rc(i % 2, 4 * q + 2 * (i / 2) + e);
+            EXPECT(off == tma_offset(get<0>(sc), get<1>(sc), kBM), "bias ldmatrix t=%d q=%d i=%d e=%d: offset %d", t,
+                   q, i, e, off);
+          }
+    }
     // 3. P: A-operand coordinate of register offset j == S coordinate of register offset j
     EXPECT(size(tAcP) == size(layP), "P fragment size");
     EXPECT(shape(tAcP) == shape(layP), "P fragment shape");

@@ -80,6 +80,7 @@ struct FmhaFwdTuning {
   int sm90_stream_k = -1;  // MSLK_FMHA_SM90_STREAMK: -1 by the waste threshold, 0 never, 1 wherever SMs idle
   bool sm90_o_tma = true;  // MSLK_FMHA_SM90_OTMA: O through shared memory and TMA stores where the row allows
   bool sm90_o_vec = true;  // MSLK_FMHA_SM90_OVEC: 16-byte O stores where aligned (else 4-byte pairs)
+  bool sm90_bias_tma = true;  // MSLK_FMHA_SM90_BIAS_TMA: tensor-bias tiles by TMA where the bias allows
 };
 
 // Launches on `stream`; returns the launch error (cudaSuccess when nothing to do).

@@ -21,7 +21,9 @@ namespace mslk::attention::sm90 {
 using namespace cute;
 
 // The generic Hopper PTX helpers (common/sm90_ptx.cuh) under their local names.
+using ptx::fence_proxy_async_smem;
 using ptx::kWatchdogNs;
+using ptx::ldmatrix_x4;
 using ptx::mbar_wait;
 using ptx::named_barrier_arrive;
 using ptx::named_barrier_sync;
@@ -82,6 +84,19 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   } else {
     __half2 v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// The two 16-bit values of a 32-bit pair as floats (lo: the lower address).
+template <typename Element>
+__device__ __forceinline__ void unpack2(uint32_t v, float& lo, float& hi) {
+  if constexpr (std::is_same_v<Element, cutlass::bfloat16_t>) {
+    lo = __uint_as_float(v << 16);
+    hi = __uint_as_float(v & 0xffff0000u);
+  } else {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
+    lo = f.x;
+    hi = f.y;
   }
 }
 

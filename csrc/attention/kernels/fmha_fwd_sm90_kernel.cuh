@@ -160,10 +160,23 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
       bias = {static_cast<const char*>(p.bias) + e * (p.bias_is_fp32 ? 4 : int64_t(sizeof(Element))), p.bias_sm,
               p.bias_sn, lq - r0, lk, p.bias_is_fp32 != 0};
     }
-    // S to P of the key tile at n0, with the bias where the row has one
-    auto softmax_update = [&](int n0) __attribute__((always_inline)) {
-      if constexpr (Tr::kBias) sm.update_biased<Element>(S_rc, Sc_rc, mask, n0, args.scale_log2, bias);
-      else sm.update(S_rc, Sc_rc, mask, n0, args.scale_log2);
+    // S to P of the key tile at n0 (K stage st), with the bias where the row has one; then K stage st
+    // is released (after the softmax on bias rows: the stage holds the tile's bias).
+    auto softmax_update = [&](int n0, int st) __attribute__((always_inline)) {
+      if constexpr (Tr::kBias) {
+        if (args.bias_tma) {
+          sm.update_biased_smem<Element, BN, kBM>(S_rc, Sc_rc, mask, n0, args.scale_log2,
+                                                  smem_u32(ss.bias.data() + st * kBM * BN),
+                                                  64 * cwg + 16 * ((ctid % 128) / 32), lane);
+          fence_proxy_async_smem();  // the ldmatrix reads land before the TMA write that reuses the stage
+        } else {
+          sm.update_biased<Element>(S_rc, Sc_rc, mask, n0, args.scale_log2, bias);
+        }
+        release_stage(&ss.empty_k[st], lane);
+      } else {
+        release_stage(&ss.empty_k[st], lane);
+        sm.update(S_rc, Sc_rc, mask, n0, args.scale_log2);
+      }
     };
 
     if (kt.n_tiles > 0) {
@@ -179,12 +192,13 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
         mbar_wait(&ss.full_k[s0], stage_parity<kStages>(g));
         turn_wait<Tr::kPingPong>(cwg);
         issue_qk(mma_qk, tSrQ, tSrK, tSrS, s0);
-        if constexpr (Tr::kBias) bias.prefetch<BN>(Sc_rc, kt.n_begin, lane);
+        if constexpr (Tr::kBias) {
+          if (!args.bias_tma) bias.prefetch<BN>(Sc_rc, kt.n_begin, lane);
+        }
         turn_pass<Tr::kPingPong>(cwg, false);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tSrS);
-        release_stage(&ss.empty_k[s0], lane);
-        softmax_update(kt.n_begin);
+        softmax_update(kt.n_begin, s0);
         convert_p<Element>(tOrP, tSrS);  // O is still 0: no rescale
         for (int it = 1; it < n_run; ++it) {
           const int st = (g + it) % kStages, sp = (g + it - 1) % kStages;
@@ -192,13 +206,14 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
           mbar_wait(&ss.full_v[sp], stage_parity<kStages>(g + it - 1));
           turn_wait<Tr::kPingPong>(cwg);
           issue_qk(mma_qk, tSrQ, tSrK, tSrS, st);
-          if constexpr (Tr::kBias) bias.prefetch<BN>(Sc_rc, kt.n_begin + it * BN, lane);
+          if constexpr (Tr::kBias) {
+            if (!args.bias_tma) bias.prefetch<BN>(Sc_rc, kt.n_begin + it * BN, lane);
+          }
           issue_pv<Element, D, BN>(mma_pv, tOrP, tOrV, tOrO, sVt, sp, kt.n_begin + (it - 1) * BN, lk, ctid, cwg);
           turn_pass<Tr::kPingPong>(cwg, false);
           warpgroup_wait<1>();  // the older batch, S_{it}, is done
           warpgroup_fence_operand(tSrS);
-          release_stage(&ss.empty_k[st], lane);
-          softmax_update(kt.n_begin + it * BN);
+          softmax_update(kt.n_begin + it * BN, st);
           warpgroup_wait<0>();  // O += P_{it-1} V_{it-1} done: P and O are free
           warpgroup_fence_operand(tOrO);
           release_stage(&ss.empty_v[sp], lane);

@@ -95,6 +95,15 @@ cudaError_t launch(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t 
   // dense rows (no seqstart_q; packed varlen rows past a sequence belong to the next one).
   a.o_tma = t.sm90_o_tma && Tr::kOSmem && a.o_vec && p.seqstart_q == nullptr &&
             encode_map(&a.to, p.out, bf16, p.Kv, p.Mq, p.H, p.B, p.o_sm, p.o_sh, p.o_sb, 64, &a.o_hm, &a.o_bm);
+  // Bias tiles by TMA (bias rows; t.sm90_bias_tma): a 16-bit bias contiguous along keys whose row,
+  // head and batch strides the map takes (16-byte multiples; the driver refuses others), rows not
+  // broadcast (a stride-0 mode reads as one row). Else each thread loads its scores' bias.
+  if constexpr (Tr::kBias) {
+    a.bias_tma = t.sm90_bias_tma && !p.bias_is_fp32 && p.bias_sn == 1 && p.bias_sm != 0 &&
+                 reinterpret_cast<uintptr_t>(p.bias) % 16 == 0 &&
+                 encode_map(&a.tb, p.bias, bf16, p.Mkv, p.Mq, p.H, p.B, p.bias_sm, p.bias_sh, p.bias_sb, Tr::kBM,
+                            &a.b_hm, &a.b_bm);
+  }
   // The packed list (work_of) holds about Mq / BM + num_seqs tiles a head when the sequences tile
   // the packed rows; CTAs loop over whatever more the device-side lengths give.
   if (a.packed) num_work = std::min(num_work, (int64_t(p.Mq) / Tr::kBM + p.num_seqs) * p.H);

@@ -71,9 +71,24 @@ struct Traits {
   // (not d256's 192 KB): [D / 64][kBM rows][64] 128-byte swizzled, Q's layout, so that each
   // warpgroup's 64 rows of a 64-column block are one [64][64] TMA box.
   static constexpr int kQKVBytes = (kBM * D + 2 * kStages * kBN * D) * int(sizeof(Element));  // Q + K/V ring
-  static constexpr bool kOSmem = kQKVBytes + kBM * D * int(sizeof(Element)) + 2048 <= 232448;
+  // Bias rows: a [kBM][kBN] bias tile beside each K stage (Args::bias_tma), as [kBN / 64][kBM][64]
+  // 128-byte swizzled TMA boxes (Q's layout).
+  static constexpr int kBiasElems = kBias ? kStages * kBM * kBN : 0;
+  static constexpr uint32_t kBiasTileBytes = kBM * kBN * sizeof(Element);
+  static constexpr bool kOSmem = kQKVBytes + kBiasElems * int(sizeof(Element)) + kBM * D * int(sizeof(Element)) + 2048 <= 232448;
   static constexpr uint32_t kQBytes = kBM * D * sizeof(Element);
   static constexpr uint32_t kKVBytes = kBN * D * sizeof(Element);
+};
+
+// The bias rows' tiles (Traits::kBiasElems), nothing for the other rows.
+template <typename Element, int N>
+struct BiasRing {
+  cute::array_aligned<Element, N, 1024> a;
+  CUTE_HOST_DEVICE Element* data() { return a.data(); }
+};
+template <typename Element>
+struct BiasRing<Element, 0> {
+  CUTE_HOST_DEVICE Element* data() { return nullptr; }
 };
 
 template <typename Element, int D, int C = default_cfg(D)>
@@ -86,6 +101,7 @@ struct SharedStorage {
   uint64_t full_q, empty_q;
   uint64_t full_k[Tr::kStages], empty_k[Tr::kStages], full_v[Tr::kStages], empty_v[Tr::kStages];
   int cum[kPackedSeqs + 1];  // packed tile list (work_of): query tiles of the sequences before s
+  BiasRing<Element, Tr::kBiasElems> bias;  // last: rows without a bias keep their layout
 };
 
 // The O buffer's stmatrix addressing (Traits::kOSmem; checked against the TMA box layout by
@@ -114,6 +130,9 @@ struct Args {  // CUtensorMap carries its own alignment (64 bytes or more)
   int o_vec;                               // 1: O rows take 16-byte stores (aligned, strides and Kv % 8 == 0)
   int o_tma;                               // 1: O goes through shared memory and TMA stores (kOSmem, dense rows)
   int o_hm, o_bm;                          // as q_hm / q_bm, for the map to
+  CUtensorMap tb;                          // bias rows: the bias in boxes of [BM rows][64 keys] (bias_tma)
+  int bias_tma;                            // 1: bias tiles by TMA into shared memory; 0: per-thread loads
+  int b_hm, b_bm;                          // as q_hm / q_bm, for the map tb
   StreamK sk;                              // persistent rows: the whole tiles and the stream-K tail
   float4* sk_ws;                           // stream-K partials (stream_k_workspace_bytes)
   unsigned long long* sk_flags;            // a flag a slot and consumer warpgroup

@@ -38,6 +38,9 @@ namespace mslk::env {
     "tuning: 0 writes the Hopper attention kernel's O from registers instead of TMA stores")                       \
   X(kFmhaSm90Ovec, MSLK_FMHA_SM90_OVEC, "0, 1", "1",                                                               \
     "tuning: 0 writes the Hopper attention kernel's O in 4-byte stores instead of 16-byte ones")                   \
+  X(kFmhaSm90BiasTma, MSLK_FMHA_SM90_BIAS_TMA, "0, 1", "1",                                                      \
+    "tuning: 0 has each thread of the Hopper attention kernel load its scores' tensor bias instead of TMA "       \
+    "tiles of it in shared memory")                                                                                \
   X(kFmhaBwdSm90Dq, MSLK_FMHA_BWD_SM90_DQ, "atomic, tiles", "tiles",                                              \
     "dQ sums of the Hopper attention backward: 8-byte atomics from the consumer warps (atomic), or one bulk "      \
     "reduction a tile and warpgroup into tile-contiguous sums (tiles)")                                           \

@@ -126,7 +126,7 @@ void check() {
         EXPECT(covered.insert({row, col}).second, "S (%d,%d) owned twice", row, col);
         if (c % 2 == 0) EXPECT(get<1>(S_rc(r, c + 1)) == col + 1, "S pair t=%d c=%d", t, c);
       }
-      // update_biased_smem takes (c, c + 1) as the pair of 8-key block c / 2
+      // bias_into_scores takes (c, c + 1) as the pair of 8-key block c / 2
       for (int c = 0; c < size<1>(S_rc); ++c)
         EXPECT(get<1>(S_rc(r, c)) == 8 * (c / 2) + 2 * (lane % 4) + c % 2, "S col t=%d c=%d: %d", t, c,
                int(get<1>(S_rc(r, c))));
@@ -154,7 +154,7 @@ void check() {
           EXPECT(off == tma_offset(get<0>(O_rc(i & 1, c)), get<1>(O_rc(i & 1, c)), kBM),
                  "O stmatrix t=%d j=%d i=%d e=%d: offset %d", t, j, i, e, off);
         }
-    // The bias tile (bias rows, update_biased_smem): ldmatrix_x4 step q gives register i of lane l
+    // The bias tile (bias rows, bias_into_scores): ldmatrix_x4 step q gives register i of lane l
     // the pair at row l / 4 of matrix i, whose address lane 8 i + l / 4 gives (its 8-key block and
     // tile row); the pair must be where the TMA box put S_rc(i % 2, 4 q + 2 (i / 2)) and the next key.
     if constexpr (Tr::kBias) {

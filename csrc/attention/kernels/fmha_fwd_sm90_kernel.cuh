@@ -160,22 +160,29 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
       bias = {static_cast<const char*>(p.bias) + e * (p.bias_is_fp32 ? 4 : int64_t(sizeof(Element))), p.bias_sm,
               p.bias_sn, lq - r0, lk, p.bias_is_fp32 != 0};
     }
-    // S to P of the key tile at n0 (K stage st), with the bias where the row has one; then K stage st
-    // is released (after the softmax on bias rows: the stage holds the tile's bias).
+    // S to P of the key tile at n0 (K stage st), with the bias where the row has one; K stage st is
+    // released first (the TMA route read the stage's bias before the S GEMM).
     auto softmax_update = [&](int n0, int st) __attribute__((always_inline)) {
       if constexpr (Tr::kBias) {
-        if (args.bias_tma) {
-          sm.update_biased_smem<Element, BN, kBM>(S_rc, Sc_rc, mask, n0, args.scale_log2,
-                                                  smem_u32(ss.bias.data() + st * kBM * BN),
-                                                  64 * cwg + 16 * ((ctid % 128) / 32), lane);
-          fence_proxy_async_smem();  // the ldmatrix reads land before the TMA write that reuses the stage
-        } else {
+        if (args.bias_tma) fence_proxy_async_smem();  // the bias reads land before the TMA write that reuses the stage
+      }
+      release_stage(&ss.empty_k[st], lane);
+      if constexpr (Tr::kBias) {
+        if (!args.bias_tma) {
           sm.update_biased<Element>(S_rc, Sc_rc, mask, n0, args.scale_log2, bias);
+          return;
         }
-        release_stage(&ss.empty_k[st], lane);
-      } else {
-        release_stage(&ss.empty_k[st], lane);
-        sm.update(S_rc, Sc_rc, mask, n0, args.scale_log2);
+      }
+      sm.update(S_rc, Sc_rc, mask, n0, args.scale_log2);
+    };
+    // Bias rows, TMA route: the bias of K stage st starts S's accumulator (bias_into_scores); S is
+    // free here (P holds the last tile's scores).
+    const bool s_acc = Tr::kBias && args.bias_tma;
+    auto bias_start = [&](int st) __attribute__((always_inline)) {
+      if constexpr (Tr::kBias) {
+        if (s_acc)
+          bias_into_scores<Element, BN, kBM>(S_rc, smem_u32(ss.bias.data() + st * kBM * BN),
+                                             64 * cwg + 16 * ((ctid % 128) / 32), lane, args.bias_inv_scale);
       }
     };
 
@@ -190,8 +197,9 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
         }
         const int s0 = g % kStages;
         mbar_wait(&ss.full_k[s0], stage_parity<kStages>(g));
+        bias_start(s0);
         turn_wait<Tr::kPingPong>(cwg);
-        issue_qk(mma_qk, tSrQ, tSrK, tSrS, s0);
+        issue_qk(mma_qk, tSrQ, tSrK, tSrS, s0, s_acc);
         if constexpr (Tr::kBias) {
           if (!args.bias_tma) bias.prefetch<BN>(Sc_rc, kt.n_begin, lane);
         }
@@ -204,8 +212,9 @@ __global__ void __launch_bounds__(Traits<Element, D, C>::kThreads, 1) fmha_fwd_s
           const int st = (g + it) % kStages, sp = (g + it - 1) % kStages;
           mbar_wait(&ss.full_k[st], stage_parity<kStages>(g + it));
           mbar_wait(&ss.full_v[sp], stage_parity<kStages>(g + it - 1));
+          bias_start(st);
           turn_wait<Tr::kPingPong>(cwg);
-          issue_qk(mma_qk, tSrQ, tSrK, tSrS, st);
+          issue_qk(mma_qk, tSrQ, tSrK, tSrS, st, s_acc);
           if constexpr (Tr::kBias) {
             if (!args.bias_tma) bias.prefetch<BN>(Sc_rc, kt.n_begin + it * BN, lane);
           }

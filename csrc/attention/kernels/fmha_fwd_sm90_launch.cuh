@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 
 namespace mslk::attention::sm90 {
 
@@ -97,9 +98,12 @@ cudaError_t launch(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t 
             encode_map(&a.to, p.out, bf16, p.Kv, p.Mq, p.H, p.B, p.o_sm, p.o_sh, p.o_sb, 64, &a.o_hm, &a.o_bm);
   // Bias tiles by TMA (bias rows; t.sm90_bias_tma): a 16-bit bias contiguous along keys whose row,
   // head and batch strides the map takes (16-byte multiples; the driver refuses others), rows not
-  // broadcast (a stride-0 mode reads as one row). Else each thread loads its scores' bias.
+  // broadcast (a stride-0 mode reads as one row), and a scale with a finite inverse (the route adds
+  // b / scale to Q K^T). Else each thread loads its scores' bias.
   if constexpr (Tr::kBias) {
-    a.bias_tma = t.sm90_bias_tma && !p.bias_is_fp32 && p.bias_sn == 1 && p.bias_sm != 0 &&
+    a.bias_inv_scale = 1.f / p.scale;
+    a.bias_tma = t.sm90_bias_tma && !p.bias_is_fp32 && p.bias_sn == 1 && p.bias_sm != 0 && p.scale != 0.f &&
+                 std::isfinite(a.bias_inv_scale) &&
                  reinterpret_cast<uintptr_t>(p.bias) % 16 == 0 &&
                  encode_map(&a.tb, p.bias, bf16, p.Mkv, p.Mq, p.H, p.B, p.bias_sm, p.bias_sh, p.bias_sb, Tr::kBM,
                             &a.b_hm, &a.b_bm);

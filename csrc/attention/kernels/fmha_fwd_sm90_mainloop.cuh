@@ -123,12 +123,14 @@ __device__ __forceinline__ void produce(const Args& args, SharedStorage<Element,
   else produce_walk<Element, D, C, false>(args, ss, num_m, num_rect);
 }
 
-// Issues S = Q K^T on K stage st (one wgmma batch, not waited for).
+// Issues S = Q K^T on K stage st (one wgmma batch, not waited for); acc: S += Q K^T (S holds the
+// tile's bias, bias_into_scores).
 template <class Mma, class TQ, class TK, class TS>
-__device__ __forceinline__ void issue_qk(Mma& mma_qk, const TQ& tSrQ, const TK& tSrK, TS& tSrS, int st) {
+__device__ __forceinline__ void issue_qk(Mma& mma_qk, const TQ& tSrQ, const TK& tSrK, TS& tSrS, int st,
+                                         bool acc = false) {
   warpgroup_fence_operand(tSrS);
   warpgroup_arrive();
-  mma_qk.accumulate_ = GMMA::ScaleOut::Zero;
+  mma_qk.accumulate_ = acc ? GMMA::ScaleOut::One : GMMA::ScaleOut::Zero;
   CUTE_UNROLL
   for (int kb = 0; kb < size<2>(tSrQ); ++kb) {
     cute::gemm(mma_qk, tSrQ(_, _, kb), tSrK(_, _, kb, st), tSrS);

@@ -81,6 +81,35 @@ struct BiasTile {
   }
 };
 
+// The TMA route of the bias rows (Args::bias_tma): the key tile's bias, b / scale, as the starting
+// value of S's accumulator, so that the S GEMM adds Q K^T to it and the softmax is the unbiased one
+// (the scale folds into the exponent's FMA, and the bias is read before the GEMM is issued, beside
+// the other warpgroup's GEMMs, rather than between the GEMM and the softmax). The tile sits in
+// shared memory at `tile` as [BN / 64][BM][64] elements, 128-byte swizzled TMA boxes; row0 is the
+// tile row of the warp's first accumulator row. ldmatrix_x4 step q: matrix i is rows
+// (8 (i % 2)) .. + 7 of the warp's 16 in key block 2 q + i / 2, so register i holds
+// S_rc(i % 2, 4 q + 2 (i / 2)) and the next column (S_rc's columns are 8 (c / 2) + 2 (lane % 4) + c % 2:
+// test_fmha_sm90_layouts).
+template <typename Element, int BN, int BM, class TS>
+__device__ __forceinline__ void bias_into_scores(TS& S_rc, uint32_t tile, int row0, int lane, float inv_scale) {
+  static_assert(BN % 16 == 0 && std::decay_t<decltype(size<1>(S_rc))>::value == BN / 4, "BN / 4 S columns a thread");
+  const int row = row0 + (lane & 7) + 8 * ((lane >> 3) & 1);
+  CUTE_UNROLL
+  for (int q = 0; q < BN / 16; ++q) {
+    const int b = 2 * q + (lane >> 4);  // 8-key block of this lane's address
+    uint32_t r[4];
+    ldmatrix_x4(tile + (b / 8) * (BM * 128) + row * 128 + (((b % 8) ^ (row & 7)) << 4), r[0], r[1], r[2], r[3]);
+    CUTE_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      float lo, hi;
+      unpack2<Element>(r[i], lo, hi);
+      const int h = i % 2, c = 4 * q + 2 * (i / 2);
+      S_rc(h, c) = lo * inv_scale;
+      S_rc(h, c + 1) = hi * inv_scale;
+    }
+  }
+}
+
 // Running softmax statistics of a thread's two accumulator rows (log2 domain).
 struct OnlineSoftmax {
   float m_i[2] = {-INFINITY, -INFINITY};  // running row max, the reference of exp2
@@ -132,39 +161,6 @@ struct OnlineSoftmax {
     };
     if (bias.fp32) add_rows(float{});
     else add_rows(Element{});
-    if (mask.needed(n0)) {
-      const float one = 1.f;
-      mask.apply(S_rc, Sc_rc, n0, one);
-    }
-    advance(S_rc, 1.f);
-  }
-
-  // update_biased() with the key tile's bias in shared memory (Args::bias_tma): [BN / 64][BM][64]
-  // elements, 128-byte swizzled TMA boxes, at shared address `tile`; `row0` is the tile row of the
-  // warp's first accumulator row. ldmatrix_x4 step q: matrix i is rows (8 (i % 2)) .. + 7 of the warp's
-  // 16 in key block 2 q + i / 2, so register i holds S_rc(i % 2, 4 q + 2 (i / 2)) and the next column
-  // (S_rc's columns are 8 (c / 2) + 2 (lane % 4) + c % 2: test_fmha_sm90_layouts). Same values and
-  // arithmetic as update_biased: the two routes agree bit for bit.
-  template <typename Element, int BN, int BM, class TS, class TC>
-  __device__ __forceinline__ void update_biased_smem(TS& S_rc, const TC& Sc_rc, const BandMask<BN>& mask, int n0,
-                                                     const float& scale_log2, uint32_t tile, int row0, int lane) {
-    constexpr float kLog2e = 1.4426950408889634f;
-    static_assert(BN % 16 == 0 && std::decay_t<decltype(size<1>(S_rc))>::value == BN / 4, "BN / 4 S columns a thread");
-    const int row = row0 + (lane & 7) + 8 * ((lane >> 3) & 1);
-    CUTE_UNROLL
-    for (int q = 0; q < BN / 16; ++q) {
-      const int b = 2 * q + (lane >> 4);  // 8-key block of this lane's address
-      uint32_t r[4];
-      ldmatrix_x4(tile + (b / 8) * (BM * 128) + row * 128 + (((b % 8) ^ (row & 7)) << 4), r[0], r[1], r[2], r[3]);
-      CUTE_UNROLL
-      for (int i = 0; i < 4; ++i) {
-        float lo, hi;
-        unpack2<Element>(r[i], lo, hi);
-        const int h = i % 2, c = 4 * q + 2 * (i / 2);
-        S_rc(h, c) = fmaf(S_rc(h, c), scale_log2, lo * kLog2e);
-        S_rc(h, c + 1) = fmaf(S_rc(h, c + 1), scale_log2, hi * kLog2e);
-      }
-    }
     if (mask.needed(n0)) {
       const float one = 1.f;
       mask.apply(S_rc, Sc_rc, n0, one);

@@ -133,6 +133,7 @@ struct Args {  // CUtensorMap carries its own alignment (64 bytes or more)
   CUtensorMap tb;                          // bias rows: the bias in boxes of [BM rows][64 keys] (bias_tma)
   int bias_tma;                            // 1: bias tiles by TMA into shared memory; 0: per-thread loads
   int b_hm, b_bm;                          // as q_hm / q_bm, for the map tb
+  float bias_inv_scale;                    // 1 / scale: the TMA route adds b / scale to Q K^T
   StreamK sk;                              // persistent rows: the whole tiles and the stream-K tail
   float4* sk_ws;                           // stream-K partials (stream_k_workspace_bytes)
   unsigned long long* sk_flags;            // a flag a slot and consumer warpgroup

@@ -79,19 +79,15 @@ __device__ __forceinline__ void produce_walk(const Args& args, SharedStorage<Ele
       const int row = w.blk.k0 + w.kt.n_begin + it * BN;  // paged: the lane's logical key
       const int x_last = w.blk.k0 + w.blk.lk - 1;
       mbar_wait(&ss.empty_k[st], phase ^ 1);
-      if constexpr (Tr::kBias) {
-        // the key tile's bias beside K (its stage is released once the softmax has read it)
-        const bool tb = args.bias_tma != 0;
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
-            &ss.full_k[st], Tr::kKVBytes + (tb ? Tr::kBiasTileBytes : 0u));
-        if (tb) {
+      // bias rows, TMA route: the key tile's bias beside K, on K's barrier (bias_into_scores reads it)
+      const bool tb = Tr::kBias && args.bias_tma;
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
+          &ss.full_k[st], Tr::kKVBytes + (tb ? Tr::kBiasTileBytes : 0u));
+      if (tb) {
 #pragma unroll
-          for (int cb = 0; cb < BN / kColBlock; ++cb)
-            tma_load_4d(&args.tb, &ss.full_k[st], ss.bias.data() + st * kBM * BN + cb * kBM * kColBlock,
-                        row + cb * kColBlock, w.blk.q0 + w.r0, w.h * args.b_hm, w.blk.bq * args.b_bm);
-        }
-      } else {
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_k[st], Tr::kKVBytes);
+        for (int cb = 0; cb < BN / kColBlock; ++cb)
+          tma_load_4d(&args.tb, &ss.full_k[st], ss.bias.data() + st * kBM * BN + cb * kBM * kColBlock,
+                      row + cb * kColBlock, w.blk.q0 + w.r0, w.h * args.b_hm, w.blk.bq * args.b_bm);
       }
       if constexpr (kPaged) {
         load_kv_paged<BN, D>(&args.tk, &args.tk1, &ss.full_k[st], ss.k.data() + st * BN * D, args.p, w.s, row, x_last,

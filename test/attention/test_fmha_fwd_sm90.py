@@ -396,7 +396,7 @@ def test_sm90_cfg_env_errors(monkeypatch):
 @needs_cuda
 @pytest.mark.parametrize("var,bad", [("MSLK_FMHA_SM90_L2_MIB", "x"), ("MSLK_FMHA_SM90_L2_MIB", "-1"),
                                      ("MSLK_FMHA_SM90_STREAMK", "2"), ("MSLK_FMHA_SM90_OTMA", "off"),
-                                     ("MSLK_FMHA_SM90_OVEC", "yes")])
+                                     ("MSLK_FMHA_SM90_OVEC", "yes"), ("MSLK_FMHA_SM90_BIAS_TMA", "on")])
 def test_sm90_tuning_env_errors(monkeypatch, var, bad):
     """Every tuning variable is read by the glue (env.h): a malformed value is a ValueError naming it."""
     q = torch.randn(1, 8, 1, 64, device="cuda", dtype=torch.bfloat16)

@@ -375,6 +375,24 @@ def test_partial_backward_with_lse_gradient():
         fmha.memory_efficient_attention_partial(q, k, v)
 
 
+def test_partial_lse_only_gradient():
+    """A loss on a partial shard's LSE alone (its output unused): the backward gets no output
+    gradient and still returns the LSE's share, d lse / dq = scale P K, d lse / dv = 0."""
+    gen = torch.Generator().manual_seed(9)
+    q, k, v = (torch.randn(2, n, 2, 4, dtype=torch.float64, generator=gen, requires_grad=True) for n in (5, 7, 7))
+    w = torch.randn(2, 2, 5, dtype=torch.float64, generator=gen)
+    _, lse = fmha.memory_efficient_attention_partial(q, k, v, ab.LowerTriangularFromBottomRightMask(),
+                                                     _allow_backward=True)
+    dq, dk, dv = torch.autograd.grad((lse * w).sum(), (q, k, v))
+    qr, kr = (x.detach().clone().requires_grad_() for x in (q, k))
+    s = torch.einsum("bmhk,bnhk->bhmn", qr, kr) * 4 ** -0.5
+    s = s.masked_fill(torch.ones(5, 7, dtype=torch.bool).tril(7 - 5).logical_not(), -math.inf)
+    rq, rk = torch.autograd.grad((torch.logsumexp(s, -1) * w).sum(), (qr, kr))
+    torch.testing.assert_close(dq, rq)
+    torch.testing.assert_close(dk, rk)
+    assert torch.equal(dv, torch.zeros_like(v))
+
+
 # --- operator classes and dispatch ---------------------------------------------------------------
 
 def test_bw_class_availability_and_limits():
@@ -423,6 +441,96 @@ def test_dispatch_bw_on_cpu_and_bias_grad_requirement():
     out = fmha.memory_efficient_attention(q.requires_grad_(), kv, kv, paged)
     with pytest.raises(NotImplementedError, match="No operator found"):
         out.sum().backward()
+
+
+def _fused_classes_on_cpu(monkeypatch):
+    """Lets the fused operator classes take CPU tensors, so that dispatch can pick (and memoize) them."""
+    for op in (flash3.FwOp, flash.FwOp, cutlass.FwOp, flash3.BwOp, flash.BwOp, cutlass.BwOp):
+        monkeypatch.setattr(op, "SUPPORTED_DEVICES", {"cuda", "cpu"})
+        monkeypatch.setattr(op, "is_available", classmethod(lambda cls: True))
+    monkeypatch.setattr(dispatch, "_CHOICES", {})
+    monkeypatch.setattr(dispatch, "_USE_FLASH_ATTENTION_3", True)
+
+
+def _dispatch_variants():
+    """Problems that differ in one thing each that some operator class checks (and some that no
+    class checks, such as the sequence length), in an order where each key is seen before."""
+    def t(*shape, dtype=torch.bfloat16, last_stride1=True):
+        x = torch.randn(*shape).to(dtype)
+        return x if last_stride1 else torch.randn(*shape[:-1], 2 * shape[-1]).to(dtype)[..., ::2]
+
+    bf = t(1, 8, 2, 64)
+    out = []
+    for q in (bf, t(1, 9, 2, 64), t(1, 8, 2, 96), t(1, 8, 2, 64, dtype=torch.float32),
+              t(1, 8, 2, 64, dtype=torch.float16), t(1, 8, 2, 64, last_stride1=False), t(1, 8, 1, 2, 64),
+              t(1, 8, 64), t(1, 8, 2, 300)):
+        out.append(Inputs(q, q, q))
+    kv96 = t(1, 8, 2, 96)
+    out.append(Inputs(bf, bf, kv96))  # K != Kv
+    for bias in (ab.LowerTriangularMask(), ab.LowerTriangularFromBottomRightLocalAttentionMask(3),
+                 torch.zeros(1, 2, 8, 8, dtype=torch.bfloat16), torch.zeros(1, 2, 8, 8, dtype=torch.float16),
+                 torch.zeros(1, 2, 8, 8), ab.LowerTriangularMaskWithTensorBias(torch.zeros(1, 2, 8, 8)),
+                 ab.BlockDiagonalCausalMask.from_seqlens([3, 5]), ab.BlockDiagonalGappyKeysMask.from_seqlens(
+                     [3, 5], [0, 2, 8], [2, 4])):
+        out.append(Inputs(bf, bf, bf, bias))
+    out.append(Inputs(bf, bf, t(1, 8, 2, 64, last_stride1=False)))  # only V strided
+    packed = torch.zeros(1, 8, 2, 64, dtype=torch.int32)
+    out.append(Inputs(bf, packed, packed))  # a quantized K/V cache (int32 words)
+    for page in (16, 256):  # head dim 96: past flash3, flash takes only the page sizes it divides
+        paged = ab.PagedBlockDiagonalPaddedKeysMask.from_seqlens([4, 4], [3, 4], torch.arange(2, dtype=torch.int32
+                                                                                                ).view(2, 1), page)
+        kv = t(1, 2 * page, 2, 96)
+        out.append(Inputs(t(1, 8, 2, 96), kv, kv, paged))
+    out += [Inputs(bf, bf, bf, p=0.1), Inputs(bf, bf, bf, scale=0.3), Inputs(bf, bf, bf, output_dtype=torch.float32),
+            Inputs(bf, bf, bf, is_partial=True)]
+    return out
+
+
+def test_dispatch_memo_matches_the_full_walk(monkeypatch):
+    """The memoized choice of each problem is the one a walk of the priority list makes, for
+    problems that differ from each other in every checked property."""
+    _fused_classes_on_cpu(monkeypatch)
+    variants = _dispatch_variants()
+    for direction, run in (("fw", lambda i: dispatch._dispatch_fw(i, True)),
+                           ("bw", lambda i: dispatch._dispatch_bw(i, False)),
+                           ("bw+db", lambda i: dispatch._dispatch_bw(i, True))):
+        walked = []
+        for inp in variants:
+            saved = dict(dispatch._CHOICES)
+            dispatch._CHOICES.clear()  # a walk from scratch
+            try:
+                walked.append(run(inp))
+            except NotImplementedError:
+                walked.append(None)
+            dispatch._CHOICES.clear()
+            dispatch._CHOICES.update(saved)
+        for _ in range(2):  # the second pass answers from the memo
+            for inp, want in zip(variants, walked):
+                try:
+                    got = run(inp)
+                except NotImplementedError:
+                    got = None
+                assert got is want, (direction, inp.query.shape, inp.query.dtype, type(inp.attn_bias), got, want)
+        assert dispatch._CHOICES, "nothing was memoized"
+        assert {flash3.FwOp, flash.FwOp, cutlass.FwOp, reference.FwOp, None} >= set(walked) or direction != "fw"
+    picked = {dispatch._dispatch_fw(i, True) for i in variants[:3]}
+    assert picked == {flash3.FwOp, flash.FwOp}  # the memo holds more than one class
+
+
+def test_dispatch_memo_follows_use_fa3(monkeypatch):
+    _fused_classes_on_cpu(monkeypatch)
+    q = torch.randn(1, 8, 2, 64).to(torch.bfloat16)
+    assert dispatch._dispatch_fw(Inputs(q, q, q), False) is flash3.FwOp
+    assert dispatch._dispatch_bw(Inputs(q, q, q)) is flash3.BwOp
+    dispatch._set_use_fa3(False)
+    assert dispatch._dispatch_fw(Inputs(q, q, q), False) is flash.FwOp
+    assert dispatch._dispatch_bw(Inputs(q, q, q)) is flash.BwOp
+    dispatch._set_use_fa3(True)
+    assert dispatch._dispatch_fw(Inputs(q, q, q), False) is flash3.FwOp
+    # the reference operators and decode shapes are never memoized
+    x = torch.randn(1, 8, 2, 64, dtype=torch.float64)
+    assert dispatch._dispatch_fw(Inputs(x, x, x), False) is reference.FwOp
+    assert all(op is not reference.FwOp for op in dispatch._CHOICES.values())
 
 
 @pytest.mark.parametrize("name", ["block_causal_br", "padded_causal_offset", "tensor", "none"])

@@ -102,7 +102,7 @@ def _run_forward(inp: Inputs, op: Optional[Type[AttentionFwOpBase]], needs_gradi
     out, ctx = op.apply(inp, needs_gradient=needs_gradient)
     if ctx is None:
         raise RuntimeError(f"{op.NAME} returned no LSE context")
-    return out.reshape(output_shape), ctx
+    return _autograd._shaped(out, output_shape), ctx
 
 
 def _requires_grad(*xs) -> bool:

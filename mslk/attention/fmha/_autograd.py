@@ -43,6 +43,11 @@ def _rebind(attn_bias: Any, t: Optional[torch.Tensor]) -> Any:
     return attn_bias
 
 
+def _shaped(x: torch.Tensor, shape) -> torch.Tensor:
+    """x.reshape(shape), skipping the call (a few microseconds of host time) where x has that shape."""
+    return x if x.shape == shape else x.reshape(shape)
+
+
 def _unsupported(op, reasons, what: str) -> ValueError:
     return ValueError(f"Operator `{op.NAME}` ({op.__module__}.{op.__qualname__}) does not support these inputs"
                       f"{what}:\n" + "\n".join(f"    {r}" for r in reasons))
@@ -98,19 +103,25 @@ class _Attention(torch.autograd.Function):
             raise RuntimeError(f"{fw.NAME} returned no LSE context")
         ctx.meta = meta
         ctx.save_for_backward(q, k, v, out, fctx.lse, bias_t, fctx.rng_state)
+        # Undefined output gradients stay None (no zero-filled LSE gradient a step).
+        ctx.set_materialize_grads(False)
         lse = fctx.lse
         if not partial:
             ctx.mark_non_differentiable(lse)
-        return out.reshape(out_shape), lse
+        return _shaped(out, out_shape), lse
 
     @staticmethod
     def backward(ctx, d_out, d_lse):
         q, k, v, out, lse, bias_t, rng = ctx.saved_tensors
         _, bw, attn_bias, p, scale, _, partial = ctx.meta
+        if d_out is None:  # the output is unused: only a partial shard's LSE can carry a gradient
+            if not (partial and d_lse is not None):
+                return None, None, None, None, None
+            d_out = torch.zeros_like(out)
         bias_rg = bias_t is not None and ctx.needs_input_grad[4]
         inp = Inputs(q, k, v, _rebind(attn_bias, bias_t), p, scale)
         inp.normalize_bmhk()
-        grad = d_out.reshape(out.shape)
+        grad = _shaped(d_out, out.shape)
         if bw is None:
             bw = _dispatch_bw(inp, bias_rg)
         else:
@@ -122,8 +133,8 @@ class _Attention(torch.autograd.Function):
             dq, dk = dq + lq.to(dq.dtype), dk + lk.to(dk.dtype)
             if bias_rg:
                 db = db + lb.to(db.dtype)
-        db = db.reshape(bias_t.shape) if db is not None else None
-        return None, dq.reshape(q.shape), dk.reshape(k.shape), g.dv.reshape(v.shape), db
+        db = _shaped(db, bias_t.shape) if db is not None else None
+        return None, _shaped(dq, q.shape), _shaped(dk, k.shape), _shaped(g.dv, v.shape), db
 
 
 def attention(query, key, value, attn_bias, p: float, scale: Optional[float], fw: Optional[Type[AttentionFwOpBase]],

@@ -65,6 +65,16 @@ def _to_bmhk(x: torch.Tensor, ndim: int) -> torch.Tensor:
     return x
 
 
+# The no-op forms of .to() and .view() still cost microseconds of host time each; a training step
+# makes about ten of them here.
+def _as(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return x if x.dtype == dtype else x.to(dtype)
+
+
+def _viewed(x: torch.Tensor, shape) -> torch.Tensor:
+    return x if x.shape == shape else x.view(shape)
+
+
 def _stride1(x: torch.Tensor) -> torch.Tensor:
     if x.numel() == 0:  # contiguous() keeps an empty tensor's strides (all 0 after .sum().backward())
         return x.new_empty(x.shape)
@@ -108,11 +118,13 @@ def fused_backward(inp: Inputs, ctx: Context, grad: torch.Tensor, *, bias_requir
     nd = q.ndim
     q4, k4, v4 = (_stride1(_to_bmhk(x, nd)) for x in (q, k, v))
     dt = q.dtype
-    out4 = _stride1(_to_bmhk(ctx.out, nd).to(dt))
-    go4 = _stride1(_to_bmhk(grad, nd).to(dt))
+    out4 = _stride1(_as(_to_bmhk(ctx.out, nd), dt))
+    go4 = _stride1(_as(_to_bmhk(grad, nd), dt))
     bias = inp.attn_bias
     lse = packed_lse(ctx.lse, bias)
-    lse = lse.flatten(1, -2).to(torch.float64 if dt == torch.float64 else torch.float32)  # (reshape(-1) fails at M = 0)
+    if lse.ndim != 3:
+        lse = lse.flatten(1, -2)  # [B, G, H, M] -> [B, G * H, M] (reshape(-1) fails at M = 0)
+    lse = _as(lse, torch.float64 if dt == torch.float64 else torch.float32)
     desc = backward_descriptor(bias, q.device)
     user_bias = desc.pop("bias")
     tb = _bias_tensor(inp, q4, k4, user_bias)
@@ -124,7 +136,7 @@ def fused_backward(inp: Inputs, ctx: Context, grad: torch.Tensor, *, bias_requir
         go4, q4, k4, v4, out4, lse, tb.to(dt) if tb is not None and tb.dtype not in (torch.float32, dt) else tb,
         scale=inp.scale_float, dropout_p=float(inp.p), rng_state=rng, bias_requires_grad=want_db,
         deterministic=torch.are_deterministic_algorithms_enabled(), **desc)
-    grads = Gradients(dq=dq.view(q.shape), dk=dk.view(k.shape), dv=dv.view(v.shape))
+    grads = Gradients(dq=_viewed(dq, q.shape), dk=_viewed(dk, k.shape), dv=_viewed(dv, v.shape))
     if want_db:
         if nd == 5 and user_bias.ndim >= 3:
             db = db.view(q.shape[0], q.shape[2], q.shape[3], *db.shape[-2:])

@@ -5,13 +5,20 @@ wins. The reference operators are last (the CPU/general fallback). Backends with
 this build report unavailable and are never picked. Backward: FlashAttention 3 (when allowed),
 FlashAttention 2, cutlass, then the reference; a tensor-bias gradient needs an operator with
 SUPPORTS_ATTN_BIAS_GRAD.
+
+Eager calls memoize the choice per problem signature (_signature): the support checks of the
+fused classes read only what the signature holds, and a training step would otherwise walk them
+twice (about 20 us each on a server CPU).
 """
 
 from __future__ import annotations
 
 import textwrap
-from typing import List, Sequence, Type
+from typing import Dict, List, Optional, Sequence, Tuple, Type
 
+import torch
+
+from mslk.attention.fmha import attn_bias as _ab
 from mslk.attention.fmha import cutlass, cute_hopper, flash, flash3, reference, triton_splitk
 from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase, Inputs
 
@@ -22,6 +29,7 @@ def _set_use_fa3(use_flash_attention3: bool) -> None:
     """Allow (True) or forbid automatic CUDA dispatch from selecting FlashAttention 3 (process-global)."""
     global _USE_FLASH_ATTENTION_3
     _USE_FLASH_ATTENTION_3 = bool(use_flash_attention3)
+    _CHOICES.clear()
 
 
 def _get_use_fa3() -> bool:
@@ -74,12 +82,52 @@ def _format_not_supported(op_name: str, tried: Sequence[type], inp: Inputs) -> s
     return "\n".join(lines)
 
 
+# Memoized choices: _signature(inp) + (direction, bias gradient) -> operator class. Only the fused
+# classes are memoized: their not_supported_reasons (common.AttentionOpBase's, HeadDims', flash3's
+# capability and FP8 checks, flash's page size, cutlass's bias dtype) read nothing outside the
+# signature. Decode shapes (triton_splitk first, whose checks read sequence lengths), Inputs
+# subclasses and tensor subclasses (ScaledTensor) always take the full walk.
+_CHOICES: Dict[tuple, type] = {}
+_MEMOIZED = (flash3.FwOp, flash.FwOp, cutlass.FwOp, flash3.BwOp, flash.BwOp, cutlass.BwOp)
+
+
+def _signature(inp: Inputs) -> Optional[Tuple]:
+    q, k, v, b = inp.query, inp.key, inp.value, inp.attn_bias
+    if type(inp) is not Inputs or type(q) is not torch.Tensor or type(k) is not torch.Tensor \
+            or type(v) is not torch.Tensor or torch.compiler.is_compiling():
+        return None
+    if isinstance(b, torch.Tensor):
+        bias_key: tuple = (torch.Tensor, b.dtype)
+    elif isinstance(b, _ab.LowerTriangularMaskWithTensorBias):
+        bias_key = (type(b), b._bias.dtype)
+    else:
+        bias_key = (type(b), b.page_size if isinstance(b, _ab._PagedBase) else 0)
+    if _is_decode(inp):
+        return None
+    return (q.device, q.dtype, k.dtype, v.dtype, q.ndim, q.shape[-1], k.shape[-1], v.shape[-1],
+            q.shape[-1] <= 1 or q.stride(-1) == 1, k.shape[-1] <= 1 or k.stride(-1) == 1,
+            v.shape[-1] <= 1 or v.stride(-1) == 1, bias_key, inp.p != 0.0, inp.scale is None, inp.output_dtype,
+            inp.is_partial, _USE_FLASH_ATTENTION_3)
+
+
+def _memoized(key: Optional[tuple], walk):
+    op = _CHOICES.get(key) if key is not None else None
+    if op is None:
+        op = walk()
+        if key is not None and op in _MEMOIZED:
+            _CHOICES[key] = op
+    return op
+
+
 def _dispatch_fw(inp: Inputs, needs_gradient: bool) -> Type[AttentionFwOpBase]:
-    ops = _fw_priority(inp)
-    for op in ops:
-        if op.is_available() and not op.not_supported_reasons(inp):
-            return op
-    raise NotImplementedError(_format_not_supported("memory_efficient_attention_forward", ops, inp))
+    def walk():
+        ops = _fw_priority(inp)
+        for op in ops:
+            if op.is_available() and not op.not_supported_reasons(inp):
+                return op
+        raise NotImplementedError(_format_not_supported("memory_efficient_attention_forward", ops, inp))
+    sig = _signature(inp)
+    return _memoized(sig + ("fw",) if sig is not None else None, walk)
 
 
 def bw_not_supported_reasons(op: Type[AttentionBwOpBase], inp: Inputs, bias_requires_grad: bool) -> List[str]:
@@ -90,11 +138,14 @@ def bw_not_supported_reasons(op: Type[AttentionBwOpBase], inp: Inputs, bias_requ
 
 
 def _dispatch_bw(inp: Inputs, bias_requires_grad: bool = False) -> Type[AttentionBwOpBase]:
-    ops = _bw_priority(inp)
-    for op in ops:
-        if op.is_available() and not bw_not_supported_reasons(op, inp, bias_requires_grad):
-            return op
-    msg = _format_not_supported("memory_efficient_attention_backward", ops, inp)
-    if bias_requires_grad:
-        msg += "\n(the attention bias requires grad: only operators with SUPPORTS_ATTN_BIAS_GRAD qualify)"
-    raise NotImplementedError(msg)
+    def walk():
+        ops = _bw_priority(inp)
+        for op in ops:
+            if op.is_available() and not bw_not_supported_reasons(op, inp, bias_requires_grad):
+                return op
+        msg = _format_not_supported("memory_efficient_attention_backward", ops, inp)
+        if bias_requires_grad:
+            msg += "\n(the attention bias requires grad: only operators with SUPPORTS_ATTN_BIAS_GRAD qualify)"
+        raise NotImplementedError(msg)
+    sig = _signature(inp)
+    return _memoized(sig + ("bw", bool(bias_requires_grad)) if sig is not None else None, walk)

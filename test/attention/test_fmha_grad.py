@@ -515,6 +515,15 @@ def test_dispatch_memo_matches_the_full_walk(monkeypatch):
         assert {flash3.FwOp, flash.FwOp, cutlass.FwOp, reference.FwOp, None} >= set(walked) or direction != "fw"
     picked = {dispatch._dispatch_fw(i, True) for i in variants[:3]}
     assert picked == {flash3.FwOp, flash.FwOp}  # the memo holds more than one class
+    # a pinned operator's check: empty exactly where the class's own check is, answered from the memo or not
+    for _ in range(2):
+        for inp in variants:
+            for op in (flash3.FwOp, flash.FwOp, cutlass.FwOp):
+                assert (not dispatch.fw_not_supported_reasons(op, inp)) == (not op.not_supported_reasons(inp))
+            for op in (flash3.BwOp, flash.BwOp, cutlass.BwOp):
+                for db in (False, True):
+                    want = not op.not_supported_reasons(inp) and (op.SUPPORTS_ATTN_BIAS_GRAD or not db)
+                    assert (not dispatch.bw_not_supported_reasons(op, inp, db)) == want
 
 
 def test_dispatch_memo_follows_use_fa3(monkeypatch):

@@ -44,6 +44,7 @@ from mslk.attention.fmha.common import (  # noqa: F401
     AttentionBwOpBase, AttentionFwOpBase, AttentionOp, AttentionOpBase, Context, Gradients, Inputs,
 )
 from mslk.attention.fmha.dispatch import _dispatch_bw, _dispatch_fw, _get_use_fa3, _set_use_fa3, fa3_available  # noqa: F401
+from mslk.attention.fmha.dispatch import fw_not_supported_reasons as _fw_reasons
 from mslk.attention.fmha import _autograd, _merge_ops
 from mslk.attention.fmha.torch_attention_compat import ensure_pt_flash_ok, is_pt_cutlass_compatible  # noqa: F401
 
@@ -95,7 +96,7 @@ def _run_forward(inp: Inputs, op: Optional[Type[AttentionFwOpBase]], needs_gradi
     if op is None:
         op = _dispatch_fw(inp, needs_gradient)
     else:
-        reasons = op.not_supported_reasons(inp)
+        reasons = _fw_reasons(op, inp)
         if reasons:
             raise ValueError(f"Operator `{op.NAME}` ({op.__module__}.{op.__qualname__}) does not support these "
                              "inputs:\n" + "\n".join(f"    {r}" for r in reasons))

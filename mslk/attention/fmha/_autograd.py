@@ -22,7 +22,7 @@ import torch
 from mslk.attention.fmha import attn_bias as _ab
 from mslk.attention.fmha._backward import packed_lse
 from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase, Context, Inputs
-from mslk.attention.fmha.dispatch import _dispatch_bw, _dispatch_fw, bw_not_supported_reasons
+from mslk.attention.fmha.dispatch import _dispatch_bw, _dispatch_fw, bw_not_supported_reasons, fw_not_supported_reasons
 
 
 def bias_tensor(attn_bias: Any) -> Optional[torch.Tensor]:
@@ -147,7 +147,7 @@ def attention(query, key, value, attn_bias, p: float, scale: Optional[float], fw
     if fw is None:
         fw = _dispatch_fw(inp, True)
     else:
-        reasons = fw.not_supported_reasons(inp)
+        reasons = fw_not_supported_reasons(fw, inp)
         if reasons:
             raise _unsupported(fw, reasons, "")
     t = bias_tensor(attn_bias)

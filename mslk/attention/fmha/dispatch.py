@@ -130,11 +130,30 @@ def _dispatch_fw(inp: Inputs, needs_gradient: bool) -> Type[AttentionFwOpBase]:
     return _memoized(sig + ("fw",) if sig is not None else None, walk)
 
 
-def bw_not_supported_reasons(op: Type[AttentionBwOpBase], inp: Inputs, bias_requires_grad: bool) -> List[str]:
-    reasons = list(op.not_supported_reasons(inp))
-    if bias_requires_grad and not op.SUPPORTS_ATTN_BIAS_GRAD:
-        reasons.append("no attention-bias gradient (the bias tensor requires grad)")
+def _checked(op: type, key_tail: tuple, inp: Inputs, reasons_of) -> List[str]:
+    """reasons_of() for a pinned operator, remembering (as _CHOICES does) where a fused class
+    takes the problem: a pinned (FwOp, BwOp) pair is checked three times a training step."""
+    sig = _signature(inp) if op in _MEMOIZED else None
+    key = sig + ("ok", op) + key_tail if sig is not None else None
+    if key is not None and key in _CHOICES:
+        return []
+    reasons = reasons_of()
+    if key is not None and not reasons:
+        _CHOICES[key] = op
     return reasons
+
+
+def fw_not_supported_reasons(op: Type[AttentionFwOpBase], inp: Inputs) -> List[str]:
+    return _checked(op, (), inp, lambda: list(op.not_supported_reasons(inp)))
+
+
+def bw_not_supported_reasons(op: Type[AttentionBwOpBase], inp: Inputs, bias_requires_grad: bool) -> List[str]:
+    def reasons_of():
+        reasons = list(op.not_supported_reasons(inp))
+        if bias_requires_grad and not op.SUPPORTS_ATTN_BIAS_GRAD:
+            reasons.append("no attention-bias gradient (the bias tensor requires grad)")
+        return reasons
+    return _checked(op, (bool(bias_requires_grad),), inp, reasons_of)
 
 
 def _dispatch_bw(inp: Inputs, bias_requires_grad: bool = False) -> Type[AttentionBwOpBase]:

@@ -11,7 +11,7 @@ import torch
 
 import mslk  # noqa: F401
 from mslk.attention import fmha
-from mslk.attention.fmha import _backward, cute_hopper, cutlass, dispatch, flash, flash3, reference
+from mslk.attention.fmha import _backward, cute_hopper, cutlass, dispatch, flash, flash3, reference, triton_splitk
 from mslk.attention.fmha import attn_bias as ab
 from mslk.attention.fmha.common import Context, Inputs
 from test.attention import oracle
@@ -445,7 +445,7 @@ def test_dispatch_bw_on_cpu_and_bias_grad_requirement():
 
 def _fused_classes_on_cpu(monkeypatch):
     """Lets the fused operator classes take CPU tensors, so that dispatch can pick (and memoize) them."""
-    for op in (flash3.FwOp, flash.FwOp, cutlass.FwOp, flash3.BwOp, flash.BwOp, cutlass.BwOp):
+    for op in (flash3.FwOp, flash.FwOp, cutlass.FwOp, flash3.BwOp, flash.BwOp, cutlass.BwOp, triton_splitk.FwOp):
         monkeypatch.setattr(op, "SUPPORTED_DEVICES", {"cuda", "cpu"})
         monkeypatch.setattr(op, "is_available", classmethod(lambda cls: True))
     monkeypatch.setattr(dispatch, "_CHOICES", {})
@@ -483,6 +483,14 @@ def _dispatch_variants():
         out.append(Inputs(t(1, 8, 2, 96), kv, kv, paged))
     out += [Inputs(bf, bf, bf, p=0.1), Inputs(bf, bf, bf, scale=0.3), Inputs(bf, bf, bf, output_dtype=torch.float32),
             Inputs(bf, bf, bf, is_partial=True)]
+    # decode shapes (the split-K class first), BMHK and GQA-expanded BMGHK, float64 output
+    kv = t(1, 2048, 2, 64)
+    kv5 = t(1, 2048, 2, 1, 64).expand(1, 2048, 2, 4, 64)
+    out += [Inputs(t(1, 1, 2, 64), kv, kv), Inputs(t(1, 1, 2, 4, 64), kv5, kv5),
+            Inputs(t(1, 1, 2, 64), kv, kv, output_dtype=torch.float64)]
+    # the split-K grid: 16 query rows, then more rows than its 65535 chunks of 16 hold (stride-0 rows)
+    small = t(1, 16, 1, 16)
+    out += [Inputs(small, small, small), Inputs(small[:, :1].expand(1, 16 * 65535 + 1, 1, 16), small, small)]
     return out
 
 
@@ -512,14 +520,16 @@ def test_dispatch_memo_matches_the_full_walk(monkeypatch):
                     got = None
                 assert got is want, (direction, inp.query.shape, inp.query.dtype, type(inp.attn_bias), got, want)
         assert dispatch._CHOICES, "nothing was memoized"
-        assert {flash3.FwOp, flash.FwOp, cutlass.FwOp, reference.FwOp, None} >= set(walked) or direction != "fw"
+        if direction == "fw":
+            assert triton_splitk.FwOp in walked and flash3.FwOp in walked and None in walked
     picked = {dispatch._dispatch_fw(i, True) for i in variants[:3]}
     assert picked == {flash3.FwOp, flash.FwOp}  # the memo holds more than one class
     # a pinned operator's check: empty exactly where the class's own check is, answered from the memo or not
     for _ in range(2):
         for inp in variants:
-            for op in (flash3.FwOp, flash.FwOp, cutlass.FwOp):
-                assert (not dispatch.fw_not_supported_reasons(op, inp)) == (not op.not_supported_reasons(inp))
+            for op in (flash3.FwOp, flash.FwOp, cutlass.FwOp, triton_splitk.FwOp, triton_splitk.FwOp_S8):
+                assert (not dispatch.fw_not_supported_reasons(op, inp)) == (not op.not_supported_reasons(inp)), (
+                    op, inp.query.shape)
             for op in (flash3.BwOp, flash.BwOp, cutlass.BwOp):
                 for db in (False, True):
                     want = not op.not_supported_reasons(inp) and (op.SUPPORTS_ATTN_BIAS_GRAD or not db)

@@ -206,6 +206,14 @@ class Gradients:
 
 
 _CAPABILITIES: Dict[int, Tuple[int, int]] = {}  # per device index, looked up once
+_CUDA_AVAILABLE: List[bool] = []  # looked up once (torch.cuda.is_available reads the environment each call)
+
+
+@torch.compiler.assume_constant_result
+def cuda_available() -> bool:
+    if not _CUDA_AVAILABLE:
+        _CUDA_AVAILABLE.append(torch.cuda.is_available())
+    return _CUDA_AVAILABLE[0]
 
 
 def _device_capability(index: int) -> Tuple[int, int]:
@@ -298,7 +306,7 @@ class AttentionOpBase:
         device_type = d.query.device.type
         if device_type not in cls.SUPPORTED_DEVICES:
             reasons.append(f"device={device_type} (supported: {sorted(cls.SUPPORTED_DEVICES)})")
-        elif device_type == "cuda" and torch.cuda.is_available():
+        elif device_type == "cuda" and cuda_available():
             why = capability_mismatch(d.query.device.index, cls.CUDA_MINIMUM_COMPUTE_CAPABILITY, None)
             if why:
                 reasons.append(why)

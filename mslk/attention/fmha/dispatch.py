@@ -82,11 +82,12 @@ def _format_not_supported(op_name: str, tried: Sequence[type], inp: Inputs) -> s
     return "\n".join(lines)
 
 
-# Memoized choices: _signature(inp) + (direction, bias gradient) -> operator class. Only the fused
-# classes are memoized: their not_supported_reasons (common.AttentionOpBase's, HeadDims', flash3's
-# capability and FP8 checks, flash's page size, cutlass's bias dtype) read nothing outside the
-# signature. Decode shapes (triton_splitk first, whose checks read sequence lengths), Inputs
-# subclasses and tensor subclasses (ScaledTensor) always take the full walk.
+# Memoized choices: _signature(inp) + (direction, ...) -> operator class. The fused classes'
+# not_supported_reasons (common.AttentionOpBase's, HeadDims', flash3's capability and FP8 checks,
+# flash's page size, cutlass's bias dtype) read nothing outside the signature; the split-K decode
+# class also reads whether the query rows overflow its grid (_splitk_extra), which joins the key
+# where that class can be chosen. Inputs subclasses (InputsFp8, ...) and tensor subclasses
+# (ScaledTensor) always take the full walk.
 _CHOICES: Dict[tuple, type] = {}
 _MEMOIZED = (flash3.FwOp, flash.FwOp, cutlass.FwOp, flash3.BwOp, flash.BwOp, cutlass.BwOp)
 
@@ -102,19 +103,26 @@ def _signature(inp: Inputs) -> Optional[Tuple]:
         bias_key = (type(b), b._bias.dtype)
     else:
         bias_key = (type(b), b.page_size if isinstance(b, _ab._PagedBase) else 0)
-    if _is_decode(inp):
-        return None
     return (q.device, q.dtype, k.dtype, v.dtype, q.ndim, q.shape[-1], k.shape[-1], v.shape[-1],
             q.shape[-1] <= 1 or q.stride(-1) == 1, k.shape[-1] <= 1 or k.stride(-1) == 1,
             v.shape[-1] <= 1 or v.stride(-1) == 1, bias_key, inp.p != 0.0, inp.scale is None, inp.output_dtype,
             inp.is_partial, _USE_FLASH_ATTENTION_3)
 
 
-def _memoized(key: Optional[tuple], walk):
+def _splitk_extra(inp: Inputs) -> bool:
+    """What triton_splitk.FwOp's check reads beyond the signature: whether its grid overflows."""
+    return bool(triton_splitk.grid_overflow(inp))
+
+
+def _is_splitk(op) -> bool:
+    return isinstance(op, type) and issubclass(op, triton_splitk.FwOp)
+
+
+def _memoized(key: Optional[tuple], walk, splitk_ok: bool = False):
     op = _CHOICES.get(key) if key is not None else None
     if op is None:
         op = walk()
-        if key is not None and op in _MEMOIZED:
+        if key is not None and (op in _MEMOIZED or (splitk_ok and _is_splitk(op))):
             _CHOICES[key] = op
     return op
 
@@ -127,14 +135,22 @@ def _dispatch_fw(inp: Inputs, needs_gradient: bool) -> Type[AttentionFwOpBase]:
                 return op
         raise NotImplementedError(_format_not_supported("memory_efficient_attention_forward", ops, inp))
     sig = _signature(inp)
-    return _memoized(sig + ("fw",) if sig is not None else None, walk)
+    if sig is None:
+        return walk()
+    # Decode shapes try the split-K class first: its extra input joins the key, and it may be memoized.
+    decode = _is_decode(inp)
+    return _memoized(sig + ("fw", decode, _splitk_extra(inp) if decode else None), walk, splitk_ok=decode)
 
 
 def _checked(op: type, key_tail: tuple, inp: Inputs, reasons_of) -> List[str]:
-    """reasons_of() for a pinned operator, remembering (as _CHOICES does) where a fused class
-    takes the problem: a pinned (FwOp, BwOp) pair is checked three times a training step."""
-    sig = _signature(inp) if op in _MEMOIZED else None
-    key = sig + ("ok", op) + key_tail if sig is not None else None
+    """reasons_of() for a pinned operator, remembering (as _CHOICES does) where a fused or the
+    split-K class takes the problem: a pinned (FwOp, BwOp) pair is checked three times a training
+    step, a pinned decode class once a generated token."""
+    splitk = _is_splitk(op)
+    sig = _signature(inp) if op in _MEMOIZED or splitk else None
+    key = None
+    if sig is not None:
+        key = sig + ("ok", op) + key_tail + ((_splitk_extra(inp),) if splitk else ())
     if key is not None and key in _CHOICES:
         return []
     reasons = reasons_of()

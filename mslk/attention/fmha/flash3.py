@@ -24,7 +24,7 @@ from mslk.attention.fmha import _backends as _b
 from mslk.attention.fmha import _fp8
 from mslk.attention.fmha import _raw_ops
 from mslk.attention.fmha._backward import FusedBw, bwd_registered
-from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase, Inputs, capability_mismatch
+from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase, Inputs, capability_mismatch, cuda_available
 from mslk.attention.fmha.flash import fused_apply
 
 _K = {64, 128, 192, 256}
@@ -45,7 +45,7 @@ def _has_sm90_device() -> bool:
 def _newer_than_sm90(d: Inputs):
     """(A lower capability is reported by the base class.)"""
     dev = d.query.device
-    if dev.type == "cuda" and torch.cuda.is_available():
+    if dev.type == "cuda" and cuda_available():
         why = capability_mismatch(dev.index, (0, 0), _CAPABILITY)
         if why:
             return [why]

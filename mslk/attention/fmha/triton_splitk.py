@@ -78,14 +78,11 @@ class FwOp(_b.HeadDims, AttentionFwOpBase):
         if isinstance(d, InputsFp8) and (d.q_fp8_scale_shift is not None or d.quantize_qk_to_fp8
                                          or d.quantize_pv_to_fp8):
             reasons.append("FP8 queries (q_fp8_scale_shift, quantize_qk_to_fp8, quantize_pv_to_fp8) are not served")
-        if d.query.ndim in (4, 5):
-            rows = _decode.group_size(d.query, d.key, d.value)
-            qi = getattr(d.attn_bias, "q_seqinfo", None)
-            rows *= qi.max_seqlen if qi is not None else d.query.shape[1]
-            seqs = len(qi.seqstart_py) - 1 if qi is not None else d.query.shape[0]
-            if seqs * -(-rows // 16) > _MAX_GRID_Z:
-                reasons.append(f"too many query rows: {seqs} sequences x {rows} rows per K/V head "
-                               f"(at most {_MAX_GRID_Z} chunks of 16)")
+        overflow = grid_overflow(d)
+        if overflow:
+            seqs, rows = overflow
+            reasons.append(f"too many query rows: {seqs} sequences x {rows} rows per K/V head "
+                           f"(at most {_MAX_GRID_Z} chunks of 16)")
         return reasons
 
     @classmethod
@@ -124,6 +121,18 @@ class FwOp(_b.HeadDims, AttentionFwOpBase):
                      split_k_early_exit=None) -> type:
         """The class fixed to `splitk` splits (the tile arguments are the kernel's own: ignored)."""
         return FwOp_Map[splitk] if splitk in FwOp_Map else _b.with_num_splits(cls, int(splitk))
+
+
+def grid_overflow(d: Inputs) -> Optional[Tuple[int, int]]:
+    """(sequences, query rows per K/V head) where they need more grid chunks than the kernel has,
+    else None."""
+    if d.query.ndim not in (4, 5):
+        return None
+    rows = _decode.group_size(d.query, d.key, d.value)
+    qi = getattr(d.attn_bias, "q_seqinfo", None)
+    rows *= qi.max_seqlen if qi is not None else d.query.shape[1]
+    seqs = len(qi.seqstart_py) - 1 if qi is not None else d.query.shape[0]
+    return (seqs, rows) if seqs * -(-rows // 16) > _MAX_GRID_Z else None
 
 
 def _quantized_reasons(cls, d: Inputs) -> List[str]:

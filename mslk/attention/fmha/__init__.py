@@ -46,6 +46,7 @@ from mslk.attention.fmha.common import (  # noqa: F401
 from mslk.attention.fmha.dispatch import _dispatch_bw, _dispatch_fw, _get_use_fa3, _set_use_fa3, fa3_available  # noqa: F401
 from mslk.attention.fmha.dispatch import fw_not_supported_reasons as _fw_reasons
 from mslk.attention.fmha import _autograd, _merge_ops
+from mslk.attention.fmha._backward import shaped as _shaped
 from mslk.attention.fmha.torch_attention_compat import ensure_pt_flash_ok, is_pt_cutlass_compatible  # noqa: F401
 
 MemoryEfficientAttentionCutlassOp = (cutlass.FwOp, cutlass.BwOp)
@@ -103,7 +104,7 @@ def _run_forward(inp: Inputs, op: Optional[Type[AttentionFwOpBase]], needs_gradi
     out, ctx = op.apply(inp, needs_gradient=needs_gradient)
     if ctx is None:
         raise RuntimeError(f"{op.NAME} returned no LSE context")
-    return _autograd._shaped(out, output_shape), ctx
+    return _shaped(out, output_shape), ctx
 
 
 def _requires_grad(*xs) -> bool:

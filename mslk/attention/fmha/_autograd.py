@@ -20,7 +20,7 @@ from typing import Any, Optional, Tuple, Type
 import torch
 
 from mslk.attention.fmha import attn_bias as _ab
-from mslk.attention.fmha._backward import packed_lse
+from mslk.attention.fmha._backward import packed_lse, shaped
 from mslk.attention.fmha.common import AttentionBwOpBase, AttentionFwOpBase, Context, Inputs
 from mslk.attention.fmha.dispatch import _dispatch_bw, _dispatch_fw, bw_not_supported_reasons, fw_not_supported_reasons
 
@@ -41,11 +41,6 @@ def _rebind(attn_bias: Any, t: Optional[torch.Tensor]) -> Any:
     if isinstance(attn_bias, _ab.LowerTriangularMaskWithTensorBias):
         return _ab.LowerTriangularMaskWithTensorBias(t)
     return attn_bias
-
-
-def _shaped(x: torch.Tensor, shape) -> torch.Tensor:
-    """x.reshape(shape), skipping the call (a few microseconds of host time) where x has that shape."""
-    return x if x.shape == shape else x.reshape(shape)
 
 
 def _unsupported(op, reasons, what: str) -> ValueError:
@@ -108,7 +103,7 @@ class _Attention(torch.autograd.Function):
         lse = fctx.lse
         if not partial:
             ctx.mark_non_differentiable(lse)
-        return _shaped(out, out_shape), lse
+        return shaped(out, out_shape), lse
 
     @staticmethod
     def backward(ctx, d_out, d_lse):
@@ -121,7 +116,7 @@ class _Attention(torch.autograd.Function):
         bias_rg = bias_t is not None and ctx.needs_input_grad[4]
         inp = Inputs(q, k, v, _rebind(attn_bias, bias_t), p, scale)
         inp.normalize_bmhk()
-        grad = _shaped(d_out, out.shape)
+        grad = shaped(d_out, out.shape)
         if bw is None:
             bw = _dispatch_bw(inp, bias_rg)
         else:
@@ -133,8 +128,8 @@ class _Attention(torch.autograd.Function):
             dq, dk = dq + lq.to(dq.dtype), dk + lk.to(dk.dtype)
             if bias_rg:
                 db = db + lb.to(db.dtype)
-        db = _shaped(db, bias_t.shape) if db is not None else None
-        return None, _shaped(dq, q.shape), _shaped(dk, k.shape), _shaped(g.dv, v.shape), db
+        db = shaped(db, bias_t.shape) if db is not None else None
+        return None, shaped(dq, q.shape), shaped(dk, k.shape), shaped(g.dv, v.shape), db
 
 
 def attention(query, key, value, attn_bias, p: float, scale: Optional[float], fw: Optional[Type[AttentionFwOpBase]],

@@ -13,6 +13,8 @@
 //   7. The backward's dQ part (fmha_bwd_sm90_kernel.cuh): the accumulator coordinates of each
 //      thread's values are the ones fmha_bwd_dq_tiles.h's register order (and the conversion of the
 //      tile-contiguous sums) assumes; the sequences' tiles of those sums are disjoint and in bounds.
+//   9. The d64 / d128 backward's Q, K and dS views, TMA boxes and stmatrix addresses, 64- and 128-row
+//      query tiles (check_bwd_views).
 //   8. The d256 backward (fmha_bwd_sm90_d256_kernel.cuh): the K-major and MN-major views of Q / dO,
 //      K, and P / dS are the same bytes; the TMA boxes write Q / K where the K-major views read them;
 //      its dQ accumulator's register order is the one its reductions assume.
@@ -445,6 +447,54 @@ void check_bwd_d256() {
   }
 }
 
+// 9. The d64 / d128 backward's views (fmha_bwd_sm90_traits.cuh) for 64- and 128-row query tiles: Q / dO
+// K-major and MN-major alike and where the TMA boxes write them; K alike; dS^T (keys x queries) and dS
+// alike, at the bytes the consumers' stmatrix addresses; at BM 128, the second 64-row half's dQ values
+// follow the first's in register order (the tile store and the row reductions assume it).
+template <typename Element, int D, int BM>
+void check_bwd_views() {
+  using Tr = mslk::attention::sm90_bwd::Traits<Element, D, BM>;
+  constexpr int BN = Tr::kBN;
+  const typename Tr::SmemLayoutQ q{};
+  const typename Tr::SmemLayoutQt qt{};
+  for (int st = 0; st < Tr::kStages; ++st)
+    for (int r = 0; r < BM; ++r)
+      for (int c = 0; c < D; ++c) {
+        const int a = smem_offset(q, r, c, st), b = smem_offset(qt, c, r, st);
+        EXPECT(a == b, "D%d BM%d Q (%d, %d, %d): K-major %d, MN-major %d", D, BM, r, c, st, a, b);
+        EXPECT(a == st * BM * D + tma_offset(r, c, BM), "D%d BM%d Q (%d, %d, %d): %d vs TMA", D, BM, r, c, st, a);
+      }
+  const typename Tr::SmemLayoutK k{};
+  const typename Tr::SmemLayoutKt kt{};
+  for (int r = 0; r < BN; ++r)
+    for (int c = 0; c < D; ++c) {
+      EXPECT(smem_offset(k, r, c) == smem_offset(kt, c, r), "D%d K (%d, %d) views differ", D, r, c);
+      EXPECT(smem_offset(k, r, c) == tma_offset(r, c, BN), "D%d K (%d, %d) vs TMA", D, r, c);
+    }
+  const typename Tr::SmemLayoutdSt dst{};
+  const typename Tr::SmemLayoutdS ds{};
+  for (int kr = 0; kr < BN; ++kr)
+    for (int qc = 0; qc < BM; ++qc) {
+      const int a = smem_offset(dst, kr, qc);
+      EXPECT(a == smem_offset(ds, qc, kr), "BM%d dS (%d, %d) views differ", BM, kr, qc);
+      EXPECT(2 * a == (qc / 64) * BN * 128 + kr * 128 + ((((qc % 64) / 8) ^ (kr % 8)) << 4) + 2 * (qc % 8),
+             "BM%d dS^T (%d, %d): not the stmatrix address", BM, kr, qc);
+    }
+  typename Tr::template MmaDQ<D, 64> mma;  // the key split's part: BM x D over 64 keys
+  for (int t = 0; t < 128; ++t) {
+    Tensor c = mma.get_thread_slice(t).partition_C(make_identity_tensor(Shape<Int<BM>, Int<D>>{}));
+    EXPECT(int(size(c)) == BM * D / 128, "BM%d: %d dQ values a thread", BM, int(size(c)));
+    const int per_half = D / 2;
+    for (int v = 0; v < int(size(c)); ++v) {
+      const int u = v % per_half;
+      const int r = 64 * (v / per_half) + 16 * (t / 32) + (t % 32) / 4 + 8 * ((u / 2) % 2);
+      const int col = 8 * (u / 4) + 2 * (t % 4) + u % 2;
+      EXPECT(get<0>(c(v)) == r && get<1>(c(v)) == col, "BM%d D%d dQ thread %d value %d at (%d, %d), expected (%d, %d)",
+             BM, D, t, v, int(get<0>(c(v))), int(get<1>(c(v))), r, col);
+    }
+  }
+}
+
 int main() {
   check_all(std::make_integer_sequence<int, kNumTileCfgs>{});  // defaults and candidates
   check_stream_k();
@@ -453,6 +503,9 @@ int main() {
   check_bwd_dq_tiles();
   check_bwd_d256<cutlass::bfloat16_t>();
   check_bwd_d256<cutlass::half_t>();
+  check_bwd_views<cutlass::bfloat16_t, 128, 64>();
+  check_bwd_views<cutlass::half_t, 64, 64>();
+  check_bwd_views<cutlass::bfloat16_t, 64, 128>();
   std::printf(g_fail ? "%d FAILURES\n" : "all layout checks passed\n", g_fail);
   return g_fail ? 1 : 0;
 }

@@ -272,7 +272,7 @@ int main(int argc, char** argv) {
       {1, 3, 0, 0, 256, kMaskNone, true, "varlen 5 seqs d256"},
   };
   const std::vector<int> lens = {1, 130, 7, 513, 64};
-  constexpr int kVariants = 5;  // fmha_bwd_sm90_variants.cu
+  constexpr int kVariants = 8;  // fmha_bwd_sm90_variants.cu
   if (mode == "--profile") {
     const int v = argc > 2 ? std::atoi(argv[2]) : 0;
     const Case c{2, 32, 4096, 4096, 128, kMaskNone, false, "B2 H32 S4096 d128"};

@@ -1,7 +1,7 @@
 // Hopper (sm_90a) fused attention backward, FlashAttention-3 structure, for fp16/bf16, d64 / d128.
 //
 // One CTA per (key tile of BN = 128 keys, head, sequence), walking the query tiles of BM = 64 rows
-// that the mask lets see one of its keys (as the FA2 kernel, fmha_bwd_kernel.cuh):
+// (128 at d64: kVarBM128) that the mask lets see one of its keys (as the FA2 kernel, fmha_bwd_kernel.cuh):
 //   WG0 producer: thread 0 loads the K and V tiles once and each query tile's Q and dO by TMA into
 //       a 2-stage ring (full: TMA transaction + warp 1's arrival; empty: the 8 consumer warps);
 //       warp 1 writes the tile's LSE (log2 domain) and D rows beside them. Gives registers away.
@@ -105,10 +105,8 @@ __device__ __forceinline__ void produce_rows(const Args& a, SS& ss, const Span& 
 
 // Producer warp 2: each query tile's dQ parts (shared memory) added to the float32 dQ sums by bulk
 // reductions, one 256-byte row of a warpgroup's part per instruction, rows past the block skipped.
-template <typename Element, int D>
-__device__ __forceinline__ void drain_dq(const Args& a, SharedStorage<Element, D>& ss, const Span& sp, int h,
-                                         int lane) {
-  using Tr = Traits<Element, D>;
+template <class Tr, class SS>
+__device__ __forceinline__ void drain_dq(const Args& a, SS& ss, const Span& sp, int h, int lane) {
   const FmhaBwdParams& p = a.p;
 #pragma unroll 1
   for (int it = 0; it < sp.m_tiles; ++it) {
@@ -131,23 +129,32 @@ __device__ __forceinline__ void drain_dq(const Args& a, SharedStorage<Element, D
 }
 
 // Producer warp 2 (kVarTileDq): each query tile's dQ parts (register order, fmha_bwd_dq_tiles.h)
-// added to the tile-contiguous sums, one 16 KB bulk reduction a warpgroup from lane 0. Rows past the
-// block land in the tile's own padding (the conversion skips them).
-template <typename Element, int D>
-__device__ __forceinline__ void drain_dq_tiles(const Args& a, SharedStorage<Element, D>& ss, const Span& sp, int h,
-                                               int lane) {
-  using Tr = Traits<Element, D>;
+// added to the tile-contiguous sums, one 16 KB bulk reduction a warpgroup and 64-row tile from lane 0.
+// Rows past the block land in the tile's own padding (the conversion skips them); a 64-row half of
+// a BM 128 tile that starts past the block is skipped (its tile may not exist). kRowSplit: warpgroup
+// w's one part is half w.
+template <class Tr, bool kRowSplit, class SS>
+__device__ __forceinline__ void drain_dq_tiles(const Args& a, SS& ss, const Span& sp, int h, int lane) {
   constexpr uint32_t kPartBytes = kDqTileRows * kDqPartCols * sizeof(float);
+  constexpr int kHalves = Tr::kBM / kDqTileRows;
 #pragma unroll 1
   for (int it = 0; it < sp.m_tiles; ++it) {
     const int s = it % Tr::kDqStages, m0 = sp.m_begin + it * Tr::kBM;
     mbar_wait(&ss.dq_full[s], (it / Tr::kDqStages) & 1);
     if (lane == 0) {
-      float* dst = a.dq_accum + dq_tile_offset(a.p, sp.sb.bq, sp.sb.q0, int(blockIdx.z), m0, h);
 #pragma unroll
-      for (int w = 0; w < Tr::kWGs; ++w)
-        ptx::bulk_reduce_add_f32(dst + (Tr::kDqSplitKeys ? 0 : w * kDqTileRows * kDqPartCols),
-                                 ss.dq.data() + (s * Tr::kWGs + w) * Tr::kBM * Tr::kDqLd, kPartBytes);
+      for (int hh = 0; hh < kHalves; ++hh) {
+        const int mh = m0 + hh * kDqTileRows;
+        if (hh > 0 && mh >= sp.sb.lq) break;
+        float* dst = a.dq_accum + dq_tile_offset(a.p, sp.sb.bq, sp.sb.q0, int(blockIdx.z), mh, h);
+#pragma unroll
+        for (int w = 0; w < Tr::kWGs; ++w) {
+          if (kRowSplit && w != hh) continue;
+          const float* src = ss.dq.data() + (s * Tr::kWGs + w) * Tr::kBM * Tr::kDqLd;
+          ptx::bulk_reduce_add_f32(dst + (Tr::kDqSplitKeys || kRowSplit ? 0 : w * kDqTileRows * kDqPartCols),
+                                   src + (kRowSplit ? 0 : hh * kDqTileRows * kDqPartCols), kPartBytes);
+        }
+      }
       ptx::tma_store_commit();
       ptx::tma_store_wait_read();  // the reductions have read the buffer
     }
@@ -202,12 +209,13 @@ __device__ __forceinline__ void store_dk_dv(const FmhaBwdParams& p, const sm80::
   }
 }
 
-// V: the variant bits of kVariantBits (traits); production kernels use kVariant.
+// V: the variant bits of kVariantBits (traits); production kernels use kLibraryVariant.
 template <typename Element, int D, int V>
 __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
     fmha_bwd_sm90_kernel(const __grid_constant__ Args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tr = Traits<Element, D>;
+  using Tr = Traits<Element, D, bm_of<V>()>;
+  using SS = SharedStorage<Element, D, bm_of<V>()>;
   constexpr bool kBulkDq = (V & kVarBulkDq) != 0, kSplitSdP = (V & kVarSplitSdP) != 0;
   constexpr bool kTileDq = (V & kVarTileDq) != 0;
   static_assert(!(kTileDq && kBulkDq), "one way for the dQ parts");
@@ -215,14 +223,23 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
   constexpr bool kLsePrefetch = kFastIo && (V & kVarNoLsePrefetch) == 0;
   // dQ = dS K per warpgroup: kKeySplit: all NC = D columns over the warpgroup's own 64 keys (no
   // cross-warpgroup barrier; twice the dQ reductions at d128), else 64 columns over all 128 keys.
-  constexpr bool kKeySplit = Tr::kDqSplitKeys || (V & kVarKeySplitDq) != 0;
+  // kRowSplit (BM 128): each warpgroup's dQ is its 64 query rows, all D columns, over all 128 keys.
+  constexpr bool kRowSplit = (V & kVarRowSplitDq) != 0;
+  static_assert(!kRowSplit || (Tr::kBM == 128 && D == 64), "row-split dQ: two 64-row halves of D = 64 columns");
+  constexpr bool kKeySplit = !kRowSplit && (Tr::kDqSplitKeys || (V & kVarKeySplitDq) != 0);
   // Independent warpgroups (kKeySplit) take turns issuing their S / dP GEMMs, so that one's
   // exponentials run under the other's GEMMs instead of both idling the tensor cores together.
   constexpr bool kPingPong = (V & kVarPingPong) != 0 && kKeySplit;
   static_assert(!kPingPong || kSplitSdP, "the turn passes after the split S / dP issue");
+  // BM 128: dV += P^T dO issued with dK's GEMM, after dS^T: P^T's packed registers and dV's would
+  // otherwise be held by a GEMM in flight while the 2 x 64 S^T / dP^T values are live (wgmma
+  // serialised for want of registers).
+  constexpr bool kLateDv = bm_of<V>() == 128;
   static_assert(!(kBulkDq && kKeySplit && D != 64), "the bulk dQ buffers hold 64 columns a warpgroup");
-  constexpr int KW = kKeySplit ? 64 : 128, NC = kKeySplit ? D : 64;
-  static_assert(!kTileDq || (NC == kDqPartCols && Tr::kBM == kDqTileRows && Tr::kDqLd >= kDqPartCols),
+  static_assert(!(kBulkDq && kRowSplit), "the bulk dQ buffers hold all BM rows a warpgroup");
+  // dQ part of a warpgroup: DQR rows x NC columns over KW keys.
+  constexpr int KW = kKeySplit ? 64 : 128, NC = kKeySplit || kRowSplit ? D : 64, DQR = kRowSplit ? 64 : Tr::kBM;
+  static_assert(!kTileDq || (NC == kDqPartCols && Tr::kBM % kDqTileRows == 0 && Tr::kDqLd >= kDqPartCols),
                 "tile-contiguous dQ: 64 x 64 parts, each in one buffer of the dQ stages");
   using MmaDQ = typename Tr::template MmaDQ<NC, KW>;
   constexpr int BN = Tr::kBN, BM = Tr::kBM;
@@ -233,7 +250,7 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
 
   extern __shared__ unsigned char smem_raw[];
   const uint32_t pad = (1024u - (ptx::smem_u32(smem_raw) & 1023u)) & 1023u;
-  auto& ss = *reinterpret_cast<SharedStorage<Element, D>*>(smem_raw + pad);
+  auto& ss = *reinterpret_cast<SS*>(smem_raw + pad);
   if (threadIdx.x == 0) {
     cutlass::arch::ClusterTransactionBarrier::init(&ss.full_kv, 1);
 #pragma unroll
@@ -256,8 +273,8 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
     if (sp.m_tiles > 0) {
       if (threadIdx.x == 0) produce_tiles<Tr>(a, ss, sp, h);
       else if (threadIdx.x / 32 == 1) produce_rows<Tr>(a, ss, sp, h, threadIdx.x % 32);
-      else if (kBulkDq && threadIdx.x / 32 == 2) drain_dq<Element, D>(a, ss, sp, h, threadIdx.x % 32);
-      else if (kTileDq && threadIdx.x / 32 == 2) drain_dq_tiles<Element, D>(a, ss, sp, h, threadIdx.x % 32);
+      else if (kBulkDq && threadIdx.x / 32 == 2) drain_dq<Tr>(a, ss, sp, h, threadIdx.x % 32);
+      else if (kTileDq && threadIdx.x / 32 == 2) drain_dq_tiles<Tr, kRowSplit>(a, ss, sp, h, threadIdx.x % 32);
     }
     return;
   }
@@ -266,8 +283,8 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
   cutlass::arch::warpgroup_reg_alloc<Tr::kConsumerRegs>();
   const int ctid = threadIdx.x - 128;
   const int cwg = __shfl_sync(0xffffffffu, ctid / 128, 0), lane = threadIdx.x % 32;
-  // dQ part of this warpgroup (kKeySplit): NC-column block cblk over key block kblk.
-  const int cblk = kKeySplit ? 0 : cwg, kblk = kKeySplit ? cwg : 0;
+  // dQ part of this warpgroup: row block mblk, NC-column block cblk, key block kblk.
+  const int cblk = kKeySplit || kRowSplit ? 0 : cwg, kblk = kKeySplit ? cwg : 0, mblk = kRowSplit ? cwg : 0;
 
   typename Tr::MmaSdP mma_sdp;
   typename Tr::MmaDKV mma_dkv;
@@ -287,8 +304,8 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
   Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Tr::SmemLayoutK{});
   Tensor sdSt = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutdSt{});
   Tensor sdS = make_tensor(make_smem_ptr(ss.ds.data()), typename Tr::SmemLayoutdS{});
-  // dQ operands with the warpgroup's block as trailing modes: (BM, KW, 1, BN / KW), (NC, KW, D / NC, BN / KW).
-  Tensor sdS_b = flat_divide(sdS, Shape<Int<BM>, Int<KW>>{});
+  // dQ operands with the warpgroup's block as trailing modes: (DQR, KW, BM / DQR, BN / KW), (NC, KW, D / NC, BN / KW).
+  Tensor sdS_b = flat_divide(sdS, Shape<Int<DQR>, Int<KW>>{});
   Tensor sKt_b = flat_divide(sKt, Shape<Int<NC>, Int<KW>>{});
 
   Tensor tSrK = wg_sdp.partition_fragment_A(sK);       // descriptors (1, 1, D / 16)
@@ -297,7 +314,7 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
   Tensor tSrdO = wg_sdp.partition_fragment_B(sdO);
   Tensor tKVrQt = wg_dkv.partition_fragment_B(sQt);    // (1, 1, BM / 16, stages)
   Tensor tKVrdOt = wg_dkv.partition_fragment_B(sdOt);
-  Tensor tQrdS = thr_dq.partition_fragment_A(sdS_b);   // (1, 1, KW / 16, 1, BN / KW)
+  Tensor tQrdS = thr_dq.partition_fragment_A(sdS_b);   // (1, DQR / 64, KW / 16, BM / DQR, BN / KW)
   Tensor tQrK = thr_dq.partition_fragment_B(sKt_b);    // (1, 1, KW / 16, D / NC, BN / KW)
 
   Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<BN>, Int<BM>>{});
@@ -309,8 +326,8 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
   Tensor tdVrdV = partition_fragment_C(mma_dkv, Shape<Int<BN>, Int<D>>{});
   Tensor tdKrdK = partition_fragment_C(mma_dkv, Shape<Int<BN>, Int<D>>{});
   Tensor tdKVc = thr_dkv.partition_C(make_identity_tensor(Shape<Int<BN>, Int<D>>{}));  // (key, column)
-  Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<_64, Int<NC>>{});
-  Tensor tdQc = thr_dq.partition_C(make_identity_tensor(Shape<_64, Int<NC>>{}));  // (query, column in block)
+  Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<Int<DQR>, Int<NC>>{});  // (value, DQR / 64, 1)
+  Tensor tdQc = thr_dq.partition_C(make_identity_tensor(Shape<Int<DQR>, Int<NC>>{}));  // (query, column in block)
   static_assert(size(tOrP) == size(tSrS) && size(tSsdS) == size(tSrS), "fragment shapes");
   clear(tdVrdV);
   clear(tdKrdK);
@@ -318,8 +335,9 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
   // kFastIo: the accumulator layout of a 64 x N wgmma tile, value v = c + 2 rb + 4 k of a thread
   // holding row (warp % 4) * 16 + lane / 4 + 8 rb, column 8 k + 2 (lane % 4) + c (as tScS / tdQc say).
   // dS^T leaves by stmatrix: instruction t stores the 8 x 8 blocks (rb, k) = (0, 2t), (1, 2t),
-  // (0, 2t + 1), (1, 2t + 1); lane l addresses row l % 8 of block l / 8 in the 128-byte swizzled rows.
-  static_assert(BM == 64 && sizeof(Element) == 2, "stmatrix addressing assumes 128-byte dS^T rows");
+  // (0, 2t + 1), (1, 2t + 1); lane l addresses row l % 8 of block l / 8 in the 128-byte swizzled rows
+  // of query-column block t / 4 ([BM / 64][BN][64], SmemLayoutdSt).
+  static_assert(BM % 64 == 0 && sizeof(Element) == 2, "stmatrix addressing assumes 128-byte dS^T rows");
   // (Addresses are recomputed per tile: at d128 the consumer registers are full, hoisting spills.)
 
   const sm80::SeqBlock& sb = sp.sb;
@@ -352,10 +370,10 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
       }
       warpgroup_commit_batch();
       if constexpr (kPingPong) ptx::named_barrier_arrive(kBarSched + 1 - cwg, 256);  // the other's turn
-      float lse_r[16];  // kLsePrefetch: this thread's 16 query rows' LSE, read while the GEMMs run
+      float lse_r[BM / 4];  // kLsePrefetch: this thread's BM / 4 query rows' LSE, read while the GEMMs run
       if constexpr (kLsePrefetch) {
         CUTE_UNROLL
-        for (int k = 0; k < 8; ++k) {
+        for (int k = 0; k < BM / 8; ++k) {
           const float2 l2 = *reinterpret_cast<const float2*>(&ss.lse2[st][8 * k + 2 * (lane % 4)]);
           lse_r[2 * k] = l2.x, lse_r[2 * k + 1] = l2.y;
         }
@@ -376,37 +394,45 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
         }
         tSrS(i) = pr;
       }
-      {
+      auto pack_p = [&] {
         Tensor p32 = recast<uint32_t>(tOrP);
         CUTE_UNROLL
         for (int i = 0; i < size(p32); ++i) p32(i) = pack2<Element>(tSrS(2 * i), tSrS(2 * i + 1));
+      };
+      auto issue_dv = [&] {
+        warpgroup_fence_operand(tOrP);
+        warpgroup_fence_operand(tdVrdV);
+        warpgroup_arrive();
+        CUTE_UNROLL
+        for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_dkv, tOrP(_, _, kb), tKVrdOt(_, _, kb, st), tdVrdV);
+      };
+      if constexpr (!kLateDv) {
+        // ---- dV += P^T dO (not waited for yet): it runs under dS^T's arithmetic
+        pack_p();
+        issue_dv();
+        warpgroup_commit_batch();
       }
-      // ---- dV += P^T dO (not waited for yet): it runs under dS^T's arithmetic
-      warpgroup_fence_operand(tOrP);
-      warpgroup_fence_operand(tdVrdV);
-      warpgroup_arrive();
-      CUTE_UNROLL
-      for (int kb = 0; kb < size<2>(tOrP); ++kb) cute::gemm(mma_dkv, tOrP(_, _, kb), tKVrdOt(_, _, kb, st), tdVrdV);
-      warpgroup_commit_batch();
 
       // ---- dS^T = P^T (dP^T - D)
-      warpgroup_wait<1>();  // dP^T landed (dV may still run)
+      warpgroup_wait<kLateDv ? 0 : 1>();  // dP^T landed (dV may still run)
       warpgroup_fence_operand(tSrdP);
       CUTE_UNROLL
       for (int i = 0; i < size(tSrdP); ++i) {
         const float d = kFastIo ? ss.dsum[st][8 * (i / 4) + 2 * (lane % 4) + i % 2] : ss.dsum[st][get<1>(tScS(i))];
         tSrdP(i) = tSrS(i) * (tSrdP(i) - d);
       }
+      if constexpr (kLateDv) pack_p();
       {
         Tensor ds32 = recast<uint32_t>(tOrdS);
         CUTE_UNROLL
         for (int i = 0; i < size(ds32); ++i) ds32(i) = pack2<Element>(tSrdP(2 * i), tSrdP(2 * i + 1));
       }
 
-      // ---- dK += dS^T Q (not waited for yet)
+      // ---- dK += dS^T Q (kLateDv: after dV += P^T dO, one batch; not waited for yet)
+      if constexpr (kLateDv) issue_dv();
       warpgroup_fence_operand(tOrdS);
       warpgroup_fence_operand(tdKrdK);
-      warpgroup_arrive();
+      if constexpr (!kLateDv) warpgroup_arrive();
       CUTE_UNROLL
       for (int kb = 0; kb < size<2>(tOrdS); ++kb) cute::gemm(mma_dkv, tOrdS(_, _, kb), tKVrQt(_, _, kb, st), tdKrdK);
       warpgroup_commit_batch();
@@ -470,9 +496,9 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
       const int blk = lane / 8, row = 64 * cwg + 16 * ((ctid % 128) / 32) + 8 * (blk & 1) + lane % 8;
       const uint32_t row_addr = ptx::smem_u32(ss.ds.data()) + row * 128;
       CUTE_UNROLL
-      for (int t = 0; t < 4; ++t)
-        ptx::stmatrix_x4(row_addr + (((2 * t + (blk >> 1)) ^ (row % 8)) << 4), ds32(4 * t), ds32(4 * t + 1),
-                         ds32(4 * t + 2), ds32(4 * t + 3));
+      for (int t = 0; t < BM / 16; ++t)
+        ptx::stmatrix_x4(row_addr + (t / 4) * (BN * 128) + (((2 * (t % 4) + (blk >> 1)) ^ (row % 8)) << 4),
+                         ds32(4 * t), ds32(4 * t + 1), ds32(4 * t + 2), ds32(4 * t + 3));
     } else {
       CUTE_UNROLL
       for (int i = 0; i < size(tOrdS); ++i) tSsdS(i) = tOrdS(i);
@@ -487,7 +513,7 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
     mma_dq.accumulate_ = GMMA::ScaleOut::Zero;
     CUTE_UNROLL
     for (int kb = 0; kb < size<2>(tQrdS); ++kb) {
-      cute::gemm(mma_dq, tQrdS(_, _, kb, 0, kblk), tQrK(_, _, kb, cblk, kblk), tdQrdQ);
+      cute::gemm(mma_dq, tQrdS(_, _, kb, mblk, kblk), tQrK(_, _, kb, cblk, kblk), tdQrdQ);
       mma_dq.accumulate_ = GMMA::ScaleOut::One;
     }
     warpgroup_commit_batch();
@@ -515,20 +541,23 @@ __global__ void __launch_bounds__(Traits<Element, D>::kThreads, 1)
       // each warp's store is 512 contiguous bytes) for warp 2's bulk reduction
       const int ds = it % Tr::kDqStages;
       mbar_wait(&ss.dq_empty[ds], ((it / Tr::kDqStages) & 1) ^ 1);
+      // (BM 128: the two 64-row halves' values follow each other, so do their 16 KB parts)
       float4* buf = reinterpret_cast<float4*>(ss.dq.data() + (ds * Tr::kWGs + cwg) * BM * Tr::kDqLd);
       CUTE_UNROLL
-      for (int j = 0; j < NC / 8; ++j)
+      for (int j = 0; j < size(tdQrdQ) / 4; ++j)
         buf[j * 128 + ctid % 128] = make_float4(tdQrdQ(4 * j), tdQrdQ(4 * j + 1), tdQrdQ(4 * j + 2), tdQrdQ(4 * j + 3));
       ptx::fence_proxy_async_smem();  // generic stores before the async-proxy reads
       mbar_arrive(&ss.dq_full[ds]);
     } else if constexpr (kFastIo) {
       // ---- dQ sums: 8-byte reductions from the thread's two row pointers
-      reduce_dq_rows<NC>(a, sb, m0, h, cblk * NC, ctid % 128, lane, tdQrdQ);
+      CUTE_UNROLL
+      for (int mh = 0; mh < DQR / 64; ++mh)
+        reduce_dq_rows<NC>(a, sb, m0 + 64 * (mblk + mh), h, cblk * NC, ctid % 128, lane, tdQrdQ(_, mh, 0));
     } else {
       // ---- dQ sums: column pairs as one 8-byte reduction (even columns, K a multiple of 8)
       CUTE_UNROLL
       for (int i = 0; i < size(tdQrdQ); i += 2) {
-        const int qi = m0 + get<0>(tdQc(i));
+        const int qi = m0 + 64 * mblk + get<0>(tdQc(i));
         if (qi < sb.lq) {
           const int c = cblk * NC + get<1>(tdQc(i));
           float* dst = a.dq_accum + ((int64_t(sb.bq) * p.Mq + sb.q0 + qi) * p.H + h) * p.K + c;

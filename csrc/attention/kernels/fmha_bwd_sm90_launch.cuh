@@ -44,8 +44,9 @@ cudaError_t launch_kernel(size_t smem_storage, const FmhaBwdParams& p, const Fmh
 
 template <typename Element, int D, int V = kVariant>
 cudaError_t launch(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
-  return launch_kernel<Traits<Element, D>, fmha_bwd_sm90_kernel<Element, D, V>>(sizeof(SharedStorage<Element, D>), p,
-                                                                                w, stream);
+  constexpr int BM = bm_of<V>();
+  return launch_kernel<Traits<Element, D, BM>, fmha_bwd_sm90_kernel<Element, D, V>>(
+      sizeof(SharedStorage<Element, D, BM>), p, w, stream);
 }
 
 template <typename Element>
@@ -59,10 +60,11 @@ cudaError_t launch_dtype(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaSt
   return p.is_bf16 ? launch<cutlass::bfloat16_t, D, V>(p, w, stream) : launch<cutlass::half_t, D, V>(p, w, stream);
 }
 
-// The library's kernels: kVariant, with the tile-contiguous dQ sums where dq_tiles_used.
+// The library's kernels: kLibraryVariant, with the tile-contiguous dQ sums where dq_tiles_used.
 template <int D>
 cudaError_t launch_library(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t stream) {
-  return dq_tiles_used(p) ? launch_dtype<D, kVariant | kVarTileDq>(p, w, stream) : launch_dtype<D, kVariant>(p, w, stream);
+  return dq_tiles_used(p) ? launch_dtype<D, kLibraryVariant<D, true>>(p, w, stream)
+                          : launch_dtype<D, kLibraryVariant<D, false>>(p, w, stream);
 }
 
 }  // namespace mslk::attention::sm90_bwd

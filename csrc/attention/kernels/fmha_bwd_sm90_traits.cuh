@@ -24,16 +24,19 @@ using namespace cute;
 constexpr int kColBlock = 64;  // elements per 128-byte swizzled row = columns of one TMA box
 
 // One CTA per key tile of BN = 128 keys: a producer warpgroup (TMA, LSE / D rows) and two consumer
-// warpgroups of 64 keys each; query tiles of BM = 64 rows stream through a 2-stage ring.
-template <typename Element, int D>
+// warpgroups of 64 keys each; query tiles of BM = 64 rows (128 at d64 with kVarBM128) stream through
+// a 2-stage ring.
+template <typename Element, int D, int BM = 64>
 struct Traits {
-  static constexpr int kBN = 128, kBM = 64, kStages = 2, kWGs = 2, kD = D;
+  static constexpr int kBN = 128, kBM = BM, kStages = 2, kWGs = 2, kD = D;
   static constexpr int kThreads = 128 * (kWGs + 1);
   static constexpr int kConsumerWarps = 4 * kWGs;
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static_assert(128 * kProducerRegs + 128 * kWGs * kConsumerRegs <= 65536 / kThreads / 8 * 8 * kThreads,
                 "register pool");
   static_assert(D == 64 || D == 128, "head dims 64 and 128");
+  // BM 128 doubles the S^T / dP^T accumulators (64 + 64 registers a thread): room for it at d64 only.
+  static_assert(BM == 64 || (BM == 128 && D == 64), "query tiles of 64 rows, or 128 at d64");
   static_assert(sizeof(Element) == 2, "16-bit inputs only (MN-major operands need them)");
   // d64: each warpgroup's dQ = dS K over its own 64 keys (all 64 columns), as kVarKeySplitDq does at d128.
   static constexpr int kDqSplitKeys = D == 64;
@@ -70,19 +73,20 @@ struct Traits {
   // the accumulator's linear order (as the forward's P).
   using LayoutP = Layout<Shape<Shape<_2, _2, _2>, _1, Int<kBM / 16>>>;
 
-  // dQ leaves through shared memory: each warpgroup's 64 x 64 float32 part, added to the global
-  // float32 sums by bulk reductions that producer warp 2 issues; 2 buffers. kVarBulkDq: rows padded to
-  // 72 floats (conflict-free 8-byte stores from the accumulator layout, 16-byte aligned rows), one
-  // reduction a row; kVarTileDq: the first 4096 floats of a part in register order, one reduction.
-  static constexpr int kDqCols = 64, kDqLd = kDqCols + 8, kDqStages = 2;
+  // dQ leaves through shared memory: each warpgroup's BM x 64 float32 part, added to the global
+  // float32 sums by bulk reductions that producer warp 2 issues; 2 buffers (1 at BM 128: two would
+  // not fit beside the doubled Q / dO / dS^T tiles). kVarBulkDq: rows padded to 72 floats
+  // (conflict-free 8-byte stores from the accumulator layout, 16-byte aligned rows), one reduction a
+  // row; kVarTileDq: each 64-row half's 4096 floats in register order, one reduction a half.
+  static constexpr int kDqCols = 64, kDqLd = kDqCols + 8, kDqStages = BM == 64 ? 2 : 1;
 
   static constexpr uint32_t kQBytes = kBM * D * sizeof(Element);   // one Q (or dO) tile
   static constexpr uint32_t kKVBytes = kBN * D * sizeof(Element);  // the K (or V) tile
 };
 
-template <typename Element, int D>
+template <typename Element, int D, int BM = 64>
 struct SharedStorage {
-  using Tr = Traits<Element, D>;
+  using Tr = Traits<Element, D, BM>;
   cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutQ>, 1024> q;
   cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutQ>, 1024> dout;
   cute::array_aligned<Element, cosize_v<typename Tr::SmemLayoutK>, 1024> k;
@@ -120,7 +124,21 @@ constexpr int kVarNoLsePrefetch = 32;  // with kVarFastIo: LSE rows read from sh
 // dQ parts to shared memory in the accumulator's register order, then one bulk reduction a
 // warpgroup and tile into tile-contiguous sums (fmha_bwd_dq_tiles.h); FmhaBwdParams::sm90_dq_tiles.
 constexpr int kVarTileDq = 64;
+constexpr int kVarBM128 = 128;  // d64: query tiles of 128 rows (wgmma N = 128 for S^T / dP^T, half the tile steps)
+// With kVarBM128: each warpgroup's dQ part is its 64 query rows over all 128 keys (both halves of dS^T),
+// not its 64 keys over all rows: the dQ sums receive BM x D floats a tile instead of 2 BM x D.
+constexpr int kVarRowSplitDq = 256;
 constexpr int kVariant = kVarSplitSdP | kVarFastIo;
+// What the library instantiates, by head dim and dQ route (tools/attention/fmha_bwd_sm90_check
+// --variants): 128-row query tiles at d64; with the tile-contiguous dQ sums, LSE rows read from
+// shared memory per element rather than prefetched into registers.
+template <int D, bool kTiles>
+constexpr int kLibraryVariant = kVariant | (D == 64 ? kVarBM128 : 0) | (kTiles ? kVarTileDq | kVarNoLsePrefetch : 0);
+// Query-tile rows of variant V.
+template <int V>
+constexpr int bm_of() {
+  return (V & kVarBM128) != 0 ? 128 : 64;
+}
 
 // Named barriers (0 is __syncthreads), both over the 256 consumer threads.
 constexpr int kBarDsFree = 1;   // both warpgroups' dQ GEMMs of the previous query tile are done

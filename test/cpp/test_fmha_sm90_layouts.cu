@@ -400,11 +400,10 @@ void check_bwd_dq_tiles() {
   EXPECT(!dq_tiles_used(p), "1000 varlen sequences of 16 rows: rows instead");
 }
 
-// 8. Both views of each d256 buffer address (row, col) / (col, row) alike; TMA boxes land where the
-// K-major views read.
-template <typename Element>
-void check_bwd_d256() {
-  using Tr = mslk::attention::sm90_bwd::TraitsD256<Element>;
+// A backward kernel's Q / dO (per stage) and K views: K-major and MN-major address (row, col) /
+// (col, row) alike, and the TMA boxes write them where the K-major views read.
+template <class Tr>
+void check_bwd_qk_views(const char* name) {
   constexpr int D = Tr::kD, BM = Tr::kBM, BN = Tr::kBN;
   const typename Tr::SmemLayoutQ q{};
   const typename Tr::SmemLayoutQt qt{};
@@ -412,16 +411,25 @@ void check_bwd_d256() {
     for (int r = 0; r < BM; ++r)
       for (int c = 0; c < D; ++c) {
         const int a = smem_offset(q, r, c, st), b = smem_offset(qt, c, r, st);
-        EXPECT(a == b, "d256 Q (%d, %d, %d): K-major %d, MN-major %d", r, c, st, a, b);
-        EXPECT(a == st * BM * D + tma_offset(r, c, BM), "d256 Q (%d, %d, %d): %d vs TMA", r, c, st, a);
+        EXPECT(a == b, "%s Q (%d, %d, %d): K-major %d, MN-major %d", name, r, c, st, a, b);
+        EXPECT(a == st * BM * D + tma_offset(r, c, BM), "%s Q (%d, %d, %d): %d vs TMA", name, r, c, st, a);
       }
   const typename Tr::SmemLayoutK k{};
   const typename Tr::SmemLayoutKt kt{};
   for (int r = 0; r < BN; ++r)
     for (int c = 0; c < D; ++c) {
-      EXPECT(smem_offset(k, r, c) == smem_offset(kt, c, r), "d256 K (%d, %d) views differ", r, c);
-      EXPECT(smem_offset(k, r, c) == tma_offset(r, c, BN), "d256 K (%d, %d) vs TMA", r, c);
+      EXPECT(smem_offset(k, r, c) == smem_offset(kt, c, r), "%s K (%d, %d) views differ", name, r, c);
+      EXPECT(smem_offset(k, r, c) == tma_offset(r, c, BN), "%s K (%d, %d) vs TMA", name, r, c);
     }
+}
+
+// 8. Both views of each d256 buffer address (row, col) / (col, row) alike; TMA boxes land where the
+// K-major views read.
+template <typename Element>
+void check_bwd_d256() {
+  using Tr = mslk::attention::sm90_bwd::TraitsD256<Element>;
+  constexpr int BM = Tr::kBM, BN = Tr::kBN;
+  check_bwd_qk_views<Tr>("d256");
   const typename Tr::SmemLayoutP pl{};
   const typename Tr::SmemLayoutPt pt{};
   std::set<int> seen;
@@ -455,22 +463,9 @@ template <typename Element, int D, int BM>
 void check_bwd_views() {
   using Tr = mslk::attention::sm90_bwd::Traits<Element, D, BM>;
   constexpr int BN = Tr::kBN;
-  const typename Tr::SmemLayoutQ q{};
-  const typename Tr::SmemLayoutQt qt{};
-  for (int st = 0; st < Tr::kStages; ++st)
-    for (int r = 0; r < BM; ++r)
-      for (int c = 0; c < D; ++c) {
-        const int a = smem_offset(q, r, c, st), b = smem_offset(qt, c, r, st);
-        EXPECT(a == b, "D%d BM%d Q (%d, %d, %d): K-major %d, MN-major %d", D, BM, r, c, st, a, b);
-        EXPECT(a == st * BM * D + tma_offset(r, c, BM), "D%d BM%d Q (%d, %d, %d): %d vs TMA", D, BM, r, c, st, a);
-      }
-  const typename Tr::SmemLayoutK k{};
-  const typename Tr::SmemLayoutKt kt{};
-  for (int r = 0; r < BN; ++r)
-    for (int c = 0; c < D; ++c) {
-      EXPECT(smem_offset(k, r, c) == smem_offset(kt, c, r), "D%d K (%d, %d) views differ", D, r, c);
-      EXPECT(smem_offset(k, r, c) == tma_offset(r, c, BN), "D%d K (%d, %d) vs TMA", D, r, c);
-    }
+  char name[32];
+  std::snprintf(name, sizeof(name), "D%d BM%d", D, BM);
+  check_bwd_qk_views<Tr>(name);
   const typename Tr::SmemLayoutdSt dst{};
   const typename Tr::SmemLayoutdS ds{};
   for (int kr = 0; kr < BN; ++kr)

@@ -17,7 +17,8 @@ cudaError_t main_v(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t
 }  // namespace
 
 // The variants compared (measured and dropped: kVarBulkDq, kVarKeySplitDq, kVarPingPong); v = index here:
-// the library's two (row and tile dQ sums), without the LSE prefetch, and each with kVarBM128.
+// the library's four (kLibraryVariant: d128 rows / tiles, d64 rows / tiles) and, at d64, the row-split
+// dQ (kVarRowSplitDq) on each route with and without the LSE prefetch.
 // The workspace must have room for the tile-contiguous dQ sums (sized with sm90_dq_tiles = 1).
 constexpr int kVariantBits[] = {10, 106, 138, 234, 394, 426, 458, 490};
 constexpr int kNumSm90BwdVariants = 8;

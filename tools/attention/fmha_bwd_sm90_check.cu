@@ -243,8 +243,8 @@ double median_ms(Problem& pr, int which) {
 
 int main(int argc, char** argv) {
   // Modes: (none) checks + timing of FA2 vs the library's variant; --no-timing: checks only;
-  // --variants: checks of every variant + timing of all of them; --profile V: one launch of variant V
-  // on B2 H32 S4096 d128 (for ncu).
+  // --variants: checks of every variant + timing of all of them; --profile V [D]: one launch of variant V
+  // on the timing table's non-causal shape of head dim D (128 default, or 64), for ncu.
   const std::string mode = argc > 1 ? argv[1] : "";
   const bool timing = mode != "--no-timing";
   const bool variants = mode == "--variants";
@@ -272,10 +272,12 @@ int main(int argc, char** argv) {
       {1, 3, 0, 0, 256, kMaskNone, true, "varlen 5 seqs d256"},
   };
   const std::vector<int> lens = {1, 130, 7, 513, 64};
-  constexpr int kVariants = 8;  // fmha_bwd_sm90_variants.cu
+  constexpr int kVariants = 9;  // fmha_bwd_sm90_variants.cu
   if (mode == "--profile") {
     const int v = argc > 2 ? std::atoi(argv[2]) : 0;
-    const Case c{2, 32, 4096, 4096, 128, kMaskNone, false, "B2 H32 S4096 d128"};
+    const bool d64 = argc > 3 && std::atoi(argv[3]) == 64;
+    const Case c = d64 ? Case{4, 16, 2048, 2048, 64, kMaskNone, false, "B4 H16 S2048 d64"}
+                       : Case{2, 32, 4096, 4096, 128, kMaskNone, false, "B2 H32 S4096 d128"};
     Problem pr(c, {}, rng);
     CK(run_bwd(pr.bwd(), 2 + v));
     CK(cudaDeviceSynchronize());

@@ -16,16 +16,17 @@ cudaError_t main_v(const FmhaBwdParams& p, const FmhaBwdScratch& w, cudaStream_t
 }
 }  // namespace
 
-// The variants compared (measured and dropped: kVarBulkDq, kVarKeySplitDq, kVarPingPong); v = index here:
-// the library's four (kLibraryVariant: d128 rows / tiles, d64 rows / tiles) and, at d64, the row-split
-// dQ (kVarRowSplitDq) on each route with and without the LSE prefetch.
+// The variants compared (measured and dropped: kVarBulkDq, kVarKeySplitDq); v = index here: d128 rows /
+// tiles (the library's), d64 with key-split dQ on each route, d64 with row-split dQ (kVarRowSplitDq) on
+// each route with and without the LSE prefetch (394 and 490: the library's), and the key-split tiles
+// route with the warpgroups taking turns issuing their S / dP GEMMs (kVarPingPong).
 // The workspace must have room for the tile-contiguous dQ sums (sized with sm90_dq_tiles = 1).
-constexpr int kVariantBits[] = {10, 106, 138, 234, 394, 426, 458, 490};
-constexpr int kNumSm90BwdVariants = 8;
+constexpr int kVariantBits[] = {10, 106, 138, 234, 394, 426, 458, 490, 250};
+constexpr int kNumSm90BwdVariants = 9;
 int fmha_bwd_sm90_variant_bits(int v) { return v >= 0 && v < kNumSm90BwdVariants ? kVariantBits[v] : -1; }
 cudaError_t fmha_bwd_sm90_variant(const FmhaBwdParams& p, int v, cudaStream_t stream) {
   static constexpr FmhaBwdMainFn fns[kNumSm90BwdVariants] = {main_v<10>,  main_v<106>, main_v<138>, main_v<234>,
-                                                             main_v<394>, main_v<426>, main_v<458>, main_v<490>};
+                                                             main_v<394>, main_v<426>, main_v<458>, main_v<490>, main_v<250>};
   if (v < 0 || v >= kNumSm90BwdVariants || !p.is_bf16) return cudaErrorInvalidValue;
   FmhaBwdParams pv = p;
   pv.sm90_dq_tiles = (kVariantBits[v] & sm90_bwd::kVarTileDq) != 0;

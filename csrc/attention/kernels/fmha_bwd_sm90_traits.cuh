@@ -38,7 +38,8 @@ struct Traits {
   // BM 128 doubles the S^T / dP^T accumulators (64 + 64 registers a thread): room for it at d64 only.
   static_assert(BM == 64 || (BM == 128 && D == 64), "query tiles of 64 rows, or 128 at d64");
   static_assert(sizeof(Element) == 2, "16-bit inputs only (MN-major operands need them)");
-  // d64: each warpgroup's dQ = dS K over its own 64 keys (all 64 columns), as kVarKeySplitDq does at d128.
+  // d64: each warpgroup's dQ = dS K over its own 64 keys (all 64 columns), as kVarKeySplitDq does at d128
+  // (kVarRowSplitDq, the library's d64: over its 64 query rows instead).
   static constexpr int kDqSplitKeys = D == 64;
 
   // Q and dO: [stage][D / 64][BM][64] (one TMA box per 64-column block), seen K-major (BM x D) as
@@ -130,10 +131,12 @@ constexpr int kVarBM128 = 128;  // d64: query tiles of 128 rows (wgmma N = 128 f
 constexpr int kVarRowSplitDq = 256;
 constexpr int kVariant = kVarSplitSdP | kVarFastIo;
 // What the library instantiates, by head dim and dQ route (tools/attention/fmha_bwd_sm90_check
-// --variants): 128-row query tiles at d64; with the tile-contiguous dQ sums, LSE rows read from
-// shared memory per element rather than prefetched into registers.
+// --variants): 128-row query tiles at d64, their dQ divided by query rows (half the floats to the dQ
+// sums); with the tile-contiguous dQ sums, LSE rows read from shared memory per element rather than
+// prefetched into registers.
 template <int D, bool kTiles>
-constexpr int kLibraryVariant = kVariant | (D == 64 ? kVarBM128 : 0) | (kTiles ? kVarTileDq | kVarNoLsePrefetch : 0);
+constexpr int kLibraryVariant =
+    kVariant | (D == 64 ? kVarBM128 | kVarRowSplitDq : 0) | (kTiles ? kVarTileDq | kVarNoLsePrefetch : 0);
 // Query-tile rows of variant V.
 template <int V>
 constexpr int bm_of() {

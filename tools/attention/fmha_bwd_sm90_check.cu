@@ -272,7 +272,8 @@ int main(int argc, char** argv) {
       {1, 3, 0, 0, 256, kMaskNone, true, "varlen 5 seqs d256"},
   };
   const std::vector<int> lens = {1, 130, 7, 513, 64};
-  constexpr int kVariants = 9;  // fmha_bwd_sm90_variants.cu
+  int num_variants = 0;  // as many as fmha_bwd_sm90_variants.cu lists (bits -1 past its end)
+  while (fmha_bwd_sm90_variant_bits(num_variants) >= 0) ++num_variants;
   if (mode == "--profile") {
     const int v = argc > 2 ? std::atoi(argv[2]) : 0;
     const bool d64 = argc > 3 && std::atoi(argv[3]) == 64;
@@ -290,7 +291,7 @@ int main(int argc, char** argv) {
       all = check(c, c.varlen ? lens : std::vector<int>{}, rng) && all;
       continue;
     }
-    for (int v = 0; v < kVariants; ++v) all = check(c, c.varlen ? lens : std::vector<int>{}, rng, 2 + v) && all;
+    for (int v = 0; v < num_variants; ++v) all = check(c, c.varlen ? lens : std::vector<int>{}, rng, 2 + v) && all;
   }
   if (timing && variants) {
     const Case shapes[] = {{2, 32, 4096, 4096, 128, kMaskNone, false, "B2 H32 S4096 d128"},
@@ -302,7 +303,7 @@ int main(int argc, char** argv) {
       const double flops = 10.0 * c.B * c.H * double(c.Mq) * c.Mkv * c.D * (c.mask ? 0.5 : 1.0);
       std::printf("%-28s", c.name);
       for (int rep = 0; rep < 2; ++rep)
-        for (int v = 0; v < kVariants; ++v) {
+        for (int v = 0; v < num_variants; ++v) {
           const double t = median_ms(pr, 2 + v);
           std::printf(" | v%d %6.3f ms %5.1f", fmha_bwd_sm90_variant_bits(v), t, flops / t * 1e-9);
         }

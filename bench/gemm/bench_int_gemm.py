@@ -19,7 +19,8 @@ import torch
 import mslk  # noqa: F401
 from bench.common import copies_to_exceed_l2, copy_bandwidth_tbs, time_graph_ms, time_pair_ms, write_results
 
-FP32_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048), (16384, 4096, 4096), (128, 8192, 8192)]
+FP32_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048), (16384, 4096, 4096), (1024, 8192, 8192),
+               (512, 8192, 8192), (128, 8192, 8192), (16, 8192, 8192), (1, 8192, 8192)]
 INT8_MS = [1, 16, 128, 1024, 4096, 8192]  # --ms 1,2,7,16 for the decode rows
 INT8_NKS = [(8192, 8192), (4096, 14336), (28672, 4096)]
 

@@ -51,11 +51,54 @@ def test_random(device, M, N, K):
 
 
 @pytest.mark.parametrize("M,N,K", [(2048, 4352, 40), (128, 8192, 24)])
-def test_both_tile_rows(device, M, N, K):
-    # bf16x9_configs.h: the first shape has 272 tiles of 128 x 256 (row 0 on any Hopper part), the
-    # second 32 (row 1, the 64 x 128 tile); the other tests' shapes all take row 1
+def test_both_tile_rows(device, monkeypatch, M, N, K):
+    # bf16x9_configs.h, on the parts path: the first shape has 272 tiles of 128 x 256 (row 0 on any
+    # Hopper part), the second 32 (row 1, the 64 x 128 tile)
+    monkeypatch.setenv("MSLK_BF16X9_KERNEL", "parts")
     A, B = rand((M, K), device, M + 1), rand((N, K), device, N + 2)
     check(ops.bf16x9_gemm(A, B), A, B, device)
+
+
+# The fused kernel (kernels/bf16x9_fused.cu, 128 x 128 tiles of 64-K stages) at its edges: one row,
+# rows and columns past a tile, K not a multiple of the stage or the 16-K step, A rows of a larger
+# stride, a K split in two (tiles <= half the SMs, K >= 128) and not.
+FUSED = [(1, 130, 4), (65, 257, 68), (129, 136, 196), (128, 4096, 512), (300, 520, 1028), (7, 8, 1000), (256, 8448, 260)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("M,N,K", FUSED)
+@pytest.mark.parametrize("kernel", ["fused", "parts"])
+def test_kernels(monkeypatch, kernel, M, N, K):
+    monkeypatch.setenv("MSLK_BF16X9_KERNEL", kernel)
+    A = rand((M, K + 12), "cuda", M + K)[:, 4 : 4 + K]  # row stride K + 12, 16-byte aligned start
+    B = rand((N, K), "cuda", N + 3)
+    out = ops.bf16x9_gemm(A, B)
+    check(out, A, B, "cuda")
+    assert torch.equal(out, ops.bf16x9_gemm(A, B))  # the same bits again (a split adds two sums)
+
+
+@requires_cuda
+def test_kernels_agree_closely(monkeypatch):
+    A, B = rand((96, 2048), "cuda", 17), rand((1000, 2048), "cuda", 18)
+    outs = []
+    for kernel in ("fused", "parts"):
+        monkeypatch.setenv("MSLK_BF16X9_KERNEL", kernel)
+        outs.append(ops.bf16x9_gemm(A, B).double().cpu())
+    _, mag = ref(A, B)
+    assert torch.all((outs[0] - outs[1]).abs() <= 1e-6 * mag)
+
+
+@requires_cuda
+def test_kernel_variable(monkeypatch):
+    A, B = rand((4, 6), "cuda", 19), rand((8, 6), "cuda", 20)
+    monkeypatch.setenv("MSLK_BF16X9_KERNEL", "fused")  # K = 6: not a multiple of 4
+    with pytest.raises(ValueError, match=r"MSLK_BF16X9_KERNEL=fused needs K .*K=6"):
+        ops.bf16x9_gemm(A, B)
+    monkeypatch.setenv("MSLK_BF16X9_KERNEL", "auto")  # falls back to the parts path
+    check(ops.bf16x9_gemm(A, B), A, B, "cuda")
+    monkeypatch.setenv("MSLK_BF16X9_KERNEL", "fast")
+    with pytest.raises(ValueError, match="MSLK_BF16X9_KERNEL must be auto, fused or parts"):
+        ops.bf16x9_gemm(A, B)
 
 
 @pytest.mark.parametrize("M,N,K", [(64, 136, 512), (7, 40, 96)])

@@ -44,6 +44,26 @@ struct Bf16x9GemmParams {
 // without CUTLASS, TMA's alignment rules: kk % 8, ldd % 4, 16-byte aligned pointers).
 cudaError_t bf16x9_gemm_run(const Bf16x9GemmParams& p, cudaStream_t stream);
 
+// The fused kernel (bf16x9_fused.cu): out [M, N] float32 (row stride ldd) = A [M, K] @ B [N, K]^T
+// straight from the float32 operands (row strides lda, ldb), split into their BF16 parts inside the
+// kernel, so the parts never reach global memory. `splits` > 1 divides K between CTAs whose sums are
+// added into out, which the launch zeroes first (2 at most: a + b is b + a, so the sums stay
+// deterministic).
+struct Bf16x9FusedParams {
+  const float* a;
+  const float* b;
+  float* out;
+  int64_t M, N, K, lda, ldb, ldd;
+  int splits;
+};
+// Whether the fused kernel takes the problem: K, lda and ldb multiples of 4, A and B 16-byte aligned
+// (16-byte copies of B rows, 8-byte loads of A pairs), sizes within int32 tile coordinates.
+bool bf16x9_fused_applies(const Bf16x9FusedParams& p);
+// The K split that fills the SMs: 2 where one K range per tile leaves more than half of `sms` idle.
+int bf16x9_fused_splits(int64_t M, int64_t N, int64_t K, int sms);
+// cudaErrorNotSupported, having launched nothing, where bf16x9_fused_applies is false.
+cudaError_t bf16x9_fused_run(const Bf16x9FusedParams& p, cudaStream_t stream);
+
 // Row ID of bf16x9_configs.h (defined in its TU by MSLK_BF16X9_INSTANTIATE).
 template <int ID>
 cudaError_t bf16x9_gemm_row(const Bf16x9GemmParams& p, cudaStream_t stream);

@@ -18,6 +18,11 @@
 
 namespace mslk::gemm {
 
+// Largest M for which MSLK_BF16X9_KERNEL=auto takes the fused kernel (bf16x9_fused.cu) where it
+// applies. 0: auto keeps the parts path everywhere; the fused kernel runs when forced
+// (MSLK_BF16X9_KERNEL=fused) and has no GPU measurement yet (docs/design/int_gemm.md).
+inline constexpr int64_t kBf16x9FusedMaxM = 0;
+
 #define MSLK_BF16X9_CONFIG_ENTRY(id, tm, tn, tk, cm, cn, coop) TileConfig{tm, tn, tk, cm, cn, (coop) != 0, false, false},
 inline constexpr TileConfig kBf16x9Configs[] = {MSLK_BF16X9_CONFIGS(MSLK_BF16X9_CONFIG_ENTRY)};
 #undef MSLK_BF16X9_CONFIG_ENTRY

@@ -94,7 +94,12 @@ namespace mslk::env {
     "block/group-scaled FP8 GEMMs at M <= 16: the TMA-streaming decode kernel (auto, on) or the CUTLASS one "      \
     "(off); on where the decode kernel cannot take the problem raises")                                            \
   X(kFp8BlockwiseDecodeSplits, MSLK_FP8_BLOCKWISE_DECODE_SPLITS, "0 to 65535", "0 (by shape)",                     \
-    "tuning: force the K split of the block/group-scaled FP8 decode kernel")
+    "tuning: force the K split of the block/group-scaled FP8 decode kernel")                                      \
+  X(kBf16x9Kernel, MSLK_BF16X9_KERNEL, "auto, fused, parts", "auto",                                              \
+    "bf16x9_gemm: the kernel that splits the float32 operands itself (fused: K and the row strides multiples of " \
+    "4, 16-byte aligned operands) or the BF16 parts buffers and one BF16 GEMM (parts); auto takes fused up to "   \
+    "kBf16x9FusedMaxM rows (kernels/bf16x9_configs.h; 0 now: fused is opt-in); a forced fused that cannot take "  \
+    "the problem raises")
 
 enum class Var : int {
 #define MSLK_ENV_ID(id, name, values, fallback, meaning) id,

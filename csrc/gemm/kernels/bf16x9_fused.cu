@@ -1,0 +1,312 @@
+// The fused bf16x9 GEMM (bf16x9.h: Bf16x9FusedParams) for sm90: the float32 operands are split into
+// their BF16 parts inside the kernel, so no parts buffer is written or read. The parts path
+// (bf16x9_split.cu + one BF16 GEMM over K' = 9 kp) moves 9 BF16 copies of each operand through
+// global memory: at M = 128, N = K = 8192 that is 1.2 GB for B alone, and the call ran at a third
+// of FP32 torch.mm's speed. Here B is read once as float32 (4 bytes an element, the least any path
+// can read) and A, shared by every CTA, comes from L2.
+//
+// Per CTA, one 128 x 128 output tile over a K range (the K split, when 2, adds into a zeroed out):
+//   producer warpgroup: per 64-K stage, cp.async copies of the tile's 128 B rows (float32) into a
+//       2-slot staging ring, then each thread splits its own copies into hi / mid / lo BF16 tiles
+//       (K-major, 128-byte swizzled rows: wgmma's B operand) in a 3-stage ring;
+//   2 consumer warpgroups of 64 rows: per 16-K step each thread loads its A pairs (float32, from
+//       L2, one stage ahead), splits them into hi / mid / lo register fragments (wgmma's A operand
+//       from registers), and issues the nine m64n128k16 products, smallest first, into one float32
+//       accumulator, as the parts path's K' order sums them.
+// The split is the parts path's (bf16x9_split.cu): hi = bf16(x), mid = bf16(x - hi), lo =
+// bf16(x - hi - mid), residuals exact in float32.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <climits>
+
+#include "common/device_attrs.h"
+#include "common/sm90_ptx.cuh"
+#include "gemm/kernels/bf16x9.h"
+
+namespace mslk::gemm {
+namespace {
+
+using namespace mslk::ptx;
+
+constexpr int kBM = 128, kBN = 128, kBK = 64;  // tile rows, columns, K of a stage
+constexpr int kStages = 3;                     // BF16 parts ring: 3 x 48 KB
+constexpr int kStaging = 2;                    // float32 B staging ring: 2 x 32 KB
+constexpr int kConsumers = 2, kThreads = 128 * (1 + kConsumers);
+constexpr int kProducerRegs = 96, kConsumerRegs = 200;  // 128 x 96 + 256 x 200 <= 384 x 168 (the launch)
+constexpr int kChunks = kBN * kBK / 8 / 128;             // 8-float chunks of B a producer thread splits a stage
+
+struct Smem {
+  alignas(1024) __nv_bfloat16 parts[kStages][3][kBN * kBK];  // [stage][hi, mid, lo][128 rows x 128 bytes]
+  // A B row of a stage as 2 x 128 bytes: the first 4 floats of the 8 chunks, then their last 4, so
+  // that 8 lanes reading one half of their chunks touch 8 distinct 16-byte bank groups.
+  alignas(16) float staging[kStaging][kBN * kBK];
+  uint64_t full[kStages], empty[kStages];
+};
+constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + slack to align the dynamic window
+
+// A position in the parts ring: the slot and the parity of its current round.
+struct Ring {
+  int s = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void next() {
+    if (++s == kStages) s = 0, phase ^= 1;
+  }
+};
+
+__device__ __forceinline__ uint32_t bits(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t*>(&v); }
+
+// hi / mid / lo of the pair (x, y), x in the low half (the lower K index, as wgmma packs its pairs).
+__device__ __forceinline__ void split_pair(float x, float y, uint32_t& hi, uint32_t& mid, uint32_t& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+  const float2 hf = __bfloat1622float2(h);
+  const float rx = x - hf.x, ry = y - hf.y;
+  const __nv_bfloat162 m = __floats2bfloat162_rn(rx, ry);
+  const float2 mf = __bfloat1622float2(m);
+  hi = bits(h), mid = bits(m), lo = bits(__floats2bfloat162_rn(rx - mf.x, ry - mf.y));
+}
+
+// D[64 x 128] += A[64 x 16] (registers: pairs (r, 2t), (r + 8, 2t), (r, 2t + 8), (r + 8, 2t + 8) of
+// thread t % 4, r = 16 warp + lane / 4) * B[128 x 16]^T (K-major in shared memory). D's layout: the
+// pairs (row r + 8 h, columns 8 j + 2 (t % 4) + {0, 1}) in d[4 j + 2 h], d[4 j + 2 h + 1].
+__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32_t* a, uint64_t desc_b) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+}
+
+__device__ __forceinline__ void fence_reg(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
+
+// The CTA's tile and K range: M tiles fastest, so the CTAs that split the same B rows run together.
+struct TileCoords {
+  int mt, nt, kb0, kb1;
+};
+__device__ __forceinline__ TileCoords tile_coords(const Bf16x9FusedParams& p) {
+  const int tiles_m = static_cast<int>((p.M + kBM - 1) / kBM);
+  const int kblocks = static_cast<int>((p.K + kBK - 1) / kBK), z = static_cast<int>(blockIdx.y);
+  return {static_cast<int>(blockIdx.x) % tiles_m, static_cast<int>(blockIdx.x) / tiles_m, z * kblocks / p.splits,
+          (z + 1) * kblocks / p.splits};
+}
+
+// Producer warpgroup: thread t copies and splits chunks (row t / 8 + 16 i, floats 8 (t % 8) ..
+// + 7) of each stage; rows past N and K past the end land as zeros (cp.async's zero fill).
+__device__ __forceinline__ void producer(const Bf16x9FusedParams& p, Smem& sm, const TileCoords& tc) {
+  const int t = static_cast<int>(threadIdx.x), c = t % 8;
+  const int64_t n0 = static_cast<int64_t>(tc.nt) * kBN;
+  auto issue = [&](int kb, int slot) {
+    const int64_t k = static_cast<int64_t>(kb) * kBK + 8 * c;
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int row = t / 8 + 16 * i;
+      const bool in = n0 + row < p.N;
+      const float* src = p.b + (in ? (n0 + row) * p.ldb + k : 0);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t left = in ? p.K - (k + 4 * h) : 0;
+        const int bytes = left >= 4 ? 16 : left > 0 ? static_cast<int>(left) * 4 : 0;
+        cp_async<16>(&sm.staging[slot][row * kBK + 32 * h + 4 * c], bytes > 0 ? src + 4 * h : p.b, bytes);
+      }
+    }
+    cp_async_commit();
+  };
+  issue(tc.kb0, 0);
+  Ring ring;
+  for (int kb = tc.kb0, j = 0; kb < tc.kb1; ++kb, ++j, ring.next()) {
+    if (kb + 1 < tc.kb1) issue(kb + 1, (j + 1) % kStaging);
+    else cp_async_commit();  // an empty group keeps the count: the wait below is for stage kb
+    cp_async_wait<1>();      // this thread's copies of stage kb landed
+    mbar_wait(&sm.empty[ring.s], ring.phase ^ 1);  // a fresh barrier passes parity 1
+    const float* stg = sm.staging[j % kStaging];
+    const uint32_t dst = smem_u32(sm.parts[ring.s][0]);
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int row = t / 8 + 16 * i;
+      const float4 u = *reinterpret_cast<const float4*>(stg + row * kBK + 4 * c);
+      const float4 v = *reinterpret_cast<const float4*>(stg + row * kBK + 32 + 4 * c);
+      uint32_t q[3][4];
+      split_pair(u.x, u.y, q[0][0], q[1][0], q[2][0]);
+      split_pair(u.z, u.w, q[0][1], q[1][1], q[2][1]);
+      split_pair(v.x, v.y, q[0][2], q[1][2], q[2][2]);
+      split_pair(v.z, v.w, q[0][3], q[1][3], q[2][3]);
+      const uint32_t off = static_cast<uint32_t>(swizzle128(row, c));
+#pragma unroll
+      for (int part = 0; part < 3; ++part)
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + part * kBN * kBK * 2 + off),
+                     "r"(q[part][0]), "r"(q[part][1]), "r"(q[part][2]), "r"(q[part][3])
+                     : "memory");
+    }
+    fence_proxy_async_smem();  // generic stores before wgmma's async-proxy reads
+    mbar_arrive(&sm.full[ring.s]);
+  }
+}
+
+// Consumer warpgroup cw: rows 64 cw .. + 63 of the tile.
+__device__ __forceinline__ void consumer(const Bf16x9FusedParams& p, Smem& sm, const TileCoords& tc, int cw) {
+  const int tid = static_cast<int>(threadIdx.x) % 128, lane = tid % 32, t4 = lane % 4;
+  const int64_t tile_row = static_cast<int64_t>(tc.mt) * kBM + 64 * cw;
+  const int64_t r0 = tile_row + 16 * (tid / 32) + lane / 4;  // the thread's rows r0 and r0 + 8
+  Ring ring;
+  if (tile_row >= p.M) {  // no rows here: release the stages as they come
+    for (int kb = tc.kb0; kb < tc.kb1; ++kb, ring.next()) {
+      mbar_wait(&sm.full[ring.s], ring.phase);
+      if (lane == 0) mbar_arrive(&sm.empty[ring.s]);
+    }
+    return;
+  }
+  const bool v0 = r0 < p.M, v1 = r0 + 8 < p.M;
+  const float* a0 = p.a + (v0 ? r0 : 0) * p.lda + 2 * t4;
+  const float* a1 = p.a + (v1 ? r0 + 8 : 0) * p.lda + 2 * t4;
+  // A pairs of a stage in fragment order: [16-K step][(r0, k), (r0 + 8, k), (r0, k + 8), (r0 + 8, k + 8)];
+  // a step's four are reloaded with the next stage's as soon as they are split (one stage ahead).
+  float2 x[16];
+  auto load_step = [&](int kb, int s) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t k = static_cast<int64_t>(kb) * kBK + 16 * s + 8 * h;
+      const bool kin = k + 2 * t4 < p.K;
+      x[4 * s + 2 * h] = v0 && kin ? __ldg(reinterpret_cast<const float2*>(a0 + k)) : make_float2(0.f, 0.f);
+      x[4 * s + 2 * h + 1] = v1 && kin ? __ldg(reinterpret_cast<const float2*>(a1 + k)) : make_float2(0.f, 0.f);
+    }
+  };
+  float acc[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.f;
+#pragma unroll
+  for (int s = 0; s < kBK / 16; ++s) load_step(tc.kb0, s);
+  uint32_t frag[2][3][4];  // [16-K step parity][hi, mid, lo][A pairs]: the step in flight and the next
+  const uint32_t parts0 = smem_u32(sm.parts[0][0]);
+  for (int kb = tc.kb0; kb < tc.kb1; ++kb, ring.next()) {
+    mbar_wait(&sm.full[ring.s], ring.phase);
+    const uint32_t stage = parts0 + ring.s * (3 * kBN * kBK * 2);
+#pragma unroll
+    for (int s = 0; s < kBK / 16; ++s) {
+      uint32_t(&f)[3][4] = frag[s % 2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) split_pair(x[4 * s + i].x, x[4 * s + i].y, f[0][i], f[1][i], f[2][i]);
+      if (kb + 1 < tc.kb1) load_step(kb + 1, s);
+      wgmma_fence();
+#pragma unroll
+      for (int seg = 0; seg < 9; ++seg) {
+        const int i = bf16x9_segment_part(seg, false), j = bf16x9_segment_part(seg, true);
+        // a 16-K step is 32 bytes along the swizzled row: + 2 in the descriptor's 16-byte units
+        wgmma_m64n128k16_rs(acc, f[i], gmma_desc_sw128(stage + j * (kBN * kBK * 2)) + 2 * s);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // the previous step's products are done: its fragments may be rewritten
+#pragma unroll
+      for (int q = 0; q < 3; ++q)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) fence_reg(frag[(s + 1) % 2][q][i]);  // live until that wait
+      // the previous stage's last products are done: its parts slot may be refilled
+      if (s == 0 && kb > tc.kb0 && lane == 0) mbar_arrive(&sm.empty[(ring.s + kStages - 1) % kStages]);
+    }
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int i = 0; i < 64; ++i) fence_operand(acc[i]);
+
+  // Epilogue: the accumulator pairs (rows r0 + 8 h, columns 8 j + 2 (lane % 4) + {0, 1}); summed
+  // into out when K is split.
+  const int64_t col0 = static_cast<int64_t>(tc.nt) * kBN + 2 * t4;
+  const bool vec = p.ldd % 2 == 0 && reinterpret_cast<uintptr_t>(p.out) % 8 == 0;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (h == 0 ? !v0 : !v1) continue;
+    float* orow = p.out + (r0 + 8 * h) * p.ldd;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const int64_t col = col0 + 8 * j;
+      const float x = acc[4 * j + 2 * h], y = acc[4 * j + 2 * h + 1];
+      if (p.splits == 1) {
+        if (vec && col + 1 < p.N) {
+          *reinterpret_cast<float2*>(orow + col) = make_float2(x, y);
+        } else {
+          if (col < p.N) orow[col] = x;
+          if (col + 1 < p.N) orow[col + 1] = y;
+        }
+      } else {
+        if (vec && col + 1 < p.N) {
+          red_add_f32x2<0>(orow + col, x, y, true);
+        } else {
+          if (col < p.N) atomicAdd(orow + col, x);
+          if (col + 1 < p.N) atomicAdd(orow + col + 1, y);
+        }
+      }
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) fused_kernel(const Bf16x9FusedParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ uint8_t smem_raw[];
+  auto& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // warpgroup index through a shuffle: provably warp-uniform
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+  if (threadIdx.x == 0) {
+    // full: the 128 producer threads; empty: one arrival a consumer warp
+    for (int s = 0; s < kStages; ++s) mbar_init(&sm.full[s], 128), mbar_init(&sm.empty[s], 4 * kConsumers);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const TileCoords tc = tile_coords(p);
+  if (wg == 0) {
+    setmaxnreg_dec<kProducerRegs>();
+    producer(p, sm, tc);
+  } else {
+    setmaxnreg_inc<kConsumerRegs>();
+    consumer(p, sm, tc, wg - 1);
+  }
+#else
+  (void)p;
+#endif
+}
+
+}  // namespace
+
+bool bf16x9_fused_applies(const Bf16x9FusedParams& p) {
+  auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  const int64_t tiles = (p.M + kBM - 1) / kBM * ((p.N + kBN - 1) / kBN);
+  return p.M > 0 && p.N > 0 && p.K > 0 && p.K % 4 == 0 && p.lda % 4 == 0 && p.ldb % 4 == 0 && aligned16(p.a) &&
+         aligned16(p.b) && tiles <= INT_MAX && p.K <= INT_MAX - kBK && (p.splits == 1 || p.splits == 2) &&
+         (p.M == 1 || p.ldd >= p.N);
+}
+
+int bf16x9_fused_splits(int64_t M, int64_t N, int64_t K, int sms) {
+  const int64_t tiles = (M + kBM - 1) / kBM * ((N + kBN - 1) / kBN);
+  return 2 * tiles <= sms && K >= 2 * kBK ? 2 : 1;
+}
+
+cudaError_t bf16x9_fused_run(const Bf16x9FusedParams& p, cudaStream_t stream) {
+  if (!bf16x9_fused_applies(p)) return cudaErrorNotSupported;
+  int dev = 0;
+  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  static cuda::SmemLimitOnce smem_limit;
+  if (const cudaError_t e = smem_limit.ensure(fused_kernel, dev, kSmemBytes); e != cudaSuccess) return e;
+  if (p.splits > 1) {  // the K ranges' sums are added into out
+    const cudaError_t e = cudaMemset2DAsync(p.out, static_cast<size_t>(p.M > 1 ? p.ldd : p.N) * sizeof(float), 0,
+                                            static_cast<size_t>(p.N) * sizeof(float), static_cast<size_t>(p.M), stream);
+    if (e != cudaSuccess) return e;
+  }
+  const int64_t tiles = (p.M + kBM - 1) / kBM * ((p.N + kBN - 1) / kBN);
+  fused_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(p.splits)), kThreads, kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace mslk::gemm

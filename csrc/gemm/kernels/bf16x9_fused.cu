@@ -23,6 +23,7 @@
 #include "common/device_attrs.h"
 #include "common/sm90_ptx.cuh"
 #include "gemm/kernels/bf16x9.h"
+#include "gemm/kernels/wgmma_m64n128.cuh"
 
 namespace mslk::gemm {
 namespace {
@@ -64,32 +65,6 @@ __device__ __forceinline__ void split_pair(float x, float y, uint32_t& hi, uint3
   const __nv_bfloat162 m = __floats2bfloat162_rn(rx, ry);
   const float2 mf = __bfloat1622float2(m);
   hi = bits(h), mid = bits(m), lo = bits(__floats2bfloat162_rn(rx - mf.x, ry - mf.y));
-}
-
-// D[64 x 128] += A[64 x 16] (registers: pairs (r, 2t), (r + 8, 2t), (r, 2t + 8), (r + 8, 2t + 8) of
-// thread t % 4, r = 16 warp + lane / 4) * B[128 x 16]^T (K-major in shared memory). D's layout: the
-// pairs (row r + 8 h, columns 8 j + 2 (t % 4) + {0, 1}) in d[4 j + 2 h], d[4 j + 2 h + 1].
-__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32_t* a, uint64_t desc_b) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
 
 __device__ __forceinline__ void fence_reg(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
@@ -206,7 +181,7 @@ __device__ __forceinline__ void consumer(const Bf16x9FusedParams& p, Smem& sm, c
       for (int seg = 0; seg < 9; ++seg) {
         const int i = bf16x9_segment_part(seg, false), j = bf16x9_segment_part(seg, true);
         // a 16-K step is 32 bytes along the swizzled row: + 2 in the descriptor's 16-byte units
-        wgmma_m64n128k16_rs(acc, f[i], gmma_desc_sw128(stage + j * (kBN * kBK * 2)) + 2 * s);
+        detail::wgmma_m64n128k16_bf16_rs(acc, f[i], gmma_desc_sw128(stage + j * (kBN * kBK * 2)) + 2 * s);
       }
       wgmma_commit();
       wgmma_wait<1>();  // the previous step's products are done: its fragments may be rewritten

@@ -30,7 +30,7 @@
 #include "common/tensor_map.h"
 #include "gemm/kernels/fp8_blockwise.h"
 #include "gemm/kernels/group_sizes.cuh"
-#include "gemm/kernels/wgmma_e4m3.cuh"
+#include "gemm/kernels/wgmma_m64n128.cuh"
 
 namespace mslk::gemm {
 namespace {

@@ -1,7 +1,8 @@
 // CUDA backend of bf16x9_gemm. Up to kBf16x9FusedMaxM rows (MSLK_BF16X9_KERNEL=auto; 0 now: only
 // when forced) the fused kernel splits the float32 operands itself (kernels/bf16x9_fused.cu).
-// Otherwise, or where it does not apply, A and B are split into their segmented BF16 parts buffers (kernels/bf16x9.h: A' [M,
-// 9 kp], B' [N, 9 kp], kp = K rounded up to 8) and one BF16 GEMM runs over K' = 9 kp. An output whose rows break TMA's 16-byte rule gets a padded temporary, copied back.
+// Otherwise, or where it does not apply, A and B are split into their segmented BF16 parts buffers
+// (kernels/bf16x9.h: A' [M, 9 kp], B' [N, 9 kp], kp = K rounded up to 8) and one BF16 GEMM runs
+// over K' = 9 kp. An output whose rows break TMA's 16-byte rule gets a padded temporary, copied back.
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
@@ -32,9 +33,9 @@ bool run_fused(const Tensor& A, const Tensor& B, const Tensor& out, int sms, cud
   const int mode = read_env([] { return env::choice(env::Var::kBf16x9Kernel, {"auto", "fused", "parts"}, kAuto); });
   const int64_t M = A.size(0), N = B.size(0), K = A.size(1);
   if (mode == kParts || (mode == kAuto && M > kBf16x9FusedMaxM)) return false;
-  Bf16x9FusedParams p{A.const_data_ptr<float>(), B.const_data_ptr<float>(), out.data_ptr<float>(), M, N, K,
-                      M > 1 ? A.stride(0) : K, N > 1 ? B.stride(0) : K, M > 1 ? out.stride(0) : N, 1};
-  p.splits = bf16x9_fused_splits(M, N, K, sms);
+  const Bf16x9FusedParams p{A.const_data_ptr<float>(), B.const_data_ptr<float>(), out.data_ptr<float>(),
+                            M, N, K, M > 1 ? A.stride(0) : K, N > 1 ? B.stride(0) : K, M > 1 ? out.stride(0) : N,
+                            bf16x9_fused_splits(M, N, K, sms)};
   if (!bf16x9_fused_applies(p)) {
     TORCH_CHECK_VALUE(mode != kFused, "bf16x9_gemm: MSLK_BF16X9_KERNEL=fused needs K and the row strides of A and B "
                       "multiples of 4 and 16-byte aligned A and B (K=", K, ", row strides ", p.lda, "/", p.ldb, ")");

@@ -22,6 +22,12 @@ export MSLK_TEST_TIMEOUT=${MSLK_TEST_TIMEOUT:-120}
 export MSLK_REQUIRE_GPU=1
 
 t0=$(date +%s)
+if [ "${PREBUILT:-0}" = 1 ] && [ -f .prebuilt/libmslk.so.xz ]; then
+  # tools/prebuild.sh's compressed carry: the library and the C++ test binaries
+  mkdir -p mslk/lib build/test/cpp
+  xz -dc .prebuilt/libmslk.so.xz >mslk/lib/libmslk.so && cp .prebuilt/build_info.json mslk/lib/
+  [ -f .prebuilt/cpp_tests.tar.xz ] && tar xJf .prebuilt/cpp_tests.tar.xz -C build/test/cpp
+fi
 if [ "${PREBUILT:-0}" = 1 ] && [ -f mslk/lib/libmslk.so ]; then
   # Built on the dev machine by tools/prebuild.sh (same nvcc and torch) and carried: no device
   # minutes spent compiling.

@@ -19,9 +19,9 @@
 namespace mslk::gemm {
 
 // Largest M for which MSLK_BF16X9_KERNEL=auto takes the fused kernel (bf16x9_fused.cu) where it
-// applies. 0: auto keeps the parts path everywhere; the fused kernel runs when forced
-// (MSLK_BF16X9_KERNEL=fused) and has no GPU measurement yet (docs/design/int_gemm.md).
-inline constexpr int64_t kBf16x9FusedMaxM = 0;
+// applies: on the H100 it beat the parts path up to M = 1024 and lost from 2048 on, at N = K = 4096
+// and 8192 (bench/gemm/tune_bf16x9.py).
+inline constexpr int64_t kBf16x9FusedMaxM = 1024;
 
 #define MSLK_BF16X9_CONFIG_ENTRY(id, tm, tn, tk, cm, cn, coop) TileConfig{tm, tn, tk, cm, cn, (coop) != 0, false, false},
 inline constexpr TileConfig kBf16x9Configs[] = {MSLK_BF16X9_CONFIGS(MSLK_BF16X9_CONFIG_ENTRY)};

@@ -7,12 +7,12 @@
 //
 // Per CTA, one 128 x 128 output tile over a K range (the K split, when 2, adds into a zeroed out):
 //   producer warpgroup: per 64-K stage, cp.async copies of the tile's 128 B rows (float32) into a
-//       2-slot staging ring, then each thread splits its own copies into hi / mid / lo BF16 tiles
-//       (K-major, 128-byte swizzled rows: wgmma's B operand) in a 3-stage ring;
+//       4-slot staging ring (3 stages ahead), then each thread splits its own copies into hi / mid /
+//       lo BF16 tiles (K-major, 128-byte swizzled rows: wgmma's B operand) in a 2-stage ring;
 //   2 consumer warpgroups of 64 rows: per 16-K step each thread loads its A pairs (float32, from
-//       L2, one stage ahead), splits them into hi / mid / lo register fragments (wgmma's A operand
-//       from registers), and issues the nine m64n128k16 products, smallest first, into one float32
-//       accumulator, as the parts path's K' order sums them.
+//       L2, two steps ahead), splits them into hi / mid / lo register fragments (wgmma's A operand
+//       from registers), and issues the nine m64n128k16 products, smallest first: (hi, hi) into
+//       one float32 accumulator, the other eight into a second, added at the end.
 // The split is the parts path's (bf16x9_split.cu): hi = bf16(x), mid = bf16(x - hi), lo =
 // bf16(x - hi - mid), residuals exact in float32.
 #include <cuda_bf16.h>
@@ -31,11 +31,25 @@ namespace {
 using namespace mslk::ptx;
 
 constexpr int kBM = 128, kBN = 128, kBK = 64;  // tile rows, columns, K of a stage
-constexpr int kStages = 3;                     // BF16 parts ring: 3 x 48 KB
-constexpr int kStaging = 2;                    // float32 B staging ring: 2 x 32 KB
-constexpr int kConsumers = 2, kThreads = 128 * (1 + kConsumers);
-constexpr int kProducerRegs = 96, kConsumerRegs = 200;  // 128 x 96 + 256 x 200 <= 384 x 168 (the launch)
-constexpr int kChunks = kBN * kBK / 8 / 128;             // 8-float chunks of B a producer thread splits a stage
+// Shared memory goes to B's float32 copies in flight rather than to split stages: splitting a stage
+// takes a fraction of the stage's products, so two split stages keep the consumers fed, and three
+// stages of copies ahead (96 KB a SM) cover the DRAM latency. Against one copy stage ahead and three
+// split stages the H100 measured 4% faster at M = 128 and the same at M = 1.
+constexpr int kStages = 2;                     // BF16 parts ring: 2 x 48 KB
+constexpr int kStaging = 4;                    // float32 B staging ring: 4 x 32 KB, kStaging - 1 ahead
+// Consumer warpgroups first, then the producer warpgroup; registers moved to the consumers (their
+// two 64-float accumulators) by setmaxnreg.
+constexpr int kConsumers = 2, kProducerThreads = 128, kThreads = 128 * kConsumers + kProducerThreads;
+// setmaxnreg moves registers within what the launch gave the CTA (kThreads x 168, ptxas's cap at
+// one CTA a SM); an increase past it waits forever.
+constexpr int kLaunchRegs = 168, kProducerRegs = 96, kConsumerRegs = 200;
+static_assert(kProducerThreads * kProducerRegs + 128 * kConsumers * kConsumerRegs <= kThreads * kLaunchRegs);
+constexpr int kAhead = 2;  // 16-K steps of A pairs in registers ahead of the one split (a stage's 4 spill)
+static_assert((kBK / 16) % kAhead == 0, "the look-ahead ring must tile a stage's steps");
+constexpr int kHiHi = 8;  // the (hi, hi) product: the last segment
+static_assert(bf16x9_segment_part(kHiHi, false) == 0 && bf16x9_segment_part(kHiHi, true) == 0);
+constexpr int kChunks = kBN * kBK / 8 / kProducerThreads;  // 8-float chunks of B a producer thread splits a stage
+constexpr int kRowStep = kProducerThreads / 8;              // rows between a producer thread's chunks
 
 struct Smem {
   alignas(1024) __nv_bfloat16 parts[kStages][3][kBN * kBK];  // [stage][hi, mid, lo][128 rows x 128 bytes]
@@ -45,6 +59,7 @@ struct Smem {
   uint64_t full[kStages], empty[kStages];
 };
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + slack to align the dynamic window
+static_assert(kSmemBytes <= 227 * 1024, "over sm90's 227 KB of shared memory a CTA");
 
 // A position in the parts ring: the slot and the parity of its current round.
 struct Ring {
@@ -80,16 +95,16 @@ __device__ __forceinline__ TileCoords tile_coords(const Bf16x9FusedParams& p) {
           (z + 1) * kblocks / p.splits};
 }
 
-// Producer warpgroup: thread t copies and splits chunks (row t / 8 + 16 i, floats 8 (t % 8) ..
+// Producer warpgroup: thread t copies and splits chunks (row t / 8 + kRowStep i, floats 8 (t % 8) ..
 // + 7) of each stage; rows past N and K past the end land as zeros (cp.async's zero fill).
 __device__ __forceinline__ void producer(const Bf16x9FusedParams& p, Smem& sm, const TileCoords& tc) {
-  const int t = static_cast<int>(threadIdx.x), c = t % 8;
+  const int t = static_cast<int>(threadIdx.x) - 128 * kConsumers, c = t % 8;
   const int64_t n0 = static_cast<int64_t>(tc.nt) * kBN;
   auto issue = [&](int kb, int slot) {
     const int64_t k = static_cast<int64_t>(kb) * kBK + 8 * c;
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
-      const int row = t / 8 + 16 * i;
+      const int row = t / 8 + kRowStep * i;
       const bool in = n0 + row < p.N;
       const float* src = p.b + (in ? (n0 + row) * p.ldb + k : 0);
 #pragma unroll
@@ -101,18 +116,24 @@ __device__ __forceinline__ void producer(const Bf16x9FusedParams& p, Smem& sm, c
     }
     cp_async_commit();
   };
-  issue(tc.kb0, 0);
+  // One commit group a stage, empty past the range, so that the count stays kStaging - 1 ahead.
+  // A slot is refilled by the thread that split it (each thread reads only its own copies).
+#pragma unroll
+  for (int i = 0; i < kStaging - 1; ++i) {
+    if (tc.kb0 + i < tc.kb1) issue(tc.kb0 + i, i);
+    else cp_async_commit();
+  }
   Ring ring;
   for (int kb = tc.kb0, j = 0; kb < tc.kb1; ++kb, ++j, ring.next()) {
-    if (kb + 1 < tc.kb1) issue(kb + 1, (j + 1) % kStaging);
-    else cp_async_commit();  // an empty group keeps the count: the wait below is for stage kb
-    cp_async_wait<1>();      // this thread's copies of stage kb landed
+    if (kb + kStaging - 1 < tc.kb1) issue(kb + kStaging - 1, (j + kStaging - 1) % kStaging);
+    else cp_async_commit();
+    cp_async_wait<kStaging - 1>();  // this thread's copies of stage kb landed
     mbar_wait(&sm.empty[ring.s], ring.phase ^ 1);  // a fresh barrier passes parity 1
     const float* stg = sm.staging[j % kStaging];
     const uint32_t dst = smem_u32(sm.parts[ring.s][0]);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
-      const int row = t / 8 + 16 * i;
+      const int row = t / 8 + kRowStep * i;
       const float4 u = *reinterpret_cast<const float4*>(stg + row * kBK + 4 * c);
       const float4 v = *reinterpret_cast<const float4*>(stg + row * kBK + 32 + 4 * c);
       uint32_t q[3][4];
@@ -148,23 +169,30 @@ __device__ __forceinline__ void consumer(const Bf16x9FusedParams& p, Smem& sm, c
   const bool v0 = r0 < p.M, v1 = r0 + 8 < p.M;
   const float* a0 = p.a + (v0 ? r0 : 0) * p.lda + 2 * t4;
   const float* a1 = p.a + (v1 ? r0 + 8 : 0) * p.lda + 2 * t4;
-  // A pairs of a stage in fragment order: [16-K step][(r0, k), (r0 + 8, k), (r0, k + 8), (r0 + 8, k + 8)];
-  // a step's four are reloaded with the next stage's as soon as they are split (one stage ahead).
-  float2 x[16];
+  // A pairs of kAhead 16-K steps in fragment order: [step][(r0, k), (r0 + 8, k), (r0, k + 8), (r0 + 8, k + 8)];
+  // a step's four are reloaded with the pairs kAhead steps on as soon as they are split (the loads
+  // then have kAhead steps of products to land in).
+  float2 x[kAhead][4];
   auto load_step = [&](int kb, int s) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t k = static_cast<int64_t>(kb) * kBK + 16 * s + 8 * h;
       const bool kin = k + 2 * t4 < p.K;
-      x[4 * s + 2 * h] = v0 && kin ? __ldg(reinterpret_cast<const float2*>(a0 + k)) : make_float2(0.f, 0.f);
-      x[4 * s + 2 * h + 1] = v1 && kin ? __ldg(reinterpret_cast<const float2*>(a1 + k)) : make_float2(0.f, 0.f);
+      float2(&xs)[4] = x[s % kAhead];
+      xs[2 * h] = v0 && kin ? __ldg(reinterpret_cast<const float2*>(a0 + k)) : make_float2(0.f, 0.f);
+      xs[2 * h + 1] = v1 && kin ? __ldg(reinterpret_cast<const float2*>(a1 + k)) : make_float2(0.f, 0.f);
     }
   };
-  float acc[64];
+  // Two accumulators: (hi, hi) alone in `acc`, the eight smaller products in `low`. wgmma truncates
+  // its addends to the accumulator's exponent, so in one accumulator each 16-K step's eight small
+  // products would each lose up to an ulp of the full sum: 2-4x the parts path's error, measured.
+  // Apart, they lose ulps of their own (2^-8 smaller) sum, and (hi, hi) sees one wgmma a 16-K step,
+  // as in the parts path.
+  float acc[64], low[64];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = 0.f;
+  for (int i = 0; i < 64; ++i) acc[i] = 0.f, low[i] = 0.f;
 #pragma unroll
-  for (int s = 0; s < kBK / 16; ++s) load_step(tc.kb0, s);
+  for (int s = 0; s < kAhead; ++s) load_step(tc.kb0, s);
   uint32_t frag[2][3][4];  // [16-K step parity][hi, mid, lo][A pairs]: the step in flight and the next
   const uint32_t parts0 = smem_u32(sm.parts[0][0]);
   for (int kb = tc.kb0; kb < tc.kb1; ++kb, ring.next()) {
@@ -174,14 +202,20 @@ __device__ __forceinline__ void consumer(const Bf16x9FusedParams& p, Smem& sm, c
     for (int s = 0; s < kBK / 16; ++s) {
       uint32_t(&f)[3][4] = frag[s % 2];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) split_pair(x[4 * s + i].x, x[4 * s + i].y, f[0][i], f[1][i], f[2][i]);
-      if (kb + 1 < tc.kb1) load_step(kb + 1, s);
+      for (int i = 0; i < 4; ++i) split_pair(x[s % kAhead][i].x, x[s % kAhead][i].y, f[0][i], f[1][i], f[2][i]);
+      {
+        constexpr int kSteps = kBK / 16;
+        const int nkb = kb + (s + kAhead) / kSteps;
+        if (nkb < tc.kb1) load_step(nkb, (s + kAhead) % kSteps);
+      }
       wgmma_fence();
 #pragma unroll
       for (int seg = 0; seg < 9; ++seg) {
         const int i = bf16x9_segment_part(seg, false), j = bf16x9_segment_part(seg, true);
         // a 16-K step is 32 bytes along the swizzled row: + 2 in the descriptor's 16-byte units
-        detail::wgmma_m64n128k16_bf16_rs(acc, f[i], gmma_desc_sw128(stage + j * (kBN * kBK * 2)) + 2 * s);
+        const uint64_t desc = gmma_desc_sw128(stage + j * (kBN * kBK * 2)) + 2 * s;
+        if (seg == kHiHi) detail::wgmma_m64n128k16_bf16_rs(acc, f[i], desc);
+        else detail::wgmma_m64n128k16_bf16_rs(low, f[i], desc);
       }
       wgmma_commit();
       wgmma_wait<1>();  // the previous step's products are done: its fragments may be rewritten
@@ -195,7 +229,7 @@ __device__ __forceinline__ void consumer(const Bf16x9FusedParams& p, Smem& sm, c
   }
   wgmma_wait<0>();
 #pragma unroll
-  for (int i = 0; i < 64; ++i) fence_operand(acc[i]);
+  for (int i = 0; i < 64; ++i) fence_operand(acc[i]), fence_operand(low[i]);
 
   // Epilogue: the accumulator pairs (rows r0 + 8 h, columns 8 j + 2 (lane % 4) + {0, 1}); summed
   // into out when K is split.
@@ -208,7 +242,8 @@ __device__ __forceinline__ void consumer(const Bf16x9FusedParams& p, Smem& sm, c
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       const int64_t col = col0 + 8 * j;
-      const float x = acc[4 * j + 2 * h], y = acc[4 * j + 2 * h + 1];
+      const int e = 4 * j + 2 * h;
+      const float x = low[e] + acc[e], y = low[e + 1] + acc[e + 1];
       if (p.splits == 1) {
         if (vec && col + 1 < p.N) {
           *reinterpret_cast<float2*>(orow + col) = make_float2(x, y);
@@ -235,18 +270,19 @@ __global__ void __launch_bounds__(kThreads, 1) fused_kernel(const Bf16x9FusedPar
   // warpgroup index through a shuffle: provably warp-uniform
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
   if (threadIdx.x == 0) {
-    // full: the 128 producer threads; empty: one arrival a consumer warp
-    for (int s = 0; s < kStages; ++s) mbar_init(&sm.full[s], 128), mbar_init(&sm.empty[s], 4 * kConsumers);
+    // full: every producer thread; empty: one arrival a consumer warp
+    for (int s = 0; s < kStages; ++s)
+      mbar_init(&sm.full[s], kProducerThreads), mbar_init(&sm.empty[s], 4 * kConsumers);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
   const TileCoords tc = tile_coords(p);
-  if (wg == 0) {
+  if (wg < kConsumers) {
+    setmaxnreg_inc<kConsumerRegs>();
+    consumer(p, sm, tc, wg);
+  } else {
     setmaxnreg_dec<kProducerRegs>();
     producer(p, sm, tc);
-  } else {
-    setmaxnreg_inc<kConsumerRegs>();
-    consumer(p, sm, tc, wg - 1);
   }
 #else
   (void)p;

@@ -98,7 +98,7 @@ namespace mslk::env {
   X(kBf16x9Kernel, MSLK_BF16X9_KERNEL, "auto, fused, parts", "auto",                                              \
     "bf16x9_gemm: the kernel that splits the float32 operands itself (fused: K and the row strides multiples of " \
     "4, 16-byte aligned operands) or the BF16 parts buffers and one BF16 GEMM (parts); auto takes fused up to "   \
-    "kBf16x9FusedMaxM rows (kernels/bf16x9_configs.h; 0 now: fused is opt-in); a forced fused that cannot take "  \
+    "kBf16x9FusedMaxM rows (kernels/bf16x9_configs.h: 1024) where it applies; a forced fused that cannot take "  \
     "the problem raises")
 
 enum class Var : int {

@@ -1,4 +1,5 @@
-// CUDA backend of bf16x9_gemm. Up to kBf16x9FusedMaxM rows (MSLK_BF16X9_KERNEL=auto) the fused kernel splits the float32 operands itself (kernels/bf16x9_fused.cu).
+// CUDA backend of bf16x9_gemm. Up to kBf16x9FusedMaxM rows (MSLK_BF16X9_KERNEL=auto) the fused
+// kernel splits the float32 operands itself (kernels/bf16x9_fused.cu).
 // Otherwise, or where it does not apply, A and B are split into their segmented BF16 parts buffers
 // (kernels/bf16x9.h: A' [M, 9 kp], B' [N, 9 kp], kp = K rounded up to 8) and one BF16 GEMM runs
 // over K' = 9 kp. An output whose rows break TMA's 16-byte rule gets a padded temporary, copied back.

@@ -40,12 +40,13 @@ constexpr int kStaging = 4;                    // float32 B staging ring: 4 x 32
 // Consumer warpgroups first, then the producer warpgroup; registers moved to the consumers (their
 // two 64-float accumulators) by setmaxnreg.
 constexpr int kConsumers = 2, kProducerThreads = 128, kThreads = 128 * kConsumers + kProducerThreads;
-// setmaxnreg moves registers within what the launch gave the CTA (kThreads x 168, ptxas's cap at
-// one CTA a SM); an increase past it waits forever.
-constexpr int kLaunchRegs = 168, kProducerRegs = 96, kConsumerRegs = 200;
+// setmaxnreg moves registers within what the launch gave the CTA (ptxas's cap at one CTA a SM: the
+// register file over the threads, in steps of 8); an increase past it waits forever.
+constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8, kProducerRegs = 96, kConsumerRegs = 200;
 static_assert(kProducerThreads * kProducerRegs + 128 * kConsumers * kConsumerRegs <= kThreads * kLaunchRegs);
-constexpr int kAhead = 2;  // 16-K steps of A pairs in registers ahead of the one split (a stage's 4 spill)
-static_assert((kBK / 16) % kAhead == 0, "the look-ahead ring must tile a stage's steps");
+constexpr int kSteps = kBK / 16;  // 16-K steps (wgmma's K) a stage
+constexpr int kAhead = 2;         // steps of A pairs in registers ahead of the one split (a stage's 4 spill)
+static_assert(kSteps % kAhead == 0, "the look-ahead ring must tile a stage's steps");
 constexpr int kHiHi = 8;  // the (hi, hi) product: the last segment
 static_assert(bf16x9_segment_part(kHiHi, false) == 0 && bf16x9_segment_part(kHiHi, true) == 0);
 constexpr int kChunks = kBN * kBK / 8 / kProducerThreads;  // 8-float chunks of B a producer thread splits a stage
@@ -199,15 +200,12 @@ __device__ __forceinline__ void consumer(const Bf16x9FusedParams& p, Smem& sm, c
     mbar_wait(&sm.full[ring.s], ring.phase);
     const uint32_t stage = parts0 + ring.s * (3 * kBN * kBK * 2);
 #pragma unroll
-    for (int s = 0; s < kBK / 16; ++s) {
+    for (int s = 0; s < kSteps; ++s) {
       uint32_t(&f)[3][4] = frag[s % 2];
 #pragma unroll
       for (int i = 0; i < 4; ++i) split_pair(x[s % kAhead][i].x, x[s % kAhead][i].y, f[0][i], f[1][i], f[2][i]);
-      {
-        constexpr int kSteps = kBK / 16;
-        const int nkb = kb + (s + kAhead) / kSteps;
-        if (nkb < tc.kb1) load_step(nkb, (s + kAhead) % kSteps);
-      }
+      const int nkb = kb + (s + kAhead) / kSteps;
+      if (nkb < tc.kb1) load_step(nkb, (s + kAhead) % kSteps);
       wgmma_fence();
 #pragma unroll
       for (int seg = 0; seg < 9; ++seg) {

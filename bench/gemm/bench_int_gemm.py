@@ -20,12 +20,13 @@ import mslk  # noqa: F401
 from bench.common import copies_to_exceed_l2, copy_bandwidth_tbs, time_graph_ms, time_pair_ms, write_results
 
 FP32_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048), (16384, 4096, 4096), (1024, 8192, 8192),
-               (512, 8192, 8192), (128, 8192, 8192), (16, 8192, 8192), (1, 8192, 8192)]
+               (512, 8192, 8192), (128, 8192, 8192), (64, 8192, 8192), (16, 8192, 8192), (4, 8192, 8192),
+               (1, 8192, 8192)]
 INT8_MS = [1, 16, 128, 1024, 4096, 8192]  # --ms 1,2,7,16 for the decode rows
 INT8_NKS = [(8192, 8192), (4096, 14336), (28672, 4096)]
 
 
-def fp32_rows():
+def fp32_rows(bw):
     rows = []
     tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -48,9 +49,11 @@ def fp32_rows():
             e_peer = ((peer(a, b)[rows_s].double() - exact).abs() / mag).max().item()
             t_ours, t_peer = time_pair_ms(ours, peer, sets)
             flops = 2.0 * M * N * K
+            floor_us = 4.0 * N * K / bw * 1e6  # B's float32 read, the bound at few rows
             rows.append([M, N, K, f"{t_ours * 1e3:.0f}", f"{flops / (t_ours * 1e-3) / 1e12:.1f}", f"{t_peer * 1e3:.0f}",
-                         f"{flops / (t_peer * 1e-3) / 1e12:.1f}", f"{t_peer / t_ours:.2f}x", f"{e_ours:.1e}",
-                         f"{e_peer:.1e}"])
+                         f"{flops / (t_peer * 1e-3) / 1e12:.1f}", f"{t_peer / t_ours:.2f}x",
+                         f"{floor_us:.0f}" if M <= 64 else "-", f"{t_ours * 1e3 / floor_us:.2f}x" if M <= 64 else "-",
+                         f"{e_ours:.1e}", f"{e_peer:.1e}"])
             print(" | ".join(str(c) for c in rows[-1]), flush=True)
             del sets
             torch.cuda.empty_cache()
@@ -95,17 +98,21 @@ def main():
     ap.add_argument("--skip-fp32", action="store_true")
     ap.add_argument("--skip-int8", action="store_true")
     args = ap.parse_args()
+    bw = copy_bandwidth_tbs() * 1e12
+    print(f"copy rate {bw / 1e12:.2f} TB/s")
     if not args.skip_fp32:
-        r = fp32_rows()
+        r = fp32_rows(bw)
         out = args.out.with_name(args.out.stem + "_bf16x9.md")
         write_results(out, "FP32 GEMM: mslk bf16x9_gemm vs torch.mm (FP32, TF32 off)",
                       ["M", "N", "K", "mslk us", "mslk TFLOP/s", "torch us", "torch TFLOP/s", "speedup",
-                       "mslk max err / sum|a||b|", "torch max err / sum|a||b|"], r,
-                      notes="A [M, K], B [N, K] float32 randn; errors against float64 on a sample of rows.")
+                       "B read floor us", "mslk / floor", "mslk max err / sum|a||b|", "torch max err / sum|a||b|"], r,
+                      notes="A [M, K], B [N, K] float32 randn; errors against float64 on a sample of rows. mslk: "
+                            "MSLK_BF16X9_KERNEL=auto (kernels/bf16x9_configs.h: the FMA kernel up to 16 rows, the fused "
+                            f"kernel up to 1024, the parts path above). B read floor: N*K*4 bytes at the measured copy "
+                            f"rate, {bw / 1e12:.2f} TB/s (M <= 64).")
         print(f"wrote {out}")
     if not args.skip_int8:
-        bw = copy_bandwidth_tbs() * 1e12
-        print(f"copy rate {bw / 1e12:.2f} TB/s; weight-read floor = N*K bytes at that rate")
+        print("weight-read floor = N*K bytes at the copy rate")
         r = int8_rows([int(m) for m in args.ms.split(",")], bw)
         write_results(args.out, "INT8 GEMM: mslk i8i8bf16 vs torch._int_mm (+ scale, bf16 cast)",
                       ["M", "N", "K", "mslk us", "mslk TOP/s", "torch us", "torch TOP/s", "speedup", "mslk graph us",

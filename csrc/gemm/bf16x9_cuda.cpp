@@ -1,5 +1,6 @@
-// CUDA backend of bf16x9_gemm. Up to kBf16x9FusedMaxM rows (MSLK_BF16X9_KERNEL=auto) the fused
-// kernel splits the float32 operands itself (kernels/bf16x9_fused.cu).
+// CUDA backend of bf16x9_gemm. Up to kBf16x9FmaMaxM rows (MSLK_BF16X9_KERNEL=auto) float32 FMAs
+// stream B once (kernels/bf16x9_fma.cu); up to kBf16x9FusedMaxM rows the fused kernel splits the
+// float32 operands itself (kernels/bf16x9_fused.cu).
 // Otherwise, or where it does not apply, A and B are split into their segmented BF16 parts buffers
 // (kernels/bf16x9.h: A' [M, 9 kp], B' [N, 9 kp], kp = K rounded up to 8) and one BF16 GEMM runs
 // over K' = 9 kp. An output whose rows break TMA's 16-byte rule gets a padded temporary, copied back.
@@ -27,28 +28,35 @@ Tensor split(const Tensor& x, int64_t kp, bool b_side, cudaStream_t stream) {
   return parts;
 }
 
-// The fused kernel, where MSLK_BF16X9_KERNEL and the problem let it run; false: nothing launched.
-bool run_fused(const Tensor& A, const Tensor& B, const Tensor& out, int sms, cudaStream_t stream) {
-  enum Mode { kAuto, kFused, kParts };
-  const int mode = read_env([] { return env::choice(env::Var::kBf16x9Kernel, {"auto", "fused", "parts"}, kAuto); });
+// The FMA or the fused kernel, where MSLK_BF16X9_KERNEL and the problem let one run; false: nothing
+// launched (the parts path runs).
+bool run_direct(const Tensor& A, const Tensor& B, const Tensor& out, int sms, cudaStream_t stream) {
+  enum Mode { kAuto, kFused, kParts, kFma };
+  const int mode =
+      read_env([] { return env::choice(env::Var::kBf16x9Kernel, {"auto", "fused", "parts", "fma"}, kAuto); });
   const int64_t M = A.size(0), N = B.size(0), K = A.size(1);
   if (mode == kParts || (mode == kAuto && M > kBf16x9FusedMaxM)) return false;
   const Bf16x9FusedParams p{A.const_data_ptr<float>(), B.const_data_ptr<float>(), out.data_ptr<float>(),
                             M, N, K, M > 1 ? A.stride(0) : K, N > 1 ? B.stride(0) : K, M > 1 ? out.stride(0) : N,
                             bf16x9_fused_splits(M, N, K, sms)};
-  if (!bf16x9_fused_applies(p)) {
-    TORCH_CHECK_VALUE(mode != kFused, "bf16x9_gemm: MSLK_BF16X9_KERNEL=fused needs K and the row strides of A and B "
-                      "multiples of 4 and 16-byte aligned A and B (K=", K, ", row strides ", p.lda, "/", p.ldb, ")");
+  const bool fma = mode == kFma || (mode == kAuto && M <= kBf16x9FmaMaxM);
+  const int row = fma ? static_cast<int>(read_env([] {
+    return env::integer(env::Var::kBf16x9FmaConfig, -1, 0, kNumBf16x9FmaConfigs - 1);
+  })) : -1;
+  if (!(fma ? bf16x9_fma_applies(p, row) : bf16x9_fused_applies(p))) {
+    TORCH_CHECK_VALUE(mode != kFused && mode != kFma, "bf16x9_gemm: MSLK_BF16X9_KERNEL=", fma ? "fma" : "fused",
+                      " needs K and the row strides of A and B multiples of 4 and 16-byte aligned A and B (K=", K,
+                      ", row strides ", p.lda, "/", p.ldb, ")");
     return false;
   }
-  C10_CUDA_CHECK(bf16x9_fused_run(p, stream));
+  C10_CUDA_CHECK(fma ? bf16x9_fma_run(p, row, stream) : bf16x9_fused_run(p, stream));
   return true;
 }
 
 void cuda_run(const Tensor& A, const Tensor& B, const Tensor& out) {
   const mslk::cuda::DeviceAttrs attrs = mslk::cuda::require_sm90("bf16x9_gemm");
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  if (run_fused(A, B, out, attrs.sms, stream)) return;
+  if (run_direct(A, B, out, attrs.sms, stream)) return;
   const int64_t M = A.size(0), N = B.size(0), K = A.size(1), kp = (K + 7) / 8 * 8;
   const Tensor a = split(A, kp, false, stream);
   const Tensor b = split(B, kp, true, stream);

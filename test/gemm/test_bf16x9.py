@@ -77,15 +77,78 @@ def test_kernels(monkeypatch, kernel, M, N, K):
     assert torch.equal(out, ops.bf16x9_gemm(A, B))  # the same bits again (a split adds two sums)
 
 
+# The FMA kernel (kernels/bf16x9_fma.cu; bf16x9_configs.h rows of 2 / 4 / 8 / 16 A rows a pass, 16 or
+# 32 B rows a CTA, 256-K chunks of A) at its edges: each row's M and one past it, passes of 16 rows
+# (17, 40), N off the CTA's rows, K not a multiple of the 256-K chunk or of a step, one step.
+FMA = [(1, 1, 4), (2, 15, 260), (3, 33, 1028), (5, 257, 100), (8, 40, 256), (9, 100, 516), (16, 8, 2000),
+       (17, 130, 68), (40, 31, 1000)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("M,N,K", FMA)
+def test_fma_kernel(monkeypatch, M, N, K):
+    monkeypatch.setenv("MSLK_BF16X9_KERNEL", "fma")
+    A = rand((M, K + 12), "cuda", M + K)[:, 4 : 4 + K]  # row stride K + 12, 16-byte aligned start
+    B = rand((N, K + 4), "cuda", N + 5)[:, :K]
+    out = torch.full((M, N + 3), float("nan"), device="cuda")
+    ops.bf16x9_gemm(A, B, out[:, :N])  # an output row stride off 16 bytes: stored in place
+    check(out[:, :N], A, B, "cuda")
+    assert out[:, N:].isnan().all()
+    assert torch.equal(out[:, :N], ops.bf16x9_gemm(A, B))  # the same bits again
+
+
+@requires_cuda
+@pytest.mark.parametrize("row", range(10))  # every row of MSLK_BF16X9_FMA_CONFIGS, forced
+@pytest.mark.parametrize("M,N,K", [(5, 100, 516), (19, 37, 260)])
+def test_fma_rows(monkeypatch, row, M, N, K):
+    monkeypatch.setenv("MSLK_BF16X9_KERNEL", "fma")
+    monkeypatch.setenv("MSLK_BF16X9_FMA_CONFIG", str(row))
+    A, B = rand((M, K), "cuda", row + M), rand((N, K), "cuda", row + N)
+    check(ops.bf16x9_gemm(A, B), A, B, "cuda")
+
+
+@requires_cuda
+@pytest.mark.parametrize("M", [1, 16])
+def test_fma_positive_long_k_within_contract(monkeypatch, M):
+    # All-positive operands make the running sums grow with K, so one float32 sum a lane over K
+    # would round at the size of the whole dot product thousands of times; the kernel adds 64-term
+    # partials into its sums instead. The op's contract: 1e-6 of sum |a||b|.
+    monkeypatch.setenv("MSLK_BF16X9_KERNEL", "fma")
+    g = torch.Generator().manual_seed(23)
+    A = torch.rand(M, 16384, generator=g).cuda()
+    B = torch.rand(512, 16384, generator=g).cuda()
+    exact, mag = ref(A, B)
+    err = ((ops.bf16x9_gemm(A, B).double().cpu() - exact).abs() / mag).max().item()
+    assert err <= 1e-6, err
+
+
+@requires_cuda
+def test_auto_picks_by_rows(monkeypatch):
+    # MSLK_BF16X9_KERNEL=auto: the FMA kernel up to kBf16x9FmaMaxM = 16 rows, the fused one above
+    # (their sums round differently, so the bits tell them apart).
+    K, B = 512, rand((64, 512), "cuda", 24)
+    for M, kernel in ((16, "fma"), (17, "fused")):
+        A = rand((M, K), "cuda", M)
+        monkeypatch.setenv("MSLK_BF16X9_KERNEL", "auto")
+        auto = ops.bf16x9_gemm(A, B)
+        outs = {}
+        for k in ("fma", "fused"):
+            monkeypatch.setenv("MSLK_BF16X9_KERNEL", k)
+            outs[k] = ops.bf16x9_gemm(A, B)
+        assert not torch.equal(outs["fma"], outs["fused"])
+        assert torch.equal(auto, outs[kernel]), (M, kernel)
+
+
 @requires_cuda
 def test_kernels_agree_closely(monkeypatch):
     A, B = rand((96, 2048), "cuda", 17), rand((1000, 2048), "cuda", 18)
     outs = []
-    for kernel in ("fused", "parts"):
+    for kernel in ("fused", "parts", "fma"):
         monkeypatch.setenv("MSLK_BF16X9_KERNEL", kernel)
         outs.append(ops.bf16x9_gemm(A, B).double().cpu())
     _, mag = ref(A, B)
-    assert torch.all((outs[0] - outs[1]).abs() <= 1e-6 * mag)
+    for other in outs[1:]:
+        assert torch.all((outs[0] - other).abs() <= 1e-6 * mag)
 
 
 @requires_cuda
@@ -109,10 +172,17 @@ def test_kernel_variable(monkeypatch):
     monkeypatch.setenv("MSLK_BF16X9_KERNEL", "fused")  # K = 6: not a multiple of 4
     with pytest.raises(ValueError, match=r"MSLK_BF16X9_KERNEL=fused needs K .*K=6"):
         ops.bf16x9_gemm(A, B)
+    monkeypatch.setenv("MSLK_BF16X9_KERNEL", "fma")
+    with pytest.raises(ValueError, match=r"MSLK_BF16X9_KERNEL=fma needs K .*K=6"):
+        ops.bf16x9_gemm(A, B)
     monkeypatch.setenv("MSLK_BF16X9_KERNEL", "auto")  # falls back to the parts path
     check(ops.bf16x9_gemm(A, B), A, B, "cuda")
+    monkeypatch.setenv("MSLK_BF16X9_FMA_CONFIG", "10")
+    with pytest.raises(ValueError, match="MSLK_BF16X9_FMA_CONFIG must be a whole number from 0 to 9"):
+        ops.bf16x9_gemm(A, B)
+    monkeypatch.delenv("MSLK_BF16X9_FMA_CONFIG")
     monkeypatch.setenv("MSLK_BF16X9_KERNEL", "fast")
-    with pytest.raises(ValueError, match="MSLK_BF16X9_KERNEL must be auto, fused or parts"):
+    with pytest.raises(ValueError, match="MSLK_BF16X9_KERNEL must be auto, fused, parts or fma"):
         ops.bf16x9_gemm(A, B)
 
 

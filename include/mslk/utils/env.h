@@ -95,11 +95,14 @@ namespace mslk::env {
     "(off); on where the decode kernel cannot take the problem raises")                                            \
   X(kFp8BlockwiseDecodeSplits, MSLK_FP8_BLOCKWISE_DECODE_SPLITS, "0 to 65535", "0 (by shape)",                     \
     "tuning: force the K split of the block/group-scaled FP8 decode kernel")                                      \
-  X(kBf16x9Kernel, MSLK_BF16X9_KERNEL, "auto, fused, parts", "auto",                                              \
-    "bf16x9_gemm: the kernel that splits the float32 operands itself (fused: K and the row strides multiples of " \
-    "4, 16-byte aligned operands) or the BF16 parts buffers and one BF16 GEMM (parts); auto takes fused up to "   \
-    "kBf16x9FusedMaxM rows (kernels/bf16x9_configs.h: 1024) where it applies; a forced fused that cannot take "  \
-    "the problem raises")
+  X(kBf16x9Kernel, MSLK_BF16X9_KERNEL, "auto, fused, parts, fma", "auto",                                         \
+    "bf16x9_gemm: float32 FMAs streaming B (fma), the kernel that splits the float32 operands itself (fused), "  \
+    "both needing K and the row strides multiples of 4 and 16-byte aligned operands, or the BF16 parts buffers " \
+    "and one BF16 GEMM (parts); auto takes fma up to kBf16x9FmaMaxM rows (16) and fused up to "                 \
+    "kBf16x9FusedMaxM (1024; kernels/bf16x9_configs.h) where they apply; a forced kernel that cannot take the " \
+    "problem raises")                                                                                            \
+  X(kBf16x9FmaConfig, MSLK_BF16X9_FMA_CONFIG, "a row of MSLK_BF16X9_FMA_CONFIGS", "by M",                       \
+    "tuning: force the row (kernels/bf16x9_configs.h) of bf16x9_gemm's FMA kernel")
 
 enum class Var : int {
 #define MSLK_ENV_ID(id, name, values, fallback, meaning) id,

@@ -148,13 +148,13 @@ __global__ void __launch_bounds__(kThreads) fma_kernel(const Bf16x9FusedParams p
 }
 
 struct FmaConfig {
-  int id, max_m, mt, rows_cta;
+  int max_m, mt, rows_cta;
   const void* kernel;
   int smem;
 };
 
 #define MSLK_BF16X9_FMA_ENTRY(id, max_m, mt, r, lk, pf)                                                     \
-  FmaConfig{id, max_m, mt, kWarps * (r) * (32 / (lk)), reinterpret_cast<const void*>(&fma_kernel<mt, r, lk, pf>), \
+  FmaConfig{max_m, mt, kWarps * (r) * (32 / (lk)), reinterpret_cast<const void*>(&fma_kernel<mt, r, lk, pf>), \
             smem_bytes<mt>()},
 const FmaConfig kFmaConfigs[] = {MSLK_BF16X9_FMA_CONFIGS(MSLK_BF16X9_FMA_ENTRY)};
 #undef MSLK_BF16X9_FMA_ENTRY

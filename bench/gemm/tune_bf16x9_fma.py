@@ -8,6 +8,7 @@ B-read floor (N*K*4 bytes at the measured copy rate).
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import torch
@@ -17,7 +18,9 @@ from bench.common import copies_to_exceed_l2, copy_bandwidth_tbs, env_var, time_
 
 MS = [1, 2, 4, 8, 12, 16, 24, 32, 48]
 NKS = [(8192, 8192)]
-ROW_MT = [2, 4, 8, 16, 8, 8, 16, 16, 16, 16]  # mt of each row of MSLK_BF16X9_FMA_CONFIGS
+CONFIGS_H = Path(__file__).resolve().parents[2] / "csrc/gemm/kernels/bf16x9_configs.h"
+# mt (the third field) of each F(id, max_m, mt, ...) row of MSLK_BF16X9_FMA_CONFIGS, in id order
+ROW_MT = [int(m) for m in re.findall(r"^\s*F\(\d+,\s*\d+,\s*(\d+),", CONFIGS_H.read_text(), re.M)]
 
 
 def main():

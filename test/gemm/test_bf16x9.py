@@ -2,6 +2,8 @@
 on every device the tests see (the exact CPU reference; the CUTLASS sm90 kernel on Hopper)."""
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -82,6 +84,11 @@ def test_kernels(monkeypatch, kernel, M, N, K):
 # (17, 40), N off the CTA's rows, K not a multiple of the 256-K chunk or of a step, one step.
 FMA = [(1, 1, 4), (2, 15, 260), (3, 33, 1028), (5, 257, 100), (8, 40, 256), (9, 100, 516), (16, 8, 2000),
        (17, 130, 68), (40, 31, 1000)]
+# F(id, max_m, mt, r, lk, p, dot) rows of MSLK_BF16X9_FMA_CONFIGS: (mt, dot) in id order
+FMA_CONFIGS = [(int(mt), int(dot)) for mt, dot in re.findall(
+    r"^\s*F\(\d+,\s*\d+,\s*(\d+),\s*\d+,\s*\d+,\s*\d+,\s*(\d+)\)",
+    (Path(__file__).resolve().parents[2] / "csrc/gemm/kernels/bf16x9_configs.h").read_text(), re.M)]
+FMA_ROWS = len(FMA_CONFIGS)
 
 
 @requires_cuda
@@ -98,8 +105,8 @@ def test_fma_kernel(monkeypatch, M, N, K):
 
 
 @requires_cuda
-@pytest.mark.parametrize("row", range(10))  # every row of MSLK_BF16X9_FMA_CONFIGS, forced
-@pytest.mark.parametrize("M,N,K", [(5, 100, 516), (19, 37, 260)])
+@pytest.mark.parametrize("row", range(FMA_ROWS))  # every row of MSLK_BF16X9_FMA_CONFIGS, forced
+@pytest.mark.parametrize("M,N,K", [(5, 100, 516), (19, 37, 260), (40, 70, 388)])
 def test_fma_rows(monkeypatch, row, M, N, K):
     monkeypatch.setenv("MSLK_BF16X9_KERNEL", "fma")
     monkeypatch.setenv("MSLK_BF16X9_FMA_CONFIG", str(row))
@@ -108,12 +115,16 @@ def test_fma_rows(monkeypatch, row, M, N, K):
 
 
 @requires_cuda
+@pytest.mark.parametrize("row", [None] + [i for i, (_, dot) in enumerate(FMA_CONFIGS) if dot][:1])
 @pytest.mark.parametrize("M", [1, 16])
-def test_fma_positive_long_k_within_contract(monkeypatch, M):
-    # All-positive operands make the running sums grow with K, so one float32 sum a lane over K
-    # would round at the size of the whole dot product thousands of times; the kernel adds 64-term
-    # partials into its sums instead. The op's contract: 1e-6 of sum |a||b|.
+def test_fma_positive_long_k_within_contract(monkeypatch, M, row):
+    # All-positive operands make the running sums grow with K, so one float32 sum over K would
+    # round at the size of the whole dot product thousands of times; the kernel splits K over lanes
+    # and adds short partials (a chunk's or a step's) into its sums. The op's contract: 1e-6 of
+    # sum |a||b|.
     monkeypatch.setenv("MSLK_BF16X9_KERNEL", "fma")
+    if row is not None:
+        monkeypatch.setenv("MSLK_BF16X9_FMA_CONFIG", str(row))
     g = torch.Generator().manual_seed(23)
     A = torch.rand(M, 16384, generator=g).cuda()
     B = torch.rand(512, 16384, generator=g).cuda()

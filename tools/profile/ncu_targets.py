@@ -87,6 +87,15 @@ def fp8_blockwise_dense(M=16384, N=4096, K=7168):
     return lambda: ours(*args)
 
 
+def bf16x9(M, kernel, row=None, N=8192, K=8192):
+    """bf16x9_gemm at M x N x K with MSLK_BF16X9_KERNEL=kernel (and MSLK_BF16X9_FMA_CONFIG=row)."""
+    os.environ["MSLK_BF16X9_KERNEL"] = kernel
+    if row is not None:
+        os.environ["MSLK_BF16X9_FMA_CONFIG"] = str(row)
+    a, b = torch.randn(M, K, device="cuda"), torch.randn(N, K, device="cuda")
+    return lambda: torch.ops.mslk.bf16x9_gemm(a, b)
+
+
 TARGETS = {
     "attn-mslk": lambda: attn("mslk"), "attn-cudnn": lambda: attn("cudnn"),
     "attn-mslk-d64": lambda: attn("mslk", B=4, H=16, S=2048, D=64),
@@ -115,6 +124,10 @@ TARGETS = {
     # row of the same 128 x 128 tile, and mslk's wgmma kernel (same tile, no cluster)
     "fp8g-cutlass": lambda: fp8_grouped(), "fp8g-cutlass-1x1": lambda: fp8_grouped(2),
     "fp8g-wgmma": lambda: fp8_grouped(3), "fp8b-dense": fp8_blockwise_dense,
+    # bf16x9 at N = K = 8192: the fused kernel (one tile row, K split in two) at 1, 32 and 128 rows,
+    # whose times barely move with M (187 / 221 / 262 us, H100); the FMA kernel's row 8 at 16 rows
+    "bf16x9-fused-m1": lambda: bf16x9(1, "fused"), "bf16x9-fused-m32": lambda: bf16x9(32, "fused"),
+    "bf16x9-fused-m128": lambda: bf16x9(128, "fused"), "bf16x9-fma-m16": lambda: bf16x9(16, "fma", 8),
 }
 
 if __name__ == "__main__":

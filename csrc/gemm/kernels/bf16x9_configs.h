@@ -27,7 +27,7 @@ inline constexpr int64_t kBf16x9FusedMaxM = 1024;
 // applies: there the call is a read of B, which the fused kernel's 64-row products do not reach.
 inline constexpr int64_t kBf16x9FmaMaxM = 16;
 
-// F(id, max_m, mt, r, lk, p): the FMA kernel's rows. MSLK_BF16X9_KERNEL=auto takes the first row
+// F(id, max_m, mt, r, lk, p, dot): the FMA kernel's rows. MSLK_BF16X9_KERNEL=auto takes the first row
 // whose max_m >= M (0: a row only MSLK_BF16X9_FMA_CONFIG=<id> runs); more rows than any max_m run
 // the largest max_m's row in passes of its mt. mt: rows of A a pass; lk: lanes reading one row of B
 // (16 bytes each, consecutive); r: B rows a lane streams, 32 / lk apart; p: steps of B loads in
@@ -36,17 +36,25 @@ inline constexpr int64_t kBf16x9FmaMaxM = 16;
 // H100, N = K = 8192, us (bench/gemm/results_tune_bf16x9_fma_h100.md; the B read takes 89): M = 1
 // and 2 on row 0: 94 (row 1: 95); M = 4 on row 1: 96 (row 5: 98); M = 8 on row 5: 98 (row 2: 115, row
 // 4: 106); M = 16 on row 8: 122 (row 2 in two passes: 124, row 6: 134, row 3: 198).
-#define MSLK_BF16X9_FMA_CONFIGS(F) \
-  F(0, 2, 2, 4, 32, 2)             \
-  F(1, 4, 4, 2, 16, 2)             \
-  F(2, 0, 8, 2, 8, 2)              \
-  F(3, 0, 16, 1, 4, 4)             \
-  F(4, 0, 8, 4, 32, 2)             \
-  F(5, 8, 8, 4, 16, 2)             \
-  F(6, 0, 16, 4, 32, 2)            \
-  F(7, 0, 16, 2, 16, 2)            \
-  F(8, 16, 16, 4, 16, 2)           \
-  F(9, 0, 16, 2, 32, 2)
+#define MSLK_BF16X9_FMA_CONFIGS(F)  \
+  F(0, 2, 2, 4, 32, 2, 0)           \
+  F(1, 4, 4, 2, 16, 2, 0)           \
+  F(2, 0, 8, 2, 8, 2, 0)            \
+  F(3, 0, 16, 1, 4, 4, 0)           \
+  F(4, 0, 8, 4, 32, 2, 0)           \
+  F(5, 8, 8, 4, 16, 2, 0)           \
+  F(6, 0, 16, 4, 32, 2, 0)          \
+  F(7, 0, 16, 2, 16, 2, 0)          \
+  F(8, 16, 16, 4, 16, 2, 0)         \
+  F(9, 0, 16, 2, 32, 2, 0)          \
+  F(10, 0, 16, 4, 16, 2, 4)         \
+  F(11, 0, 16, 4, 8, 2, 4)          \
+  F(12, 0, 16, 2, 8, 2, 4)          \
+  F(13, 0, 32, 2, 8, 2, 4)          \
+  F(14, 0, 32, 4, 8, 2, 4)          \
+  F(15, 0, 32, 2, 16, 2, 4)         \
+  F(16, 0, 16, 2, 16, 2, 4)         \
+  F(17, 0, 8, 4, 8, 2, 4)
 
 #define MSLK_BF16X9_FMA_COUNT_ROW(...) +1
 inline constexpr int kNumBf16x9FmaConfigs = 0 MSLK_BF16X9_FMA_CONFIGS(MSLK_BF16X9_FMA_COUNT_ROW);

@@ -14,7 +14,9 @@
 //     summation: positive data keeps its error near the random-walk size), then the LK lanes of a
 //     row add their totals by shuffles in a fixed order: deterministic;
 //   - rows of B past N read row N - 1 and rows of A past M read zeros; neither is stored.
-// More rows than MT run as passes over gridDim.y, each reading B again.
+// More rows than MT run as passes, the CTAs of one B block's passes next to each other in launch
+// order: they run together and the later ones find B in L2 (H100, M = 16 on the 8-row row with 128
+// registers: 124 us against 115 for M = 8; passes launched a wave apart read B twice, 186 against 98).
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -29,28 +31,38 @@ namespace {
 using namespace mslk::ptx;
 
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
-constexpr int kChunk = 256;  // K floats of A a shared-memory buffer holds per row
+// K floats of A a shared-memory buffer holds per row: 256, or 16 KB a buffer from 32 rows up.
+template <int MT>
+constexpr int chunk_k() {
+  return MT <= 16 ? 256 : 4096 / MT;
+}
 
 template <int MT>
 constexpr int smem_bytes() {
-  return 2 * MT * kChunk * static_cast<int>(sizeof(float));
+  return 2 * MT * chunk_k<MT>() * static_cast<int>(sizeof(float));
 }
 
 __device__ __forceinline__ float4 ld_stream(const float* p) { return __ldcs(reinterpret_cast<const float4*>(p)); }
 
-template <int MT, int R, int LK, int P>
+// DOT: 0 sums a chunk's products per lane into a partial added to the total at the chunk's end; 4
+// adds each step's four products (one fma chain) to the total, without the partials' registers.
+template <int MT, int R, int LK, int P, int DOT>
 __global__ void __launch_bounds__(kThreads) fma_kernel(const Bf16x9FusedParams p) {
+  constexpr int kChunk = chunk_k<MT>();
   constexpr int kRowsLoad = 32 / LK;          // rows one load instruction covers
   constexpr int kRowsWarp = R * kRowsLoad;    // rows a warp streams
   constexpr int kStep = 4 * LK;               // K floats a step (one float4 a lane)
   constexpr int kStepsChunk = kChunk / kStep;
   static_assert(32 % LK == 0 && kChunk % kStep == 0 && kStepsChunk % P == 0,
                 "a chunk must hold whole steps and whole rings of the P steps in flight");
+  static_assert(DOT == 0 || DOT == 4, "DOT: 0 (chunk partials) or 4 (one step's products)");
   extern __shared__ __align__(16) float a_smem[];  // [2][MT][kChunk]
 
+  // CTA b: B rows block b / passes, A rows pass b % passes (see the file comment).
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kl = lane % LK;
-  const int64_t n_first = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kRowsWarp + lane / LK;
-  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * MT;
+  const int64_t passes = (p.M + MT - 1) / MT, block = blockIdx.x / passes;
+  const int64_t n_first = (block * kWarps + warp) * kRowsWarp + lane / LK;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.x % passes) * MT;
   const int64_t K = p.K, steps = (K + kStep - 1) / kStep, chunks = (K + kChunk - 1) / kChunk;
 
   const float* brow[R];
@@ -84,7 +96,7 @@ __global__ void __launch_bounds__(kThreads) fma_kernel(const Bf16x9FusedParams p
   for (int s = 0; s < P; ++s) load_b(s, ring[s]);
   stage_a(0);
 
-  float total[R][MT], part[R][MT];
+  float total[R][MT], part[R][DOT == 0 ? MT : 1];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -99,10 +111,12 @@ __global__ void __launch_bounds__(kThreads) fma_kernel(const Bf16x9FusedParams p
     }
     __syncthreads();
     const float* as = a_smem + (c & 1) * MT * kChunk + 4 * kl;
+    if constexpr (DOT == 0) {
 #pragma unroll
-    for (int r = 0; r < R; ++r)
+      for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int m = 0; m < MT; ++m) part[r][m] = 0.f;
+        for (int m = 0; m < MT; ++m) part[r][m] = 0.f;
+    }
 #pragma unroll
     for (int s = 0; s < kStepsChunk; ++s) {
       float4 b[R];
@@ -115,18 +129,27 @@ __global__ void __launch_bounds__(kThreads) fma_kernel(const Bf16x9FusedParams p
         const float4 a = *reinterpret_cast<const float4*>(as + m * kChunk + s * kStep);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          float acc = part[r][m];
-          acc = fmaf(b[r].x, a.x, acc);
-          acc = fmaf(b[r].y, a.y, acc);
-          acc = fmaf(b[r].z, a.z, acc);
-          part[r][m] = fmaf(b[r].w, a.w, acc);
+          if constexpr (DOT == 0) {
+            float acc = part[r][m];
+            acc = fmaf(b[r].x, a.x, acc);
+            acc = fmaf(b[r].y, a.y, acc);
+            acc = fmaf(b[r].z, a.z, acc);
+            part[r][m] = fmaf(b[r].w, a.w, acc);
+          } else {
+            float acc = b[r].x * a.x;
+            acc = fmaf(b[r].y, a.y, acc);
+            acc = fmaf(b[r].z, a.z, acc);
+            total[r][m] += fmaf(b[r].w, a.w, acc);
+          }
         }
       }
     }
+    if constexpr (DOT == 0) {
 #pragma unroll
-    for (int r = 0; r < R; ++r)
+      for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int m = 0; m < MT; ++m) total[r][m] += part[r][m];
+        for (int m = 0; m < MT; ++m) total[r][m] += part[r][m];
+    }
     __syncthreads();  // buffer c & 1 is refilled with chunk c + 2 next iteration
   }
 
@@ -153,8 +176,8 @@ struct FmaConfig {
   int smem;
 };
 
-#define MSLK_BF16X9_FMA_ENTRY(id, max_m, mt, r, lk, pf)                                                     \
-  FmaConfig{max_m, mt, kWarps * (r) * (32 / (lk)), reinterpret_cast<const void*>(&fma_kernel<mt, r, lk, pf>), \
+#define MSLK_BF16X9_FMA_ENTRY(id, max_m, mt, r, lk, pf, dot)                                                     \
+  FmaConfig{max_m, mt, kWarps * (r) * (32 / (lk)), reinterpret_cast<const void*>(&fma_kernel<mt, r, lk, pf, dot>), \
             smem_bytes<mt>()},
 const FmaConfig kFmaConfigs[] = {MSLK_BF16X9_FMA_CONFIGS(MSLK_BF16X9_FMA_ENTRY)};
 #undef MSLK_BF16X9_FMA_ENTRY
@@ -179,14 +202,14 @@ bool bf16x9_fma_applies(const Bf16x9FusedParams& p, int row) {
   auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   const FmaConfig& c = pick(p.M, row);
   return p.M > 0 && p.N > 0 && p.K > 0 && p.K % 4 == 0 && p.lda % 4 == 0 && p.ldb % 4 == 0 && aligned16(p.a) &&
-         aligned16(p.b) && (p.N + c.rows_cta - 1) / c.rows_cta <= INT_MAX && (p.M + c.mt - 1) / c.mt <= 65535 &&
+         aligned16(p.b) && (p.N + c.rows_cta - 1) / c.rows_cta * ((p.M + c.mt - 1) / c.mt) <= INT_MAX &&
          (p.M == 1 || p.ldd >= p.N);
 }
 
 cudaError_t bf16x9_fma_run(const Bf16x9FusedParams& p, int row, cudaStream_t stream) {
   if (!bf16x9_fma_applies(p, row)) return cudaErrorNotSupported;
   const FmaConfig& c = pick(p.M, row);
-  const dim3 grid(static_cast<unsigned>((p.N + c.rows_cta - 1) / c.rows_cta), static_cast<unsigned>((p.M + c.mt - 1) / c.mt));
+  const dim3 grid(static_cast<unsigned>((p.N + c.rows_cta - 1) / c.rows_cta * ((p.M + c.mt - 1) / c.mt)));
   void* args[] = {const_cast<Bf16x9FusedParams*>(&p)};
   if (const cudaError_t e = cudaLaunchKernel(c.kernel, grid, dim3(kThreads), args, c.smem, stream); e != cudaSuccess)
     return e;

@@ -23,6 +23,10 @@ namespace mslk::gemm {
 // and 8192 (bench/gemm/tune_bf16x9.py).
 inline constexpr int64_t kBf16x9FusedMaxM = 1024;
 
+// Largest M for which the fused kernel runs its narrow tile (bf16x9_fused.cu: both consumer
+// warpgroups on the same 64 rows, 64 columns each) rather than two warpgroups of 64 rows.
+inline constexpr int64_t kBf16x9FusedNarrowMaxM = 64;
+
 // Largest M for which MSLK_BF16X9_KERNEL=auto takes the FMA kernel (bf16x9_fma.cu) where it
 // applies: there the call is a read of B, which the fused kernel's 64-row products do not reach.
 inline constexpr int64_t kBf16x9FmaMaxM = 16;

@@ -13,6 +13,9 @@
 //       L2, two steps ahead), splits them into hi / mid / lo register fragments (wgmma's A operand
 //       from registers), and issues the nine m64n128k16 products, smallest first: (hi, hi) into
 //       one float32 accumulator, the other eight into a second, added at the end.
+// Narrow tiles (M <= kBf16x9FusedNarrowMaxM): 64 x 128, both consumer warpgroups on the same 64 rows,
+// 64 columns each (m64n64k16 products), so that a few rows of A keep two warpgroups issuing
+// products; otherwise the second warpgroup of a 128-row tile has no rows and idles.
 // The split is the parts path's (bf16x9_split.cu): hi = bf16(x), mid = bf16(x - hi), lo =
 // bf16(x - hi - mid), residuals exact in float32.
 #include <cuda_bf16.h>
@@ -23,6 +26,7 @@
 #include "common/device_attrs.h"
 #include "common/sm90_ptx.cuh"
 #include "gemm/kernels/bf16x9.h"
+#include "gemm/kernels/bf16x9_configs.h"
 #include "gemm/kernels/wgmma_m64n128.cuh"
 
 namespace mslk::gemm {
@@ -85,12 +89,19 @@ __device__ __forceinline__ void split_pair(float x, float y, uint32_t& hi, uint3
 
 __device__ __forceinline__ void fence_reg(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
 
+// Rows of a tile: kBM, or 64 in a narrow tile.
+template <bool kNarrow>
+constexpr int tile_rows() {
+  return kNarrow ? 64 : kBM;
+}
+
 // The CTA's tile and K range: M tiles fastest, so the CTAs that split the same B rows run together.
 struct TileCoords {
   int mt, nt, kb0, kb1;
 };
+template <bool kNarrow>
 __device__ __forceinline__ TileCoords tile_coords(const Bf16x9FusedParams& p) {
-  const int tiles_m = static_cast<int>((p.M + kBM - 1) / kBM);
+  const int tiles_m = static_cast<int>((p.M + tile_rows<kNarrow>() - 1) / tile_rows<kNarrow>());
   const int kblocks = static_cast<int>((p.K + kBK - 1) / kBK), z = static_cast<int>(blockIdx.y);
   return {static_cast<int>(blockIdx.x) % tiles_m, static_cast<int>(blockIdx.x) / tiles_m, z * kblocks / p.splits,
           (z + 1) * kblocks / p.splits};
@@ -154,10 +165,14 @@ __device__ __forceinline__ void producer(const Bf16x9FusedParams& p, Smem& sm, c
   }
 }
 
-// Consumer warpgroup cw: rows 64 cw .. + 63 of the tile.
+// Consumer warpgroup cw: rows 64 cw .. + 63 of the tile; in a narrow tile its 64 rows, columns
+// 64 cw .. + 63.
+template <bool kNarrow>
 __device__ __forceinline__ void consumer(const Bf16x9FusedParams& p, Smem& sm, const TileCoords& tc, int cw) {
+  constexpr int kCols = kNarrow ? 64 : kBN, kAcc = kCols / 2;  // columns and accumulator floats a thread
   const int tid = static_cast<int>(threadIdx.x) % 128, lane = tid % 32, t4 = lane % 4;
-  const int64_t tile_row = static_cast<int64_t>(tc.mt) * kBM + 64 * cw;
+  const int64_t tile_row = static_cast<int64_t>(tc.mt) * tile_rows<kNarrow>() + (kNarrow ? 0 : 64 * cw);
+  const int col_off = kNarrow ? 64 * cw : 0;  // the warpgroup's first column of the tile
   const int64_t r0 = tile_row + 16 * (tid / 32) + lane / 4;  // the thread's rows r0 and r0 + 8
   Ring ring;
   if (tile_row >= p.M) {  // no rows here: release the stages as they come
@@ -189,16 +204,17 @@ __device__ __forceinline__ void consumer(const Bf16x9FusedParams& p, Smem& sm, c
   // products would each lose up to an ulp of the full sum: 2-4x the parts path's error, measured.
   // Apart, they lose ulps of their own (2^-8 smaller) sum, and (hi, hi) sees one wgmma a 16-K step,
   // as in the parts path.
-  float acc[64], low[64];
+  float acc[kAcc], low[kAcc];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = 0.f, low[i] = 0.f;
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.f, low[i] = 0.f;
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) load_step(tc.kb0, s);
   uint32_t frag[2][3][4];  // [16-K step parity][hi, mid, lo][A pairs]: the step in flight and the next
   const uint32_t parts0 = smem_u32(sm.parts[0][0]);
   for (int kb = tc.kb0; kb < tc.kb1; ++kb, ring.next()) {
     mbar_wait(&sm.full[ring.s], ring.phase);
-    const uint32_t stage = parts0 + ring.s * (3 * kBN * kBK * 2);
+    // a B row is 128 bytes of the stage: the warpgroup's columns start col_off rows in
+    const uint32_t stage = parts0 + ring.s * (3 * kBN * kBK * 2) + col_off * (kBK * 2);
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
       uint32_t(&f)[3][4] = frag[s % 2];
@@ -212,8 +228,13 @@ __device__ __forceinline__ void consumer(const Bf16x9FusedParams& p, Smem& sm, c
         const int i = bf16x9_segment_part(seg, false), j = bf16x9_segment_part(seg, true);
         // a 16-K step is 32 bytes along the swizzled row: + 2 in the descriptor's 16-byte units
         const uint64_t desc = gmma_desc_sw128(stage + j * (kBN * kBK * 2)) + 2 * s;
-        if (seg == kHiHi) detail::wgmma_m64n128k16_bf16_rs(acc, f[i], desc);
-        else detail::wgmma_m64n128k16_bf16_rs(low, f[i], desc);
+        if constexpr (kNarrow) {
+          if (seg == kHiHi) detail::wgmma_m64n64k16_bf16_rs(acc, f[i], desc);
+          else detail::wgmma_m64n64k16_bf16_rs(low, f[i], desc);
+        } else {
+          if (seg == kHiHi) detail::wgmma_m64n128k16_bf16_rs(acc, f[i], desc);
+          else detail::wgmma_m64n128k16_bf16_rs(low, f[i], desc);
+        }
       }
       wgmma_commit();
       wgmma_wait<1>();  // the previous step's products are done: its fragments may be rewritten
@@ -227,18 +248,18 @@ __device__ __forceinline__ void consumer(const Bf16x9FusedParams& p, Smem& sm, c
   }
   wgmma_wait<0>();
 #pragma unroll
-  for (int i = 0; i < 64; ++i) fence_operand(acc[i]), fence_operand(low[i]);
+  for (int i = 0; i < kAcc; ++i) fence_operand(acc[i]), fence_operand(low[i]);
 
   // Epilogue: the accumulator pairs (rows r0 + 8 h, columns 8 j + 2 (lane % 4) + {0, 1}); summed
   // into out when K is split.
-  const int64_t col0 = static_cast<int64_t>(tc.nt) * kBN + 2 * t4;
+  const int64_t col0 = static_cast<int64_t>(tc.nt) * kBN + col_off + 2 * t4;
   const bool vec = p.ldd % 2 == 0 && reinterpret_cast<uintptr_t>(p.out) % 8 == 0;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     if (h == 0 ? !v0 : !v1) continue;
     float* orow = p.out + (r0 + 8 * h) * p.ldd;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < kCols / 8; ++j) {
       const int64_t col = col0 + 8 * j;
       const int e = 4 * j + 2 * h;
       const float x = low[e] + acc[e], y = low[e + 1] + acc[e + 1];
@@ -261,6 +282,7 @@ __device__ __forceinline__ void consumer(const Bf16x9FusedParams& p, Smem& sm, c
   }
 }
 
+template <bool kNarrow>
 __global__ void __launch_bounds__(kThreads, 1) fused_kernel(const Bf16x9FusedParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ uint8_t smem_raw[];
@@ -274,10 +296,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_kernel(const Bf16x9FusedPar
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  const TileCoords tc = tile_coords(p);
+  const TileCoords tc = tile_coords<kNarrow>(p);
   if (wg < kConsumers) {
     setmaxnreg_inc<kConsumerRegs>();
-    consumer(p, sm, tc, wg);
+    consumer<kNarrow>(p, sm, tc, wg);
   } else {
     setmaxnreg_dec<kProducerRegs>();
     producer(p, sm, tc);
@@ -287,18 +309,24 @@ __global__ void __launch_bounds__(kThreads, 1) fused_kernel(const Bf16x9FusedPar
 #endif
 }
 
+// Tiles of the launch: narrow ones (64 rows) up to kBf16x9FusedNarrowMaxM rows.
+int64_t fused_tiles(int64_t M, int64_t N) {
+  const int64_t rows = M <= kBf16x9FusedNarrowMaxM ? 64 : kBM;
+  return (M + rows - 1) / rows * ((N + kBN - 1) / kBN);
+}
+
 }  // namespace
 
 bool bf16x9_fused_applies(const Bf16x9FusedParams& p) {
   auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  const int64_t tiles = (p.M + kBM - 1) / kBM * ((p.N + kBN - 1) / kBN);
+  const int64_t tiles = fused_tiles(p.M, p.N);
   return p.M > 0 && p.N > 0 && p.K > 0 && p.K % 4 == 0 && p.lda % 4 == 0 && p.ldb % 4 == 0 && aligned16(p.a) &&
          aligned16(p.b) && tiles <= INT_MAX && p.K <= INT_MAX - kBK && (p.splits == 1 || p.splits == 2) &&
          (p.M == 1 || p.ldd >= p.N);
 }
 
 int bf16x9_fused_splits(int64_t M, int64_t N, int64_t K, int sms) {
-  const int64_t tiles = (M + kBM - 1) / kBM * ((N + kBN - 1) / kBN);
+  const int64_t tiles = fused_tiles(M, N);
   return 2 * tiles <= sms && K >= 2 * kBK ? 2 : 1;
 }
 
@@ -306,15 +334,20 @@ cudaError_t bf16x9_fused_run(const Bf16x9FusedParams& p, cudaStream_t stream) {
   if (!bf16x9_fused_applies(p)) return cudaErrorNotSupported;
   int dev = 0;
   if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
-  static cuda::SmemLimitOnce smem_limit;
-  if (const cudaError_t e = smem_limit.ensure(fused_kernel, dev, kSmemBytes); e != cudaSuccess) return e;
+  const bool narrow = p.M <= kBf16x9FusedNarrowMaxM;
+  static cuda::SmemLimitOnce smem_limit, smem_limit_narrow;  // one per kernel
+  if (const cudaError_t e = narrow ? smem_limit_narrow.ensure(fused_kernel<true>, dev, kSmemBytes)
+                                   : smem_limit.ensure(fused_kernel<false>, dev, kSmemBytes);
+      e != cudaSuccess)
+    return e;
   if (p.splits > 1) {  // the K ranges' sums are added into out
     const cudaError_t e = cudaMemset2DAsync(p.out, static_cast<size_t>(p.M > 1 ? p.ldd : p.N) * sizeof(float), 0,
                                             static_cast<size_t>(p.N) * sizeof(float), static_cast<size_t>(p.M), stream);
     if (e != cudaSuccess) return e;
   }
-  const int64_t tiles = (p.M + kBM - 1) / kBM * ((p.N + kBN - 1) / kBN);
-  fused_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(p.splits)), kThreads, kSmemBytes, stream>>>(p);
+  const dim3 grid(static_cast<unsigned>(fused_tiles(p.M, p.N)), static_cast<unsigned>(p.splits));
+  if (narrow) fused_kernel<true><<<grid, kThreads, kSmemBytes, stream>>>(p);
+  else fused_kernel<false><<<grid, kThreads, kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -1,4 +1,4 @@
-// Warpgroup MMAs of a 64 x 128 float32 tile, D[64 x 128] (+)= A * B^T, raw PTX: E4M3 x E4M3 with
+// Warpgroup MMAs of a 64 x 128 (and 64 x 64) float32 tile, D[64 x 128] (+)= A * B^T, raw PTX: E4M3 x E4M3 with
 // both operands K-major in shared memory, and BF16 x BF16 with A from registers. D is the warpgroup's
 // accumulator fragment: thread t of the warpgroup holds, for each 8-column block j, the pairs (row r,
 // columns 8j + 2(t % 4) + {0, 1}) in d[4j], d[4j + 1] and (row r + 8, same columns) in d[4j + 2],
@@ -21,6 +21,16 @@
     "+f"((d)[40]), "+f"((d)[41]), "+f"((d)[42]), "+f"((d)[43]), "+f"((d)[44]), "+f"((d)[45]), "+f"((d)[46]), "+f"((d)[47]), \
     "+f"((d)[48]), "+f"((d)[49]), "+f"((d)[50]), "+f"((d)[51]), "+f"((d)[52]), "+f"((d)[53]), "+f"((d)[54]), "+f"((d)[55]), \
     "+f"((d)[56]), "+f"((d)[57]), "+f"((d)[58]), "+f"((d)[59]), "+f"((d)[60]), "+f"((d)[61]), "+f"((d)[62]), "+f"((d)[63])
+
+// The same for a 64 x 64 tile: %0..%31.
+#define MSLK_WGMMA_D32_REGS \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define MSLK_WGMMA_D32_OPERANDS(d) \
+    "+f"((d)[0]), "+f"((d)[1]), "+f"((d)[2]), "+f"((d)[3]), "+f"((d)[4]), "+f"((d)[5]), "+f"((d)[6]), "+f"((d)[7]), \
+    "+f"((d)[8]), "+f"((d)[9]), "+f"((d)[10]), "+f"((d)[11]), "+f"((d)[12]), "+f"((d)[13]), "+f"((d)[14]), "+f"((d)[15]), \
+    "+f"((d)[16]), "+f"((d)[17]), "+f"((d)[18]), "+f"((d)[19]), "+f"((d)[20]), "+f"((d)[21]), "+f"((d)[22]), "+f"((d)[23]), \
+    "+f"((d)[24]), "+f"((d)[25]), "+f"((d)[26]), "+f"((d)[27]), "+f"((d)[28]), "+f"((d)[29]), "+f"((d)[30]), "+f"((d)[31])
 
 namespace mslk::gemm::detail {
 
@@ -50,6 +60,19 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n"
       "}\n"
       : MSLK_WGMMA_D64_OPERANDS(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+}
+
+// The same for B[64 x 16] (a 64 x 64 tile; the accumulator fragment's first 8 column blocks).
+__device__ __forceinline__ void wgmma_m64n64k16_bf16_rs(float (&d)[32], const uint32_t* a, uint64_t desc_b) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " MSLK_WGMMA_D32_REGS
+      ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n"
+      "}\n"
+      : MSLK_WGMMA_D32_OPERANDS(d)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
 

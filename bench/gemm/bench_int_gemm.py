@@ -20,7 +20,7 @@ import mslk  # noqa: F401
 from bench.common import copies_to_exceed_l2, copy_bandwidth_tbs, time_graph_ms, time_pair_ms, write_results
 
 FP32_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 2048, 2048), (16384, 4096, 4096), (1024, 8192, 8192),
-               (512, 8192, 8192), (128, 8192, 8192), (64, 8192, 8192), (16, 8192, 8192), (4, 8192, 8192),
+               (512, 8192, 8192), (128, 8192, 8192), (64, 8192, 8192), (32, 8192, 8192), (16, 8192, 8192), (4, 8192, 8192),
                (1, 8192, 8192)]
 INT8_MS = [1, 16, 128, 1024, 4096, 8192]  # --ms 1,2,7,16 for the decode rows
 INT8_NKS = [(8192, 8192), (4096, 14336), (28672, 4096)]
@@ -107,8 +107,8 @@ def main():
                       ["M", "N", "K", "mslk us", "mslk TFLOP/s", "torch us", "torch TFLOP/s", "speedup",
                        "B read floor us", "mslk / floor", "mslk max err / sum|a||b|", "torch max err / sum|a||b|"], r,
                       notes="A [M, K], B [N, K] float32 randn; errors against float64 on a sample of rows. mslk: "
-                            "MSLK_BF16X9_KERNEL=auto (kernels/bf16x9_configs.h: the FMA kernel up to 16 rows, the fused "
-                            f"kernel up to 1024, the parts path above). B read floor: N*K*4 bytes at the measured copy "
+                            "MSLK_BF16X9_KERNEL=auto (kernels/bf16x9_configs.h: the FMA kernel up to kBf16x9FmaMaxM "
+                            f"rows, the fused kernel up to kBf16x9FusedMaxM, the parts path above). B read floor: N*K*4 bytes at the measured copy "
                             f"rate, {bw / 1e12:.2f} TB/s (M <= 64).")
         print(f"wrote {out}")
     if not args.skip_int8:

@@ -85,10 +85,11 @@ def test_kernels(monkeypatch, kernel, M, N, K):
 FMA = [(1, 1, 4), (2, 15, 260), (3, 33, 1028), (5, 257, 100), (8, 40, 256), (9, 100, 516), (16, 8, 2000),
        (17, 130, 68), (40, 31, 1000)]
 # F(id, max_m, mt, r, lk, p, dot) rows of MSLK_BF16X9_FMA_CONFIGS: (mt, dot) in id order
+CONFIGS_H = (Path(__file__).resolve().parents[2] / "csrc/gemm/kernels/bf16x9_configs.h").read_text()
 FMA_CONFIGS = [(int(mt), int(dot)) for mt, dot in re.findall(
-    r"^\s*F\(\d+,\s*\d+,\s*(\d+),\s*\d+,\s*\d+,\s*\d+,\s*(\d+)\)",
-    (Path(__file__).resolve().parents[2] / "csrc/gemm/kernels/bf16x9_configs.h").read_text(), re.M)]
+    r"^\s*F\(\d+,\s*\d+,\s*(\d+),\s*\d+,\s*\d+,\s*\d+,\s*(\d+)\)", CONFIGS_H, re.M)]
 FMA_ROWS = len(FMA_CONFIGS)
+FMA_MAX_M = int(re.search(r"kBf16x9FmaMaxM = (\d+);", CONFIGS_H).group(1))
 
 
 @requires_cuda
@@ -135,10 +136,10 @@ def test_fma_positive_long_k_within_contract(monkeypatch, M, row):
 
 @requires_cuda
 def test_auto_picks_by_rows(monkeypatch):
-    # MSLK_BF16X9_KERNEL=auto: the FMA kernel up to kBf16x9FmaMaxM = 16 rows, the fused one above
+    # MSLK_BF16X9_KERNEL=auto: the FMA kernel up to kBf16x9FmaMaxM rows, the fused one above
     # (their sums round differently, so the bits tell them apart).
     K, B = 512, rand((64, 512), "cuda", 24)
-    for M, kernel in ((16, "fma"), (17, "fused")):
+    for M, kernel in ((FMA_MAX_M, "fma"), (FMA_MAX_M + 1, "fused")):
         A = rand((M, K), "cuda", M)
         monkeypatch.setenv("MSLK_BF16X9_KERNEL", "auto")
         auto = ops.bf16x9_gemm(A, B)
@@ -188,8 +189,8 @@ def test_kernel_variable(monkeypatch):
         ops.bf16x9_gemm(A, B)
     monkeypatch.setenv("MSLK_BF16X9_KERNEL", "auto")  # falls back to the parts path
     check(ops.bf16x9_gemm(A, B), A, B, "cuda")
-    monkeypatch.setenv("MSLK_BF16X9_FMA_CONFIG", "10")
-    with pytest.raises(ValueError, match="MSLK_BF16X9_FMA_CONFIG must be a whole number from 0 to 9"):
+    monkeypatch.setenv("MSLK_BF16X9_FMA_CONFIG", str(FMA_ROWS))
+    with pytest.raises(ValueError, match=f"MSLK_BF16X9_FMA_CONFIG must be a whole number from 0 to {FMA_ROWS - 1}"):
         ops.bf16x9_gemm(A, B)
     monkeypatch.delenv("MSLK_BF16X9_FMA_CONFIG")
     monkeypatch.setenv("MSLK_BF16X9_KERNEL", "fast")

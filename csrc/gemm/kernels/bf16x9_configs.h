@@ -29,7 +29,7 @@ inline constexpr int64_t kBf16x9FusedNarrowMaxM = 64;
 
 // Largest M for which MSLK_BF16X9_KERNEL=auto takes the FMA kernel (bf16x9_fma.cu) where it
 // applies: there the call is a read of B, which the fused kernel's 64-row products do not reach.
-inline constexpr int64_t kBf16x9FmaMaxM = 16;
+inline constexpr int64_t kBf16x9FmaMaxM = 32;
 
 // F(id, max_m, mt, r, lk, p, dot): the FMA kernel's rows. MSLK_BF16X9_KERNEL=auto takes the first row
 // whose max_m >= M (0: a row only MSLK_BF16X9_FMA_CONFIG=<id> runs); more rows than any max_m run
@@ -49,16 +49,18 @@ inline constexpr int64_t kBf16x9FmaMaxM = 16;
   F(5, 8, 8, 4, 16, 2, 0)           \
   F(6, 0, 16, 4, 32, 2, 0)          \
   F(7, 0, 16, 2, 16, 2, 0)          \
-  F(8, 16, 16, 4, 16, 2, 0)         \
+  F(8, 0, 16, 4, 16, 2, 0)          \
   F(9, 0, 16, 2, 32, 2, 0)          \
-  F(10, 0, 16, 4, 16, 2, 4)         \
+  F(10, 32, 16, 4, 16, 2, 4)        \
   F(11, 0, 16, 4, 8, 2, 4)          \
   F(12, 0, 16, 2, 8, 2, 4)          \
   F(13, 0, 32, 2, 8, 2, 4)          \
   F(14, 0, 32, 4, 8, 2, 4)          \
   F(15, 0, 32, 2, 16, 2, 4)         \
   F(16, 0, 16, 2, 16, 2, 4)         \
-  F(17, 0, 8, 4, 8, 2, 4)
+  F(17, 0, 8, 4, 8, 2, 4)           \
+  F(18, 0, 16, 4, 16, 4, 4)         \
+  F(19, 0, 32, 4, 16, 2, 4)
 
 #define MSLK_BF16X9_FMA_COUNT_ROW(...) +1
 inline constexpr int kNumBf16x9FmaConfigs = 0 MSLK_BF16X9_FMA_CONFIGS(MSLK_BF16X9_FMA_COUNT_ROW);

@@ -65,7 +65,7 @@ int bf16x9_fused_splits(int64_t M, int64_t N, int64_t K, int sms);
 cudaError_t bf16x9_fused_run(const Bf16x9FusedParams& p, cudaStream_t stream);
 
 // The FMA kernel (bf16x9_fma.cu) for few rows of A: out = A @ B^T by float32 FMAs on the CUDA
-// cores, B streamed once a pass of up to 16 A rows (`splits` unused). Applies under the fused
+// cores, B streamed once a pass of a row's `mt` A rows (`splits` unused). Applies under the fused
 // kernel's operand rules (K, lda, ldb multiples of 4; A and B 16-byte aligned). `row`: a row id of
 // MSLK_BF16X9_FMA_CONFIGS (bf16x9_configs.h) to force, or -1 (by M).
 bool bf16x9_fma_applies(const Bf16x9FusedParams& p, int row);

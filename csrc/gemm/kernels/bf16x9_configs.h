@@ -36,10 +36,13 @@ inline constexpr int64_t kBf16x9FmaMaxM = 32;
 // the largest max_m's row in passes of its mt. mt: rows of A a pass; lk: lanes reading one row of B
 // (16 bytes each, consecutive); r: B rows a lane streams, 32 / lk apart; p: steps of B loads in
 // flight a lane. A CTA of 4 warps covers 4 r (32 / lk) rows of B. Each B float4 a lane loads
-// serves mt x 4 FMAs; each A float4 it reads from shared memory serves r x 4.
-// H100, N = K = 8192, us (bench/gemm/results_tune_bf16x9_fma_h100.md; the B read takes 89): M = 1
-// and 2 on row 0: 94 (row 1: 95); M = 4 on row 1: 96 (row 5: 98); M = 8 on row 5: 98 (row 2: 115, row
-// 4: 106); M = 16 on row 8: 122 (row 2 in two passes: 124, row 6: 134, row 3: 198).
+// serves mt x 4 FMAs; each A float4 it reads from shared memory serves r x 4. dot: 0, per-chunk
+// partials; 4, each step's four products added to the sums (fewer registers; bf16x9_fma.cu).
+// H100, N = K = 8192, us (bench/gemm/results_tune_bf16x9_fma_h100.md and _fma_wide_h100.md; the B
+// read takes 89): M = 1 and 2 on row 0: 94 (row 1: 95); M = 4 on row 1: 96 (row 5: 98); M = 8 on
+// row 5: 98 (row 10: 108, row 2: 112); M = 16 on row 10: 108 (row 8: 123, row 16: 121); M = 32 on
+// row 10 in two passes: 185 (row 11: 188, row 14: 323, fused 212); M = 64: the fused kernel, 225
+// (row 14 in two passes: 310).
 #define MSLK_BF16X9_FMA_CONFIGS(F)  \
   F(0, 2, 2, 4, 32, 2, 0)           \
   F(1, 4, 4, 2, 16, 2, 0)           \

@@ -8,15 +8,16 @@
 //   - a warp streams R x (32 / LK) rows of B: LK lanes read a row's consecutive 16-byte chunks, so
 //     one load instruction covers 32 / LK rows x 16 LK bytes; each lane keeps P steps of its loads
 //     in flight in registers;
-//   - the CTA's 4 warps share A's rows [m0, m0 + MT) through shared memory, 256 K a chunk in two
-//     buffers (cp.async), so every lane reads its A floats there (LK distinct addresses a load);
-//   - sums: per lane a float32 partial per chunk, added into its total at the chunk's end (blocked
-//     summation: positive data keeps its error near the random-walk size), then the LK lanes of a
-//     row add their totals by shuffles in a fixed order: deterministic;
+//   - the CTA's 4 warps share A's rows [m0, m0 + MT) through shared memory, chunk_k<MT>() K a chunk
+//     in two buffers (cp.async), so every lane reads its A floats there (LK distinct addresses a load);
+//   - sums (DOT): per lane a float32 partial per chunk added into its total at the chunk's end, or
+//     each step's four products as one fma chain added into the total (no partials' registers);
+//     either way short sums reach the total, so positive data keeps its error near the random-walk
+//     size; then the LK lanes of a row add their totals by shuffles in a fixed order: deterministic;
 //   - rows of B past N read row N - 1 and rows of A past M read zeros; neither is stored.
 // More rows than MT run as passes, the CTAs of one B block's passes next to each other in launch
-// order: they run together and the later ones find B in L2 (H100, M = 16 on the 8-row row with 128
-// registers: 124 us against 115 for M = 8; passes launched a wave apart read B twice, 186 against 98).
+// order: they run together and the later ones find B in L2 (H100: M = 32 on row 10 in two passes
+// 185 us against 108 for M = 16; passes launched a wave apart read B twice, 186 against 98 for row 5).
 #include <cuda_runtime.h>
 
 #include <climits>

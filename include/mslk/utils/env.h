@@ -98,7 +98,7 @@ namespace mslk::env {
   X(kBf16x9Kernel, MSLK_BF16X9_KERNEL, "auto, fused, parts, fma", "auto",                                         \
     "bf16x9_gemm: float32 FMAs streaming B (fma), the kernel that splits the float32 operands itself (fused), "  \
     "both needing K and the row strides multiples of 4 and 16-byte aligned operands, or the BF16 parts buffers " \
-    "and one BF16 GEMM (parts); auto takes fma up to kBf16x9FmaMaxM rows (16) and fused up to "                 \
+    "and one BF16 GEMM (parts); auto takes fma up to kBf16x9FmaMaxM rows (32) and fused up to "                 \
     "kBf16x9FusedMaxM (1024; kernels/bf16x9_configs.h) where they apply; a forced kernel that cannot take the " \
     "problem raises")                                                                                            \
   X(kBf16x9FmaConfig, MSLK_BF16X9_FMA_CONFIG, "a row of MSLK_BF16X9_FMA_CONFIGS", "by M",                       \

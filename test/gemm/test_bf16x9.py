@@ -152,6 +152,20 @@ def test_auto_picks_by_rows(monkeypatch):
 
 
 @requires_cuda
+@pytest.mark.parametrize("N", [256, 200])
+def test_fused_narrow_tiles_match_wide(monkeypatch, N):
+    # Up to kBf16x9FusedNarrowMaxM = 64 rows the fused kernel runs 64 x 128 tiles (two warpgroups on
+    # the same rows, 64 columns each), above it 128 x 128 tiles: every output element is the same
+    # nine products in the same order either way, and both shapes take the same K split here.
+    monkeypatch.setenv("MSLK_BF16X9_KERNEL", "fused")
+    A, B = rand((65, 1000), "cuda", 25), rand((N, 1000), "cuda", 26)
+    wide = ops.bf16x9_gemm(A, B)
+    narrow = ops.bf16x9_gemm(A[:64], B)
+    check(narrow, A[:64], B, "cuda")
+    assert torch.equal(narrow, wide[:64])
+
+
+@requires_cuda
 def test_kernels_agree_closely(monkeypatch):
     A, B = rand((96, 2048), "cuda", 17), rand((1000, 2048), "cuda", 18)
     outs = []

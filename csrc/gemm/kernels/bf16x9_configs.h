@@ -41,8 +41,10 @@ inline constexpr int64_t kBf16x9FmaMaxM = 32;
 // H100, N = K = 8192, us (bench/gemm/results_tune_bf16x9_fma_h100.md and _fma_wide_h100.md; the B
 // read takes 89): M = 1 and 2 on row 0: 94 (row 1: 95); M = 4 on row 1: 96 (row 5: 98); M = 8 on
 // row 5: 98 (row 10: 108, row 2: 112); M = 16 on row 10: 108 (row 8: 123, row 16: 121); M = 32 on
-// row 10 in two passes: 185 (row 11: 188, row 14: 323, fused 212); M = 64: the fused kernel, 225
-// (row 14 in two passes: 310).
+// row 10 in two passes: 185 (row 11: 188, row 14: 323, fused 212; row 19 in one pass: 180); M = 64:
+// the fused kernel, 225 (row 14 in two passes: 310). H200 (results_tune_bf16x9_fma_rows_h200.md):
+// M = 17 / 24 / 32 on row 19: 176 / 177 / 177 (row 10 in two passes: 185 / 185 / 187, fused 198 /
+// 199 / 196), M = 16 on row 10: 99.
 #define MSLK_BF16X9_FMA_CONFIGS(F)  \
   F(0, 2, 2, 4, 32, 2, 0)           \
   F(1, 4, 4, 2, 16, 2, 0)           \
@@ -54,7 +56,7 @@ inline constexpr int64_t kBf16x9FmaMaxM = 32;
   F(7, 0, 16, 2, 16, 2, 0)          \
   F(8, 0, 16, 4, 16, 2, 0)          \
   F(9, 0, 16, 2, 32, 2, 0)          \
-  F(10, 32, 16, 4, 16, 2, 4)        \
+  F(10, 16, 16, 4, 16, 2, 4)        \
   F(11, 0, 16, 4, 8, 2, 4)          \
   F(12, 0, 16, 2, 8, 2, 4)          \
   F(13, 0, 32, 2, 8, 2, 4)          \
@@ -63,7 +65,7 @@ inline constexpr int64_t kBf16x9FmaMaxM = 32;
   F(16, 0, 16, 2, 16, 2, 4)         \
   F(17, 0, 8, 4, 8, 2, 4)           \
   F(18, 0, 16, 4, 16, 4, 4)         \
-  F(19, 0, 32, 4, 16, 2, 4)
+  F(19, 32, 32, 4, 16, 2, 4)
 
 #define MSLK_BF16X9_FMA_COUNT_ROW(...) +1
 inline constexpr int kNumBf16x9FmaConfigs = 0 MSLK_BF16X9_FMA_CONFIGS(MSLK_BF16X9_FMA_COUNT_ROW);

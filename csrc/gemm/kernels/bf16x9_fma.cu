@@ -197,20 +197,25 @@ const FmaConfig& pick(int64_t M, int forced) {
   return *widest;
 }
 
+// CTAs of the launch: B row blocks x passes.
+int64_t fma_ctas(const Bf16x9FusedParams& p, const FmaConfig& c) {
+  return (p.N + c.rows_cta - 1) / c.rows_cta * ((p.M + c.mt - 1) / c.mt);
+}
+
 }  // namespace
 
 bool bf16x9_fma_applies(const Bf16x9FusedParams& p, int row) {
   auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   const FmaConfig& c = pick(p.M, row);
   return p.M > 0 && p.N > 0 && p.K > 0 && p.K % 4 == 0 && p.lda % 4 == 0 && p.ldb % 4 == 0 && aligned16(p.a) &&
-         aligned16(p.b) && (p.N + c.rows_cta - 1) / c.rows_cta * ((p.M + c.mt - 1) / c.mt) <= INT_MAX &&
+         aligned16(p.b) && fma_ctas(p, c) <= INT_MAX &&
          (p.M == 1 || p.ldd >= p.N);
 }
 
 cudaError_t bf16x9_fma_run(const Bf16x9FusedParams& p, int row, cudaStream_t stream) {
   if (!bf16x9_fma_applies(p, row)) return cudaErrorNotSupported;
   const FmaConfig& c = pick(p.M, row);
-  const dim3 grid(static_cast<unsigned>((p.N + c.rows_cta - 1) / c.rows_cta * ((p.M + c.mt - 1) / c.mt)));
+  const dim3 grid(static_cast<unsigned>(fma_ctas(p, c)));
   void* args[] = {const_cast<Bf16x9FusedParams*>(&p)};
   if (const cudaError_t e = cudaLaunchKernel(c.kernel, grid, dim3(kThreads), args, c.smem, stream); e != cudaSuccess)
     return e;

@@ -49,8 +49,15 @@ constexpr int kConsumers = 2, kProducerThreads = 128, kThreads = 128 * kConsumer
 constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8, kProducerRegs = 96, kConsumerRegs = 200;
 static_assert(kProducerThreads * kProducerRegs + 128 * kConsumers * kConsumerRegs <= kThreads * kLaunchRegs);
 constexpr int kSteps = kBK / 16;  // 16-K steps (wgmma's K) a stage
-constexpr int kAhead = 2;         // steps of A pairs in registers ahead of the one split (a stage's 4 spill)
-static_assert(kSteps % kAhead == 0, "the look-ahead ring must tile a stage's steps");
+// Steps of A pairs in registers ahead of the one split: a wide tile's 64 accumulators a thread
+// leave room for 2 (a stage's 4 spill); a narrow tile, with half of them and half as long a step,
+// takes a whole stage so that the L2 latency of A fits under the products.
+template <bool kNarrow>
+constexpr int ahead() {
+  return kNarrow ? kSteps : 2;
+}
+static_assert(kSteps % ahead<false>() == 0 && kSteps % ahead<true>() == 0,
+              "the look-ahead ring must tile a stage's steps");
 constexpr int kHiHi = 8;  // the (hi, hi) product: the last segment
 static_assert(bf16x9_segment_part(kHiHi, false) == 0 && bf16x9_segment_part(kHiHi, true) == 0);
 constexpr int kChunks = kBN * kBK / 8 / kProducerThreads;  // 8-float chunks of B a producer thread splits a stage
@@ -188,6 +195,7 @@ __device__ __forceinline__ void consumer(const Bf16x9FusedParams& p, Smem& sm, c
   // A pairs of kAhead 16-K steps in fragment order: [step][(r0, k), (r0 + 8, k), (r0, k + 8), (r0 + 8, k + 8)];
   // a step's four are reloaded with the pairs kAhead steps on as soon as they are split (the loads
   // then have kAhead steps of products to land in).
+  constexpr int kAhead = ahead<kNarrow>();
   float2 x[kAhead][4];
   auto load_step = [&](int kb, int s) {
 #pragma unroll
@@ -309,9 +317,12 @@ __global__ void __launch_bounds__(kThreads, 1) fused_kernel(const Bf16x9FusedPar
 #endif
 }
 
-// Tiles of the launch: narrow ones (64 rows) up to kBf16x9FusedNarrowMaxM rows.
+// Narrow tiles (64 rows) up to kBf16x9FusedNarrowMaxM rows.
+bool narrow_tiles(int64_t M) { return M <= kBf16x9FusedNarrowMaxM; }
+
+// Tiles of the launch.
 int64_t fused_tiles(int64_t M, int64_t N) {
-  const int64_t rows = M <= kBf16x9FusedNarrowMaxM ? 64 : kBM;
+  const int64_t rows = narrow_tiles(M) ? 64 : kBM;
   return (M + rows - 1) / rows * ((N + kBN - 1) / kBN);
 }
 
@@ -334,7 +345,7 @@ cudaError_t bf16x9_fused_run(const Bf16x9FusedParams& p, cudaStream_t stream) {
   if (!bf16x9_fused_applies(p)) return cudaErrorNotSupported;
   int dev = 0;
   if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
-  const bool narrow = p.M <= kBf16x9FusedNarrowMaxM;
+  const bool narrow = narrow_tiles(p.M);
   static cuda::SmemLimitOnce smem_limit, smem_limit_narrow;  // one per kernel
   if (const cudaError_t e = narrow ? smem_limit_narrow.ensure(fused_kernel<true>, dev, kSmemBytes)
                                    : smem_limit.ensure(fused_kernel<false>, dev, kSmemBytes);

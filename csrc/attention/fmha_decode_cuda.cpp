@@ -1,7 +1,8 @@
 // CUDA backend of mslk::fmha_decode_splitk: the split kernel of kernels/fmha_decode_kernel.cuh
-// writes each split's float32 O and LSE into a workspace, and the attention-merge kernel
-// (kernels/merge_attentions.cu) combines them into the output. No host sync and no allocation
-// but the workspace and the outputs, so a call can be captured in a CUDA graph.
+// writes each split's float32 O and LSE into a workspace; the last CTA of each (sequence, K/V head)
+// merges them into the output (kernels/fmha_decode_merge.cuh; past kMaxMergedSplits splits the
+// attention-merge kernel, kernels/merge_attentions.cu, does). No host sync and no allocation but the
+// workspace and the outputs, so a call can be captured in a CUDA graph.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -9,6 +10,8 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>  // AB-TEMP
 #include <limits>
 
 #include "attention/fmha_decode.h"
@@ -172,16 +175,19 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
     C10_CUDA_CHECK(mslk::cuda::current_device_sms(&dev, &sms));
     S = fmha_decode_num_splits(num_seqs * Hkv * chunks, lane_keys, head_dim, sms, tile_cfg);
   }
-  // Rows outside every query block (varlen) are never written by the split kernel: their LSE
-  // starts at -inf, which makes the merge write O = 0 without reading their O.
+  // Rows outside every query block (varlen) are never written by the split kernel: for the merge
+  // pass their LSE starts at -inf, which makes it write O = 0 without reading their O.
   // One split without varlen: the kernel writes out and lse itself (their layouts are a split's
   // o_part / lse_part rows), so no workspace and no merge pass.
   const bool direct = S == 1 && !varlen;
+  // Otherwise the split kernel's last CTA of each pair merges the splits (fmha_decode_merge.cuh), and
+  // under varlen the kernel also writes the rows outside every query block: no merge pass runs.
+  const bool merged = !direct && S <= kMaxMergedSplits && num_seqs > 0 && lq_max > 0 && !std::getenv("MSLK_AB_NO_FUSED_MERGE");  // AB-TEMP
   const auto f32 = q.options().dtype(at::kFloat);
   at::Tensor o_part, lse_part;
   if (!direct) {
     o_part = at::empty({S, B, Mq, Hkv, R, Kvp}, f32);
-    lse_part = varlen ? at::full({S, B, Hkv, R, Mq}, -std::numeric_limits<float>::infinity(), f32)
+    lse_part = varlen && !merged ? at::full({S, B, Hkv, R, Mq}, -std::numeric_limits<float>::infinity(), f32)
                       : at::empty({S, B, Hkv, R, Mq}, f32);
   }
 
@@ -199,6 +205,18 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
       p.o_out = out.data_ptr();
   } else {
     p.o_part = o_part.data_ptr<float>(), p.lse_part = lse_part.data_ptr<float>();
+  }
+  at::Tensor merge_ctr;
+  if (merged) {
+    // One word a (sequence x row chunk, K/V head) pair. Not cleared: a word counts this launch's
+    // splits only under its token, and the last CTA zeroes it.
+    merge_ctr = at::empty({num_seqs * chunks * Hkv}, q.options().dtype(at::kLong));
+    static std::atomic<uint32_t> launches{0};
+    p.merge_ctr = reinterpret_cast<unsigned long long*>(merge_ctr.data_ptr<int64_t>());
+    p.merge_token = (0x6d73ull << 32) | (launches.fetch_add(1) + 1u);
+    p.merged_out = out.data_ptr();
+    p.merged_lse = lse.data_ptr<float>();
+    p.merged_kind = out.scalar_type() == at::kBFloat16 ? 2 : out.scalar_type() == at::kHalf ? 1 : 0;
   }
   p.B = int(B), p.Mq = int(Mq), p.Mkv = int(Mkv), p.Hkv = int(Hkv), p.R = int(R);
   p.K = int(q.size(4)), p.Kv = int(Kvp);
@@ -230,7 +248,7 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
   p.kv_regs = regs;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   C10_CUDA_CHECK(fmha_decode_splits(p, stream));
-  if (direct) {
+  if (direct || merged) {
     if (Kvp != Kv) out = out.narrow(4, 0, Kv).contiguous();
     return {out, lse};
   }

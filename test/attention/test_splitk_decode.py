@@ -326,14 +326,28 @@ def test_dispatch_picks_decode_for_long_keys():
 
 @needs_cuda
 @pytest.mark.parametrize("splits", [1, 3, 128])
-def test_outputs_fully_written(splits):
+@pytest.mark.parametrize("mask", [0, 2])  # dense and varlen (padded keys)
+def test_outputs_fully_written(splits, mask):
     # NaN-filled blocks in the caching allocator: an output or workspace entry the kernels skip shows up.
     torch.full((1 << 24,), math.nan, device="cuda")
     torch.cuda.synchronize()
     g = torch.Generator().manual_seed(splits)
-    _, bias, B, Mkv = decode_masks(2, "cuda")[2]
+    _, bias, B, Mkv = decode_masks(2, "cuda")[mask]
     q, k, v = gqa_qkv(1, 8, Mkv, 2, 8, 128, torch.float16, "cuda", g)
     check(triton_splitk.FwOp_Map.get(splits) or triton_splitk.FwOp.get_operator(splits), q, k, v, bias)
+
+
+def capture(fwd):
+    """(graph, outputs) of fwd captured in a CUDA graph, after a warm-up call on a side stream."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fwd()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fwd()
+    return graph, out
 
 
 @needs_cuda
@@ -343,20 +357,59 @@ def test_cuda_graph_capture():
     bias = ab.BlockDiagonalCausalWithOffsetPaddedKeysMask.from_seqlens([1] * 4, 1024, [1, 500, 1024, 77],
                                                                        device="cuda")
     fwd = lambda: fmha.memory_efficient_attention_forward(qv, kv, vv, bias, op=triton_splitk.FwOp)  # noqa: E731
-    expect = fwd()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fwd()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fwd()
+    graph, out = capture(fwd)
     qv.copy_(qv * 0.5)
     expect = fmha.memory_efficient_attention_forward(qv, kv, vv, bias, op=triton_splitk.FwOp)
     graph.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(out, expect, atol=0, rtol=0)
+
+
+@needs_cuda
+@pytest.mark.parametrize("splits", [1, 3, 0])
+def test_rows_outside_every_sequence(splits):
+    # Varlen q rows before the first sequence and after the last one: O = 0 and LSE -inf, on the GPU
+    # (written by the split kernel when it merges the splits) as on the CPU.
+    torch.full((1 << 24,), math.nan, device="cuda")
+    torch.cuda.synchronize()
+    g = torch.Generator().manual_seed(21)
+    Hkv, R, D, Mkv = 2, 4, 128, 700
+    q = rand((1, 9, Hkv, R, D), torch.bfloat16, "cpu", g)
+    k, v = (rand((1, Mkv, Hkv, D), torch.bfloat16, "cpu", g) for _ in range(2))  # the op's [B, Mkv, Hkv, K]
+    i32 = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
+    meta = dict(seqstart_q=i32([2, 4, 6]), seqstart_k=i32([0, 300, 700]), max_seqlen_q=2, scale=D ** -0.5,
+                num_splits=splits)
+    to = lambda d: {n: x.to(d) if isinstance(x, torch.Tensor) else x for n, x in meta.items()}  # noqa: E731
+    out_c, lse_c = torch.ops.mslk.fmha_decode_splitk(q, k, v, **to("cpu"))
+    out_g, lse_g = torch.ops.mslk.fmha_decode_splitk(q.cuda(), k.cuda(), v.cuda(), **to("cuda"))
+    outside = [0, 1, 6, 7, 8]
+    assert torch.equal(out_g[:, outside].cpu(), torch.zeros_like(out_c[:, outside]))
+    assert torch.isneginf(lse_g[..., outside]).all()
+    assert_attention_close(out_g.cpu(), out_c.double(), torch.bfloat16)
+    fin = torch.isfinite(lse_c)
+    assert torch.equal(torch.isfinite(lse_g.cpu()), fin)
+    torch.testing.assert_close(lse_g.cpu()[fin], lse_c[fin], atol=2e-3, rtol=1e-4)
+
+
+@needs_cuda
+@pytest.mark.parametrize("op", [triton_splitk.FwOp, triton_splitk.FwOp_S4, triton_splitk.FwOp_S128])
+def test_cuda_graph_replays_merge_in_kernel(op):
+    # Dense decode with several splits: the last CTA of each (sequence, K/V head) merges the splits
+    # through a counter word the kernel clears; every replay must merge again, with q changed between.
+    g = torch.Generator().manual_seed(4)
+    qv, kv, vv = gqa_qkv(3, 1, 4096, 2, 4, 128, torch.bfloat16, "cuda", g)
+    fwd = lambda: fmha.memory_efficient_attention_forward_requires_grad(qv, kv, vv, op=op)  # noqa: E731
+    graph, (out, lse) = capture(fwd)
+    for i in range(3):
+        qv.copy_(rand(qv.shape, qv.dtype, "cuda", g))
+        graph.replay()
+        torch.cuda.synchronize()
+        want, want_lse = fwd()
+        torch.testing.assert_close(out, want, atol=0, rtol=0, msg=f"replay {i}")
+        torch.testing.assert_close(lse, want_lse, atol=0, rtol=0, msg=f"replay {i}")
+    ref_out, ref_lse = reference(qv, kv, vv, None)
+    assert_attention_close(out, ref_out, torch.bfloat16)
+    torch.testing.assert_close(lse.double().cpu(), ref_lse, atol=2e-3, rtol=1e-4)
 
 
 def test_get_split_k():

@@ -29,6 +29,16 @@ struct FmhaDecodeParams {
   // and no merge pass runs. o_kind is 0 whenever o_out is null.
   void* o_out;
   int o_kind;
+  // Splits merged in the split kernel (merge_ctr != null; fmha_decode_merge.cuh): the last CTA of a
+  // (sequence x row chunk, K/V head) pair to finish merges the splits' partials into merged_out
+  // ([B, Mq, Hkv, R, Kv] in merged_kind, as o_kind) and merged_lse ([B, Hkv, R, Mq]); under varlen the
+  // kernel also writes the rows outside every query block there (O = 0, LSE -inf). merge_ctr holds a
+  // word a pair (grid z x Hkv + y), token << 16 | count; merge_token is this launch's (48 bits, not 0).
+  void* merged_out;
+  float* merged_lse;
+  int merged_kind;
+  unsigned long long* merge_ctr;
+  unsigned long long merge_token;
   int B, Mq, Mkv, Hkv, R;
   int K, Kv;  // multiples of 8, <= 256
   // Sequences, as FmhaFwdParams: seqstart_q != null is varlen (B == 1).
@@ -69,6 +79,9 @@ struct FmhaDecodeParams {
   // kv_vec16, tile row 2; fmha_decode_kernel.cuh), else the folded kernel.
   int kv_regs;
 };
+
+// The most splits the split kernel merges itself (FmhaDecodeParams::merge_ctr).
+inline constexpr int kMaxMergedSplits = 128;
 
 // FmhaDecodeParams::kv_quant.
 enum FmhaDecodeKv : int { kKvPlain = 0, kKvFp8 = 1, kKvInt4 = 2 };

@@ -48,6 +48,7 @@
 
 #include "attention/kernels/fmha_decode.h"
 #include "attention/kernels/fmha_decode_elements.cuh"
+#include "attention/kernels/fmha_decode_merge.cuh"
 #include "attention/kernels/fmha_sm80_device.cuh"
 #include "common/device_attrs.h"
 
@@ -167,6 +168,10 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
   const int split = blockIdx.x, kvh = blockIdx.y;
   const int n_chunks = (p.R * p.max_seqlen_q + kRows - 1) / kRows;
   const int s = blockIdx.z / n_chunks, chunk = blockIdx.z % n_chunks;
+
+  if (p.merge_ctr != nullptr && p.seqstart_q != nullptr && split == 0 && chunk == 0 &&
+      (s == 0 || s == p.num_seqs - 1))
+    write_rows_outside<THREADS>(p, s, kvh);  // before the returns below: those CTAs may have no rows
 
   const bool paged = p.block_table != nullptr;
   SeqBlock sb;
@@ -838,6 +843,13 @@ __global__ void __launch_bounds__(DecodeCfg<D, V>::kWarps * 32, DecodeCfg<D, V>:
       const int64_t l_row = ((int64_t(sb.bq) * p.Hkv + kvh) * p.R + h) * p.Mq + sb.q0 + i;  // of [B, Hkv, R, Mq]
       p.lse_part[int64_t(split) * rows_total + l_row] = den > 0.f ? (mx + log2f(den)) * kLn2 : -INFINITY;
     }
+  }
+  static_assert((1 + kMaxMergedSplits) * kRows * sizeof(float) <= smem_bytes<D, V, QK, kRegs>(sizeof(T)) - kRows * D * sizeof(T),
+                "the merge's scratch reuses the ring");
+  if (p.merge_ctr != nullptr && p.num_splits <= kMaxMergedSplits) {  // the ring is free again: the merge's scratch
+    __shared__ int s_last;
+    if (last_split(p, int64_t(blockIdx.z) * p.Hkv + kvh, &s_last))
+      merge_chunk<kRows, THREADS>(p, reinterpret_cast<float*>(ring), sb.bq, sb.q0, kvh, r0, rows_used);
   }
 }
 

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>  // AB-TEMP
 #include <limits>
 
 #include "attention/fmha_decode.h"
@@ -182,7 +181,7 @@ std::tuple<at::Tensor, at::Tensor> fmha_decode_cuda(
   const bool direct = S == 1 && !varlen;
   // Otherwise the split kernel's last CTA of each pair merges the splits (fmha_decode_merge.cuh), and
   // under varlen the kernel also writes the rows outside every query block: no merge pass runs.
-  const bool merged = !direct && S <= kMaxMergedSplits && num_seqs > 0 && lq_max > 0 && !std::getenv("MSLK_AB_NO_FUSED_MERGE");  // AB-TEMP
+  const bool merged = !direct && S <= kMaxMergedSplits && num_seqs > 0 && lq_max > 0;
   const auto f32 = q.options().dtype(at::kFloat);
   at::Tensor o_part, lse_part;
   if (!direct) {

@@ -365,6 +365,59 @@ def test_cuda_graph_capture():
     torch.testing.assert_close(out, expect, atol=0, rtol=0)
 
 
+def paged_decode(B, R, Mkv, page, device, g):
+    """q [1, B, 2, R, 128] against a K/V of B lanes of Mkv keys scattered over shuffled pages:
+    (q, k, v, paged bias) and the same keys contiguous (k, v, padded bias)."""
+    Hkv, D = 2, 128
+    q = rand((1, B, Hkv, R, D), torch.bfloat16, device, g)
+    kc, vc = (rand((1, B * Mkv, Hkv, 1, D), torch.bfloat16, device, g) for _ in range(2))
+    per = Mkv // page
+    bt = torch.randperm(B * per + 2, generator=g)[: B * per].reshape(B, per).to(torch.int32).to(device)
+    j = torch.arange(Mkv, device=device)
+    rows = (bt[:, j // page].long() * page + j % page).reshape(-1)
+    kp, vp = (torch.zeros(1, (B * per + 2) * page, Hkv, 1, D, dtype=torch.bfloat16, device=device) for _ in range(2))
+    kp[0].index_copy_(0, rows, kc[0])
+    vp[0].index_copy_(0, rows, vc[0])
+    ex = lambda x: x.expand(1, x.shape[1], Hkv, R, D)  # noqa: E731
+    paged = ab.PagedBlockDiagonalPaddedKeysMask.from_seqlens([1] * B, [Mkv - 5 * b for b in range(B)], bt, page,
+                                                             device=device)
+    padded = ab.BlockDiagonalPaddedKeysMask.from_seqlens([1] * B, Mkv, [Mkv - 5 * b for b in range(B)], device=device)
+    return q, (ex(kp), ex(vp), paged), (ex(kc), ex(vc), padded)
+
+
+def test_paged_pool_too_small_is_refused():
+    # A host-side block table is checked against the pool: the error names both sizes.
+    g = torch.Generator().manual_seed(5)
+    q, (k, v, paged), _ = paged_decode(2, 4, 512, 64, "cpu", g)
+    short = k.shape[1] - 2 * 64
+    with pytest.raises(ValueError, match=f"paged K/V has {short} keys but block_tables addresses"):
+        fmha.memory_efficient_attention_forward(q, k[:, :short], v[:, :short], paged, op=triton_splitk.FwOp)
+
+
+@needs_cuda
+def test_cuda_graph_captures_paged_decode():
+    # A paged decode step runs without a host sync (so it can be captured), and its replays give
+    # the eager result, which equals the same keys laid out contiguously.
+    g = torch.Generator().manual_seed(6)
+    q, (kp, vp, paged), (kc, vc, padded) = paged_decode(3, 4, 2048, 64, "cuda", g)
+    fwd = lambda: fmha.memory_efficient_attention_forward(q, kp, vp, paged, op=triton_splitk.FwOp)  # noqa: E731
+    fwd()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        fwd()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    graph, out = capture(fwd)
+    for i in range(2):
+        q.copy_(rand(q.shape, q.dtype, "cuda", g))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, fwd(), atol=0, rtol=0, msg=f"replay {i}")
+        want = fmha.memory_efficient_attention_forward(q, kc, vc, padded, op=triton_splitk.FwOp)
+        torch.testing.assert_close(out, want, msg=f"paged vs contiguous, replay {i}")
+
+
 @needs_cuda
 @pytest.mark.parametrize("splits", [1, 3, 0])
 def test_rows_outside_every_sequence(splits):

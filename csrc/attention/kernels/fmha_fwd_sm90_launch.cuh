@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdlib>  // AB-TEMP
 
 namespace mslk::attention::sm90 {
 
@@ -79,7 +78,6 @@ cudaError_t launch(const FmhaFwdParams& p, const FmhaFwdTuning& t, cudaStream_t 
     return cudaErrorNotSupported;
   // Paged K/V ([1, kv_rows, H, *] caches): the same maps at physical rows, and 1-row ones
   a.paged = p.block_table != nullptr;
-  if (a.paged && std::getenv("MSLK_AB_PAGED_AT_LOAD")) a.paged = 2;  // AB-TEMP
   int unused = 0;
   if (a.paged && (p.page_size <= 0 || p.B != 1 ||
                   !encode_map(&a.tk1, p.k, bf16, p.K, p.Mkv, p.H, p.B, p.k_sm, p.k_sh, p.k_sb, 1, &a.k_hm, &unused) ||

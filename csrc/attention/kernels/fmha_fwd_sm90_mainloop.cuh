@@ -11,25 +11,24 @@
 namespace mslk::attention::sm90 {
 using namespace cute;
 
-// Paged K/V: the physical cache row of lane s's logical key x. A page outside the cache (negative,
-// or rows past kv_rows) is placed before row 0 (-BN), where TMA reads zeros, as the FA2 kernel reads it.
-template <int BN>
-__device__ __forceinline__ int paged_row(const FmhaFwdParams& p, int s, int x) {
-  const int64_t page = p.block_table[int64_t(s) * p.bt_stride + x / p.page_size], r = page * p.page_size + x % p.page_size;
-  return page < 0 || r >= p.kv_rows ? -BN : int(r);
-}
-
 // Paged K/V: the BN logical keys x .. x + BN - 1 of lane s (one operand, K or V) into dst. A tile
-// whose keys up to the lane's last (x_last) lie in one page is one box at its physical row `row`
-// (paged_row of x, looked up by the caller a tile ahead; rows past x_last are masked, or zeroed for
-// V, by the consumers); a tile across pages goes a row at a time (map1: 1-row boxes; the 128-byte
-// swizzle follows the shared-memory address, so row r lands where the whole box would put it), keys
-// past x_last reading that key.
+// whose keys up to the lane's last (x_last) lie in one page is one box at its physical row (rows past
+// x_last are masked, or zeroed for V, by the consumers); a tile across pages goes a row at a time
+// (map1: 1-row boxes; the 128-byte swizzle follows the shared-memory address, so row r lands where
+// the whole box would put it), keys past x_last reading that key. A page outside the cache (negative,
+// or rows past kv_rows) is placed before row 0, where TMA reads zeros, as the FA2 kernel reads it.
 template <int BN, int D, typename Element>
 __device__ __forceinline__ void load_kv_paged(const CUtensorMap* map, const CUtensorMap* map1, uint64_t* bar,
                                               Element* dst, const FmhaFwdParams& p, int s, int x, int x_last,
-                                              int head, int row) {
-  if (x % p.page_size + min(BN, x_last - x + 1) <= p.page_size) {
+                                              int head) {
+  const int* bt = p.block_table + int64_t(s) * p.bt_stride;
+  const int ps = p.page_size, off = x % ps;
+  auto physical = [&](int xr) {
+    const int64_t page = bt[xr / ps], r = page * ps + xr % ps;
+    return page < 0 || r >= p.kv_rows ? -BN : int(r);
+  };
+  if (off + min(BN, x_last - x + 1) <= ps) {
+    const int row = physical(x);
 #pragma unroll
     for (int cb = 0; cb < D / kColBlock; ++cb)
       tma_load_4d(map, bar, dst + cb * BN * kColBlock, cb * kColBlock, row, head, 0);
@@ -37,10 +36,10 @@ __device__ __forceinline__ void load_kv_paged(const CUtensorMap* map, const CUte
   }
 #pragma unroll 1
   for (int r = 0; r < BN; ++r) {
-    const int rr = paged_row<BN>(p, s, min(x, x_last - r) + r);
+    const int row = physical(min(x, x_last - r) + r);
 #pragma unroll
     for (int cb = 0; cb < D / kColBlock; ++cb)
-      tma_load_4d(map1, bar, dst + cb * BN * kColBlock + r * kColBlock, cb * kColBlock, rr, head, 0);
+      tma_load_4d(map1, bar, dst + cb * BN * kColBlock + r * kColBlock, cb * kColBlock, row, head, 0);
   }
 }
 
@@ -73,20 +72,12 @@ __device__ __forceinline__ void produce_walk(const Args& args, SharedStorage<Ele
       tma_load_4d(&args.tq, &ss.full_q, ss.q.data() + cb * kBM * kColBlock, cb * kColBlock, w.blk.q0 + w.r0,
                   w.h * args.q_hm, w.blk.bq * args.q_bm);
     ++qn;
-    // paged: the page-table lookup of the next tile is issued before this one's barrier waits, so
-    // its latency is not on the producer's path from a freed stage to the TMA issue
-    int prow_next = kPaged ? paged_row<BN>(args.p, w.s, w.blk.k0 + w.kt.n_begin) : 0;
 #pragma unroll 1  // one K/V step of code: the producer has 24 registers (32 with 3-4 consumer WGs)
     for (int it = 0; it < w.kt.n_tiles; ++it, ++g) {
       const int st = g % kStages;
       const uint32_t phase = (g / kStages) & 1;
       const int row = w.blk.k0 + w.kt.n_begin + it * BN;  // paged: the lane's logical key
       const int x_last = w.blk.k0 + w.blk.lk - 1;
-      int prow = 0;
-      if constexpr (kPaged) {
-        prow = prow_next;
-        if (it + 1 < w.kt.n_tiles && args.paged != 2) prow_next = paged_row<BN>(args.p, w.s, row + BN);
-      }
       mbar_wait(&ss.empty_k[st], phase ^ 1);
       // bias rows, TMA route: the key tile's bias beside K, on K's barrier (bias_into_scores reads it)
       const bool tb = Tr::kBias && args.bias_tma;
@@ -100,7 +91,7 @@ __device__ __forceinline__ void produce_walk(const Args& args, SharedStorage<Ele
       }
       if constexpr (kPaged) {
         load_kv_paged<BN, D>(&args.tk, &args.tk1, &ss.full_k[st], ss.k.data() + st * BN * D, args.p, w.s, row, x_last,
-                             w.h * args.k_hm, args.paged == 2 ? paged_row<BN>(args.p, w.s, row) : prow);
+                             w.h * args.k_hm);
       } else {
 #pragma unroll
         for (int cb = 0; cb < D / kColBlock; ++cb)
@@ -111,7 +102,7 @@ __device__ __forceinline__ void produce_walk(const Args& args, SharedStorage<Ele
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&ss.full_v[st], Tr::kKVBytes);
       if constexpr (kPaged) {
         load_kv_paged<BN, D>(&args.tv, &args.tv1, &ss.full_v[st], ss.v.data() + st * BN * D, args.p, w.s, row, x_last,
-                             w.h * args.v_hm, args.paged == 2 ? paged_row<BN>(args.p, w.s, row) : prow);
+                             w.h * args.v_hm);
       } else {
 #pragma unroll
         for (int cb = 0; cb < D / kColBlock; ++cb)

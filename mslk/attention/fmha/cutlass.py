@@ -89,9 +89,14 @@ def mask_descriptor(attn_bias: Any, device: Optional[torch.device] = None) -> Di
             d["window_left"] = int(kw["window"]) - 1
         qi, ki = attn_bias.q_seqinfo, attn_bias.k_seqinfo
         dev = device if device is not None else qi.seqstart.device
-        starts = [s for s, _ in attn_bias._logical_offsets()]
         d["seqstart_q"] = qi.seqstart.to(dev)
-        d["seqstart_k"] = torch.tensor(starts + [0], dtype=torch.int32, device=dev)
+        # Built on the device from the seqinfo's tensors (no host copy, so a decode step can be
+        # captured in a CUDA graph): gappy lanes start at their seqstart, padded lanes at 0.
+        if isinstance(ki, _ab._GappySeqInfo):
+            ss = ki.seqstart.to(device=dev, dtype=torch.int32)
+            d["seqstart_k"] = torch.cat([ss[:-1], ss.new_zeros(1)])
+        else:
+            d["seqstart_k"] = torch.zeros(len(ki.seqlen_py) + 1, dtype=torch.int32, device=dev)
         d["seqlen_k"] = ki.seqlen.to(dev)
         d["max_seqlen_q"] = int(qi.max_seqlen)
         d["block_tables"] = attn_bias.block_tables.to(device=dev, dtype=torch.int32)

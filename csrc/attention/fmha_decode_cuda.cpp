@@ -2,7 +2,7 @@
 // writes each split's float32 O and LSE into a workspace; the last CTA of each (sequence, K/V head)
 // merges them into the output (kernels/fmha_decode_merge.cuh; past kMaxMergedSplits splits the
 // attention-merge kernel, kernels/merge_attentions.cu, does). No host sync and no allocation but the
-// workspace and the outputs, so a call can be captured in a CUDA graph.
+// workspace, the merge's counter words and the outputs, so a call can be captured in a CUDA graph.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
